@@ -1,0 +1,238 @@
+/* Baton base layer: the bottom of the stack, included by every other layer.
+ * Owns: result-checking macros, logging (NCCL_DEBUG*), the parameter table (NCCL_* variables and
+ * conf files), small utilities (allocation, hashing, clocks, host identity).
+ * It includes nothing from the layers above it. */
+#ifndef BATON_BASE_H
+#define BATON_BASE_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nccl.h"
+
+#ifndef BATON_VERSION_STRING
+#define BATON_VERSION_STRING "0.0.0"
+#endif
+
+/* ---- Exporting the public API --------------------------------------------------------------
+ * Stock exports pncclX as the strong symbol and ncclX as a weak alias of it. Use as:
+ *   NCCL_API(ncclResult_t, ncclGetVersion, int* version) { ... }                              */
+#define BATON_EXPORT __attribute__((visibility("default")))
+#define NCCL_API(ret, func, ...)                                                                 \
+  BATON_EXPORT ret func(__VA_ARGS__) __attribute__((weak, alias("p" #func)));                    \
+  BATON_EXPORT ret p##func(__VA_ARGS__)
+
+/* ---- Logging ---------------------------------------------------------------------------------
+ * Values match the ncclNet plugin API's ncclDebugLogLevel / ncclDebugLogSubSys, so a plugin's
+ * logger is this same function. */
+typedef enum {
+  NCCL_LOG_NONE = 0,
+  NCCL_LOG_VERSION = 1,
+  NCCL_LOG_WARN = 2,
+  NCCL_LOG_INFO = 3,
+  NCCL_LOG_ABORT = 4,
+  NCCL_LOG_TRACE = 5
+} ncclDebugLogLevel;
+
+typedef enum {
+  NCCL_INIT = 0x1,
+  NCCL_COLL = 0x2,
+  NCCL_P2P = 0x4,
+  NCCL_SHM = 0x8,
+  NCCL_NET = 0x10,
+  NCCL_GRAPH = 0x20,
+  NCCL_TUNING = 0x40,
+  NCCL_ENV = 0x80,
+  NCCL_ALLOC = 0x100,
+  NCCL_CALL = 0x200,
+  NCCL_PROXY = 0x400,
+  NCCL_NVLS = 0x800,
+  NCCL_BOOTSTRAP = 0x1000,
+  NCCL_REG = 0x2000,
+  NCCL_PROFILE = 0x4000,
+  NCCL_RAS = 0x8000,
+  NCCL_ALL = ~0
+} ncclDebugLogSubSys;
+
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char* file,
+                                  int line, const char* fmt, ...);
+
+/* Current level; -1 until the first log call reads NCCL_DEBUG. */
+extern int log_level;
+/* The one logging function. WARN lines are also recorded as the calling thread's last error and,
+ * when bound (log_bind_error_sink), copied into a communicator's last-error buffer. */
+void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, int line,
+              const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Re-read NCCL_DEBUG* settings (ncclResetDebugInit, tests). Closes a NCCL_DEBUG_FILE. */
+void log_reset(void);
+/* The text of the calling thread's last WARN ("" if none). */
+const char* log_last_error(void);
+void log_clear_last_error(void);
+/* Per-thread: also copy WARN text into buf (a communicator's last-error slot); NULL unbinds. */
+void log_bind_error_sink(char* buf, size_t len);
+/* This thread's device index, printed in the "[dev]" part of log lines; -1 prints nothing. */
+void log_set_device(int dev);
+/* "NCCL version 2.28.9+baton-<version>", once per process, at NCCL_DEBUG=VERSION or higher (as
+ * an INFO line at INFO and above). Core calls it at the first communicator init. */
+void log_version_banner(void);
+
+#define LOG_ENABLED(lvl) (log_level < 0 || log_level >= (lvl))
+#define WARN(...) log_emit(NCCL_LOG_WARN, NCCL_ALL, __func__, __LINE__, __VA_ARGS__)
+#define INFO(flags, ...)                                                                         \
+  do {                                                                                           \
+    if (LOG_ENABLED(NCCL_LOG_INFO)) log_emit(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define TRACE(flags, ...)                                                                        \
+  do {                                                                                           \
+    if (LOG_ENABLED(NCCL_LOG_TRACE)) log_emit(NCCL_LOG_TRACE, (flags), __func__, __LINE__, __VA_ARGS__); \
+  } while (0)
+
+/* ---- Checking macros --------------------------------------------------------------------------
+ * Only the code that first detects an error WARNs; callers propagate with CHECK, which leaves an
+ * INFO breadcrumb "file:line -> code" so a failing call reads as a backtrace at NCCL_DEBUG=INFO.
+ * ncclInProgress is not an error. */
+#define RESULT_IS_ERROR(r) ((r) != ncclSuccess && (r) != ncclInProgress)
+#define CHECK(call)                                                                              \
+  do {                                                                                           \
+    ncclResult_t check_res_ = (call);                                                            \
+    if (RESULT_IS_ERROR(check_res_)) {                                                           \
+      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)check_res_);                        \
+      return check_res_;                                                                         \
+    }                                                                                            \
+  } while (0)
+#define CHECK_GOTO(call, res, label)                                                             \
+  do {                                                                                           \
+    (res) = (call);                                                                              \
+    if (RESULT_IS_ERROR(res)) {                                                                  \
+      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)(res));                             \
+      goto label;                                                                                \
+    }                                                                                            \
+  } while (0)
+/* A system call returning -1 on failure: retried on EINTR, WARN with errno text, ncclSystemError. */
+#define SYS_CHECK(call, name)                                                                    \
+  do {                                                                                           \
+    int sys_ret_;                                                                                \
+    do { sys_ret_ = (int)(call); } while (sys_ret_ == -1 && errno == EINTR);                     \
+    if (sys_ret_ == -1) {                                                                        \
+      WARN("Call to %s failed: %s", (name), strerror(errno));                                    \
+      return ncclSystemError;                                                                    \
+    }                                                                                            \
+  } while (0)
+
+/* ---- Parameters ---------------------------------------------------------------------------------
+ * Every NCCL_* variable Baton reads is one row of src/base/param_table.h. Values come from the
+ * environment, else NCCL_CONF_FILE (or ~/.nccl.conf when NCCL_CONF_FILE is unset, as stock), else
+ * /etc/nccl.conf, else the default. Conf files: NAME=VALUE lines, '#' comments, blanks trimmed.
+ * Read once (thread-safe); rows whose value differs from the default are logged at INFO ENV, a
+ * malformed PARAM_INT value WARNs and reads as the default. Strings returned by param_str stay
+ * valid for the life of the process (param_reload retires, never frees). */
+typedef enum { PARAM_INT, PARAM_STR } param_type_t;
+#define PARAM_ENUM_ROW(id, name, type, def, doc) PARAM_##id,
+typedef enum {
+#include "base/param_table.h"
+  PARAM_COUNT
+} param_id_t;
+#undef PARAM_ENUM_ROW
+
+typedef struct param_desc {
+  const char* name;    /* "NCCL_BUFFSIZE" */
+  param_type_t type;
+  const char* def;     /* default as text; NULL: unset (param_str returns NULL, param_int -> 0) */
+  const char* doc;
+} param_desc_t;
+
+const param_desc_t* param_describe(param_id_t id);
+int64_t param_int(param_id_t id);     /* parsed as a signed integer (decimal or 0x hex) */
+const char* param_str(param_id_t id); /* NULL when unset and no default */
+bool param_is_set(param_id_t id);     /* given by env or conf file (not the default) */
+/* Forget cached values and re-read env and conf files (tests, ncclResetDebugInit). */
+void param_reload(void);
+/* Test-only seam: read path instead of /etc/nccl.conf from the next (re)load on; NULL restores
+ * /etc/nccl.conf. ~/.nccl.conf follows $HOME, so tests move it by setting HOME. */
+void param_set_system_conf_path(const char* path);
+
+/* ---- Utilities ------------------------------------------------------------------------------ */
+/* Zeroed allocation; WARNs with the size on failure and returns ncclSystemError. */
+ncclResult_t mem_calloc(void** out, size_t nelem, size_t elem_size);
+#define MEM_CALLOC(pptr, n) mem_calloc((void**)(pptr), (n), sizeof(**(pptr)))
+uint64_t hash_bytes(const void* data, size_t len); /* stable 64-bit hash (FNV-1a) */
+uint64_t clock_ns(void);                           /* CLOCK_MONOTONIC, nanoseconds */
+/* Identity of this host: hash of the hostname (+boot id), or of NCCL_HOSTID when set. */
+uint64_t host_hash(void);
+const char* host_name(void); /* short hostname, cached */
+/* Identity of this process (pid + pid namespace), distinct per process on one host. */
+uint64_t pid_hash(void);
+size_t datatype_size(ncclDataType_t t); /* 0 for an invalid type */
+const char* datatype_name(ncclDataType_t t);
+const char* redop_name(ncclRedOp_t op);
+
+/* ---- CUDA driver (dlopen) --------------------------------------------------------------------
+ * The CUDA runtime is linked statically and called directly. The driver API (virtual memory
+ * management with shareable handles, attributes) is reached without linking libcuda: cu_driver()
+ * dlopens libcuda.so.1 once and resolves the entry points below. A missing library, a missing
+ * entry point or a failing cuInit is an INFO line and cu_driver() returns NULL: callers fall back
+ * (cudaMalloc + cudaIpc). Baton never resolves nor calls a multicast (NVLS) entry point. */
+#include <cuda.h>
+
+typedef struct cu_driver {
+  int version; /* cuDriverGetVersion: 1000 * major + 10 * minor */
+  CUresult (*init)(unsigned int flags);
+  CUresult (*get_error_string)(CUresult res, const char** text);
+  CUresult (*driver_get_version)(int* version);
+  CUresult (*device_get)(CUdevice* dev, int ordinal);
+  CUresult (*device_get_attribute)(int* value, CUdevice_attribute attr, CUdevice dev);
+  CUresult (*pointer_get_attribute)(void* data, CUpointer_attribute attr, CUdeviceptr ptr);
+  CUresult (*mem_create)(CUmemGenericAllocationHandle* handle, size_t size,
+                         const CUmemAllocationProp* prop, unsigned long long flags);
+  CUresult (*mem_release)(CUmemGenericAllocationHandle handle);
+  CUresult (*mem_map)(CUdeviceptr ptr, size_t size, size_t offset,
+                      CUmemGenericAllocationHandle handle, unsigned long long flags);
+  CUresult (*mem_unmap)(CUdeviceptr ptr, size_t size);
+  CUresult (*mem_address_reserve)(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                  CUdeviceptr addr, unsigned long long flags);
+  CUresult (*mem_address_free)(CUdeviceptr ptr, size_t size);
+  CUresult (*mem_set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
+                             size_t count);
+  CUresult (*mem_export_to_shareable_handle)(void* shareable, CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType type,
+                                             unsigned long long flags);
+  CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle* handle,
+                                               void* os_handle, CUmemAllocationHandleType type);
+  CUresult (*mem_get_allocation_granularity)(size_t* granularity, const CUmemAllocationProp* prop,
+                                             CUmemAllocationGranularity_flags option);
+} cu_driver_t;
+
+/* The process's driver table (loaded on first call), NULL when the driver is unusable. */
+const cu_driver_t* cu_driver(void);
+/* Loads lib (e.g. "libcuda.so.1") into *out: every entry point resolved and cuInit(0) done.
+ * ncclSystemError with an INFO line naming what is missing otherwise (tests use other libs). */
+ncclResult_t cu_driver_load(const char* lib, cu_driver_t* out);
+/* Whether device `ordinal` supports cuMem allocations shared as POSIX file descriptors. */
+bool cu_mem_fd_supported(int ordinal);
+/* The driver's text for res ("CUDA_ERROR_..." name when the driver has none). */
+const char* cu_error_text(CUresult res);
+
+/* A driver call through cu_driver(): WARN with its text and return ncclUnhandledCudaError. */
+#define CU_CHECK(call)                                                                           \
+  do {                                                                                           \
+    CUresult cu_res_ = (call);                                                                   \
+    if (cu_res_ != CUDA_SUCCESS) {                                                               \
+      WARN("CUDA driver call %s failed: %s", #call, cu_error_text(cu_res_));                     \
+      return ncclUnhandledCudaError;                                                             \
+    }                                                                                            \
+  } while (0)
+/* A runtime call: WARN with the runtime's text and return ncclUnhandledCudaError. */
+#define CUDA_CHECK(call)                                                                         \
+  do {                                                                                           \
+    cudaError_t cuda_res_ = (call);                                                              \
+    if (cuda_res_ != cudaSuccess) {                                                              \
+      WARN("CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_res_));                     \
+      return ncclUnhandledCudaError;                                                             \
+    }                                                                                            \
+  } while (0)
+
+#endif /* BATON_BASE_H */

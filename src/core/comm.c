@@ -1,0 +1,156 @@
+/* The communicator object: allocation, release, and which CUDA device (if any) it runs on. */
+#include <stdlib.h>
+
+#include "core/core.h"
+
+static ncclResult_t comm_strdup(const char* s, char** out) {
+  if (s == NULL) {
+    *out = NULL;
+    return ncclSuccess;
+  }
+  size_t len = strlen(s) + 1;
+  char* copy;
+  CHECK(mem_calloc((void**)&copy, len, 1));
+  memcpy(copy, s, len);
+  *out = copy;
+  return ncclSuccess;
+}
+
+ncclResult_t comm_alloc(const ncclConfig_t* config, ncclComm_t* out) {
+  ncclResult_t res = ncclSuccess;
+  ncclComm_t comm = NULL;
+  uint32_t* abort_flag = NULL;
+  CHECK(MEM_CALLOC(&comm, 1));
+  CHECK_GOTO(MEM_CALLOC(&abort_flag, 1), res, fail_comm);
+  comm->config = *config;
+  CHECK_GOTO(comm_strdup(config->commName, &comm->comm_name), res, fail_flag);
+  CHECK_GOTO(comm_strdup(config->netName, &comm->net_name), res, fail_name);
+  comm->config.commName = comm->comm_name;
+  comm->config.netName = comm->net_name;
+  comm->abort_flag = abort_flag;
+  comm->rank = -1;
+  comm->cuda_dev = -1;
+  comm->bus_id = -1;
+  atomic_init(&comm->state, COMM_STATE_INITIALIZING);
+  atomic_init(&comm->async_error, ncclInProgress);
+  comm->magic = COMM_MAGIC;
+  *out = comm;
+  return ncclSuccess;
+fail_name:
+  free(comm->comm_name);
+fail_flag:
+  free(abort_flag);
+fail_comm:
+  free(comm);
+  return res;
+}
+
+/* Destroyed comms keep their (poisoned) shell for a while, so that destroying or using one again
+ * reads COMM_MAGIC_DEAD instead of freed memory. */
+#define COMM_QUARANTINE 64
+static pthread_mutex_t quarantine_lock = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t quarantine[COMM_QUARANTINE];
+static unsigned quarantine_next;
+
+static void comm_quarantine(ncclComm_t comm) {
+  pthread_mutex_lock(&quarantine_lock);
+  ncclComm_t evicted = quarantine[quarantine_next];
+  quarantine[quarantine_next] = comm;
+  quarantine_next = (quarantine_next + 1) % COMM_QUARANTINE;
+  pthread_mutex_unlock(&quarantine_lock);
+  free(evicted);
+}
+
+void comm_free(ncclComm_t comm) {
+  if (comm->job != NULL) {
+    /* Callers only free comms whose job is finished (or waited for): this returns at once. */
+    (void)comm_job_wait(comm->job, COMM_ABORT_WAIT_MS);
+    comm_job_release(comm->job);
+    comm->job = NULL;
+  }
+  ncclResult_t res = coll_comm_free(comm);
+  if (res != ncclSuccess) INFO(NCCL_INIT, "comm %p: coll_comm_free -> %d", (void*)comm, (int)res);
+  if (comm->bootstrap != NULL) {
+    res = bootstrap_close(comm->bootstrap);
+    if (res != ncclSuccess)
+      INFO(NCCL_INIT, "comm %p: bootstrap_close -> %d", (void*)comm, (int)res);
+    comm->bootstrap = NULL;
+  }
+  free(comm->peers);
+  free(comm->comm_name);
+  free(comm->net_name);
+  free((void*)comm->abort_flag);
+  comm->peers = NULL;
+  comm->comm_name = comm->net_name = NULL;
+  comm->config.commName = comm->config.netName = NULL;
+  comm->abort_flag = NULL;
+  comm->coll = NULL;
+  comm->rank = comm->nranks = -1;
+  atomic_store(&comm->state, COMM_STATE_ERROR);
+  atomic_store(&comm->async_error, ncclInvalidUsage);
+  comm->magic = COMM_MAGIC_DEAD;
+  comm_quarantine(comm);
+}
+
+/* ---- CUDA device ---------------------------------------------------------------------------- */
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+static int device_count;
+
+static void device_count_init(void) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear it: no GPU is a normal case (host executor) */
+    INFO(NCCL_INIT, "No usable CUDA device (%s): communicators run on the host executor",
+         cudaGetErrorString(err));
+    n = 0;
+  }
+  device_count = n;
+}
+
+int comm_device_count(void) {
+  pthread_once(&device_once, device_count_init);
+  return device_count;
+}
+
+/* "0000:3b:00.0" -> 0x3b000 (stock's numeric form: the hex digits, separators dropped). */
+int64_t comm_device_bus_id(int dev) {
+  char text[32];
+  if (dev < 0 || cudaDeviceGetPCIBusId(text, sizeof(text), dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  int64_t id = 0;
+  for (const char* p = text; *p; p++) {
+    char ch = *p;
+    int digit;
+    if (ch >= '0' && ch <= '9')
+      digit = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+      digit = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F')
+      digit = ch - 'A' + 10;
+    else if (ch == ':' || ch == '.')
+      continue;
+    else
+      break;
+    id = (id << 4) | digit;
+  }
+  return id;
+}
+
+const char* comm_bus_text(int64_t bus_id, char* buf) {
+  if (bus_id < 0) return "-1";
+  snprintf(buf, 24, "%llx", (unsigned long long)bus_id);
+  return buf;
+}
+
+void comm_device_current(int* dev, int64_t* bus_id) {
+  int d = -1;
+  if (comm_device_count() > 0 && cudaGetDevice(&d) != cudaSuccess) {
+    (void)cudaGetLastError();
+    d = -1;
+  }
+  *dev = d;
+  *bus_id = comm_device_bus_id(d);
+}

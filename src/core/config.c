@@ -1,0 +1,130 @@
+/* ncclConfig_t: validation, version/size handling, defaults and env overrides (as stock 2.28). */
+#include <stddef.h>
+
+#include "core/core.h"
+
+#define CONFIG_MAGIC 0xcafebeefu
+#define CONFIG_MAX_CTAS 64 /* stock's MAXCHANNELS: default maxCTAs, nChannelsPerNetPeer limit */
+#define UNDEF NCCL_CONFIG_UNDEF_INT
+
+/* Bytes of the smallest config a program can have been built with (2.14: size, magic, version,
+ * blocking). A smaller size means the struct was not set up with NCCL_CONFIG_INITIALIZER. */
+#define CONFIG_MIN_SIZE (offsetof(ncclConfig_t, blocking) + sizeof(int))
+
+static const ncclConfig_t config_undefined = NCCL_CONFIG_INITIALIZER;
+
+/* Fields a program built against an older nccl.h cannot have set: they read as undefined. */
+static void config_forget_newer_fields(ncclConfig_t* c) {
+  if (c->version < NCCL_VERSION(2, 17, 0)) {
+    c->cgaClusterSize = c->minCTAs = c->maxCTAs = UNDEF;
+    c->netName = NULL;
+  }
+  if (c->version < NCCL_VERSION(2, 25, 0)) c->trafficClass = UNDEF;
+  if (c->version < NCCL_VERSION(2, 27, 0)) {
+    c->collnetEnable = c->CTAPolicy = c->shrinkShare = c->nvlsCTAs = UNDEF;
+  }
+  if (c->version < NCCL_VERSION(2, 28, 0)) c->nChannelsPerNetPeer = c->nvlinkCentricSched = UNDEF;
+}
+
+static bool is_bool_or_undef(int v) {
+  return v == UNDEF || v == 0 || v == 1;
+}
+
+static ncclResult_t config_bad(const char* api, const char* field, int value) {
+  WARN("%s: invalid config %s value %d", api, field, value);
+  return ncclInvalidArgument;
+}
+
+static ncclResult_t config_validate(const ncclConfig_t* c, const char* api) {
+#define CONFIG_REQUIRE(cond, field) \
+  if (!(cond)) return config_bad(api, #field, c->field)
+  CONFIG_REQUIRE(is_bool_or_undef(c->blocking), blocking);
+  CONFIG_REQUIRE(c->cgaClusterSize == UNDEF || c->cgaClusterSize >= 0, cgaClusterSize);
+  CONFIG_REQUIRE(c->minCTAs == UNDEF || c->minCTAs > 0, minCTAs);
+  CONFIG_REQUIRE(c->maxCTAs == UNDEF || c->maxCTAs > 0, maxCTAs);
+  CONFIG_REQUIRE(is_bool_or_undef(c->splitShare), splitShare);
+  CONFIG_REQUIRE(is_bool_or_undef(c->collnetEnable), collnetEnable);
+  CONFIG_REQUIRE(c->CTAPolicy == UNDEF || (c->CTAPolicy >= NCCL_CTA_POLICY_DEFAULT &&
+                                           c->CTAPolicy <= NCCL_CTA_POLICY_ZERO),
+                 CTAPolicy);
+  CONFIG_REQUIRE(is_bool_or_undef(c->shrinkShare), shrinkShare);
+  CONFIG_REQUIRE(c->nvlsCTAs == UNDEF || c->nvlsCTAs > 0, nvlsCTAs);
+  CONFIG_REQUIRE(c->nChannelsPerNetPeer == UNDEF ||
+                     (c->nChannelsPerNetPeer > 0 && c->nChannelsPerNetPeer <= CONFIG_MAX_CTAS),
+                 nChannelsPerNetPeer);
+  CONFIG_REQUIRE(is_bool_or_undef(c->nvlinkCentricSched), nvlinkCentricSched);
+#undef CONFIG_REQUIRE
+  if (c->minCTAs != UNDEF && c->maxCTAs != UNDEF && c->minCTAs > c->maxCTAs) {
+    WARN("%s: invalid config: minCTAs %d is larger than maxCTAs %d", api, c->minCTAs, c->maxCTAs);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+static void config_default_int(int* field, int def, const char* name) {
+  if (*field == UNDEF)
+    *field = def;
+  else
+    INFO(NCCL_ENV, "Comm config %s set to %d", name, *field);
+}
+
+static void config_fill_defaults(ncclConfig_t* c) {
+  config_default_int(&c->blocking, 1, "blocking");
+  config_default_int(&c->cgaClusterSize, 4, "cgaClusterSize");
+  config_default_int(&c->minCTAs, 1, "minCTAs");
+  config_default_int(&c->maxCTAs, CONFIG_MAX_CTAS, "maxCTAs");
+  config_default_int(&c->splitShare, 0, "splitShare");
+  config_default_int(&c->collnetEnable, 0, "collnetEnable");
+  config_default_int(&c->CTAPolicy, NCCL_CTA_POLICY_DEFAULT, "CTAPolicy");
+  config_default_int(&c->shrinkShare, 0, "shrinkShare");
+  config_default_int(&c->nvlinkCentricSched, 0, "nvlinkCentricSched");
+  /* trafficClass, nvlsCTAs and nChannelsPerNetPeer stay undefined: "let the library choose". */
+  if (c->netName) INFO(NCCL_ENV, "Comm config netName set to %s", c->netName);
+  if (c->commName) INFO(NCCL_ENV, "Comm config commName set to %s", c->commName);
+}
+
+void config_env_override(ncclConfig_t* cfg) {
+  /* As stock: NCCL_COMM_BLOCKING=0/1, when set, wins over the config. */
+  if (param_is_set(PARAM_COMM_BLOCKING)) {
+    int64_t v = param_int(PARAM_COMM_BLOCKING);
+    if (v == 0 || v == 1)
+      cfg->blocking = (int)v;
+    else
+      INFO(NCCL_ENV, "NCCL_COMM_BLOCKING=%lld is not 0 or 1; ignored", (long long)v);
+  }
+}
+
+ncclResult_t config_parse(const ncclConfig_t* config, const char* api, ncclConfig_t* out) {
+  ncclConfig_t c = config_undefined;
+  if (config != NULL) {
+    size_t size;
+    memcpy(&size, config, sizeof(size)); /* read size first: the struct may be smaller than ours */
+    if (size < CONFIG_MIN_SIZE) {
+      WARN("%s: config size %zu is too small: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER",
+           api, size);
+      return ncclInvalidArgument;
+    }
+    memcpy(&c, config, size < sizeof(c) ? size : sizeof(c));
+    if (c.magic != CONFIG_MAGIC) {
+      WARN("%s: config magic 0x%x is wrong: initialize ncclConfig_t with NCCL_CONFIG_INITIALIZER",
+           api, c.magic);
+      return ncclInvalidArgument;
+    }
+    if (c.version < NCCL_VERSION(2, 14, 0)) {
+      WARN(
+          "%s: config version %u is older than 2.14, the first with ncclConfig_t: initialize it "
+          "with NCCL_CONFIG_INITIALIZER",
+          api, c.version);
+      return ncclInvalidArgument;
+    }
+    config_forget_newer_fields(&c);
+  }
+  CHECK(config_validate(&c, api));
+  config_fill_defaults(&c);
+  config_env_override(&c);
+  c.size = sizeof(c);
+  c.magic = CONFIG_MAGIC;
+  c.version = NCCL_VERSION_CODE;
+  *out = c;
+  return ncclSuccess;
+}

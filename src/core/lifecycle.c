@@ -1,0 +1,177 @@
+/* The end of a communicator's life (finalize, destroy, abort, revoke) and its queries
+ * (async error, count, rank, device). */
+#include "core/core.h"
+
+/* ---- Queries ----------------------------------------------------------------------------------
+ */
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  const char* api = "ncclCommGetAsyncError";
+  ncclResult_t res = comm_check(comm, api);
+  if (res == ncclSuccess) res = arg_check_ptr(asyncError, api, "asyncError");
+  if (res == ncclSuccess) *asyncError = (ncclResult_t)atomic_load(&comm->async_error);
+  comm_scope_end();
+  return res;
+}
+
+/* As stock: a comm whose nonblocking init/split is still running answers ncclInvalidArgument,
+ * one with an async error answers that error. */
+static ncclResult_t query_check(ncclComm_t comm, const void* out, const char* api,
+                                const char* out_name) {
+  CHECK(comm_check(comm, api));
+  CHECK(arg_check_ptr(out, api, out_name));
+  CHECK(comm_check_settled(comm, api));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  ncclResult_t res = query_check(comm, count, "ncclCommCount", "count");
+  if (res == ncclSuccess) *count = comm->nranks;
+  comm_scope_end();
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  ncclResult_t res = query_check(comm, rank, "ncclCommUserRank", "rank");
+  if (res == ncclSuccess) *rank = comm->rank;
+  comm_scope_end();
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  ncclResult_t res = query_check(comm, device, "ncclCommCuDevice", "device");
+  if (res == ncclSuccess) *device = comm->cuda_dev;
+  comm_scope_end();
+  return res;
+}
+
+/* ---- Finalize ---------------------------------------------------------------------------------
+ */
+static ncclResult_t finalize_job_run(comm_job_t* job) {
+  ncclComm_t comm = job->owner;
+  log_bind_error_sink(comm->last_error, sizeof(comm->last_error));
+  ncclResult_t res = coll_comm_finalize(comm);
+  if (!RESULT_IS_ERROR(res)) atomic_store(&comm->state, COMM_STATE_FINALIZED);
+  if (!job->blocking) atomic_store(&comm->async_error, res);
+  log_bind_error_sink(NULL, 0);
+  return res;
+}
+
+static ncclResult_t finalize_impl(ncclComm_t comm) {
+  const char* api = "ncclCommFinalize";
+  CHECK(comm_check(comm, api));
+  CHECK(comm_check_settled(comm, api));
+  int state = atomic_load(&comm->state);
+  if (state == COMM_STATE_FINALIZED || state == COMM_STATE_REVOKED) {
+    /* Stock: ncclInvalidArgument for a second finalize, and after a revoke. */
+    WARN("%s: comm %p has already been %s; call ncclCommDestroy", api, (void*)comm,
+         state == COMM_STATE_FINALIZED ? "finalized" : "revoked");
+    return ncclInvalidArgument;
+  }
+  if (state != COMM_STATE_READY) {
+    WARN("%s: comm %p is not initialized", api, (void*)comm);
+    return ncclInvalidUsage;
+  }
+  comm_job_t* job;
+  CHECK(comm_job_create(api, finalize_job_run, &job));
+  job->owner = comm;
+  ncclResult_t res;
+  if (comm->config.blocking) {
+    res = comm_job_start(job, true);
+    comm_job_release(job);
+    return res;
+  }
+  atomic_store(&comm->async_error, ncclInProgress);
+  comm_job_attach(comm, job);
+  res = comm_job_start(job, false);
+  comm_job_release(job);
+  if (RESULT_IS_ERROR(res)) atomic_store(&comm->async_error, ncclSuccess);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess; /* as stock */
+  ncclResult_t res = finalize_impl(comm);
+  comm_scope_end();
+  return res;
+}
+
+/* ---- Destroy and abort --------------------------------------------------------------------------
+ */
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  const char* api = "ncclCommDestroy";
+  char bus[24];
+  if (comm == NULL) return ncclSuccess; /* as stock */
+  ncclResult_t res = comm_check(comm, api);
+  /* As stock: refused while a nonblocking operation runs (ncclInvalidArgument) and, after an
+   * async error, that error (ncclCommAbort frees such a comm). */
+  if (res == ncclSuccess) res = comm_check_settled(comm, api);
+  comm_scope_end();
+  if (res != ncclSuccess) return res;
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %s - Destroy COMPLETE", (void*)comm,
+       comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
+  comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  const char* api = "ncclCommAbort";
+  char bus[24];
+  if (comm == NULL) return ncclSuccess; /* as stock */
+  ncclResult_t res = comm_check(comm, api);
+  if (res == ncclSuccess) {
+    INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Abort START", (void*)comm,
+         comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
+    /* If the background operation does not stop, leak the comm rather than free it under it. */
+    res = comm_abort_and_wait(comm);
+  }
+  comm_scope_end();
+  if (res != ncclSuccess) return res;
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %s - Abort COMPLETE", (void*)comm,
+       comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
+  comm_free(comm);
+  return ncclSuccess;
+}
+
+/* ---- Revoke -------------------------------------------------------------------------------------
+ */
+static ncclResult_t revoke_impl(ncclComm_t comm, int revokeFlags) {
+  const char* api = "ncclCommRevoke";
+  char bus[24];
+  CHECK(comm_check(comm, api));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT) {
+    WARN("%s: invalid revokeFlags %d: must be NCCL_REVOKE_DEFAULT (0)", api, revokeFlags);
+    return ncclInvalidArgument;
+  }
+  int state = atomic_load(&comm->state);
+  if (state == COMM_STATE_FINALIZED || state == COMM_STATE_REVOKED) {
+    /* Stock: ncclInvalidArgument after finalize, and for a second revoke. */
+    WARN("%s: comm %p has already been %s", api, (void*)comm,
+         state == COMM_STATE_FINALIZED ? "finalized" : "revoked");
+    return ncclInvalidArgument;
+  }
+  if (state != COMM_STATE_READY) {
+    WARN("%s: comm %p is not initialized", api, (void*)comm);
+    return ncclInvalidUsage;
+  }
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Revoke START", (void*)comm,
+       comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
+  /* Stop in-flight work (including a nonblocking split), wait until it has stopped, then clear
+   * the flag: the bootstrap stays usable for split/shrink, collectives are refused by state. */
+  CHECK(comm_abort_and_wait(comm));
+  ncclResult_t res = coll_comm_finalize(comm);
+  if (RESULT_IS_ERROR(res))
+    INFO(NCCL_INIT, "comm %p: coll_comm_finalize after revoke -> %d", (void*)comm, (int)res);
+  __atomic_store_n(comm->abort_flag, 0, __ATOMIC_RELEASE);
+  atomic_store(&comm->state, COMM_STATE_REVOKED);
+  atomic_store(&comm->async_error, ncclSuccess);
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d - Revoke COMPLETE", (void*)comm, comm->rank,
+       comm->nranks);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  if (comm == NULL) return ncclSuccess; /* as stock */
+  ncclResult_t res = revoke_impl(comm, revokeFlags);
+  comm_scope_end();
+  return res;
+}

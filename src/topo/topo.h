@@ -1,0 +1,147 @@
+/* Baton topology layer: who is where (hosts, processes, GPUs, NICs), paths and bandwidths between
+ * them, ring and tree construction, and the tuning model. Talks to CUDA/NVML (dlopen), hwloc,
+ * libnuma and sysfs; includes only src/base. */
+#ifndef BATON_TOPO_H
+#define BATON_TOPO_H
+
+#include "base/base.h"
+
+/* What every rank publishes about itself at init (allgathered through the bootstrap). */
+typedef struct peer_info {
+  int rank;
+  int cuda_dev;        /* CUDA device ordinal in its process, -1 for the host executor */
+  int64_t bus_id;      /* PCI bus id of the GPU, -1 without one */
+  uint64_t host_hash;  /* host_hash(): equal means same host */
+  uint64_t pid_hash;   /* pid_hash(): equal means same process */
+  uint64_t shm_dev;    /* st_dev of /dev/shm: equal means SHM can be shared */
+  int pid;             /* for liveness checks of peers on the same host (same pid namespace) */
+} peer_info_t;
+
+/* ---- Rings and trees (pure functions) ------------------------------------------------------ */
+/* The ring order channel `channel` uses, as nranks entries. Ranks of one host stay adjacent
+ * (hosts[] gives each rank's host index, or NULL for one host), and odd channels may reverse the
+ * direction so both directions of every link carry traffic. */
+void topo_ring_order(int nranks, const int* hosts, int channel, int* order_out);
+/* Double binary tree over ranks 0..nranks-1: tree 0 and tree 1 are complementary (a rank that is
+ * an interior node in one is a leaf in the other, as far as possible). Writes the parent (-1 at
+ * the root) and up to TOPO_TREE_MAX_CHILDREN children (-1 where unused). */
+#define TOPO_TREE_MAX_CHILDREN 3
+void topo_dbtree(int nranks, int rank, int tree, int* up, int* down);
+
+/* ---- Tuning model ------------------------------------------------------------------------------ */
+/* Estimated time in microseconds of one operation: latency + bytes / bandwidth per algorithm and
+ * protocol, from the number of ranks, hosts and channels and the link kind. Returns a negative
+ * value for a combination that is not supported. func/algo/proto use the device.h enums. */
+typedef struct topo_tuning {
+  int nranks;
+  int nhosts;
+  int nchannels;
+  double intra_bw_gbs; /* per channel, bytes/ns == GB/s */
+  double inter_bw_gbs;
+  double intra_lat_us; /* per hop */
+  double inter_lat_us;
+  bool gpu;            /* LL128 is only offered on GPUs */
+} topo_tuning_t;
+double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes);
+
+/* ---- Algorithm and protocol filters (NCCL_ALGO, NCCL_PROTO) -------------------------------------
+ * Stock 2.28's syntax: "[func:][^]name,name;func:[^]name..." (src/topo/algo_filter.c has the
+ * grammar). The name tables are in stock's order, so an index is the ALGO_* / PROTO_* / func_t
+ * value; names Baton does not implement (CollNet*, NVLS*, PAT) parse but are never offered. */
+#define TOPO_ALGO_NAMES_COUNT 7  /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT */
+#define TOPO_PROTO_NAMES_COUNT 3 /* LL, LL128, Simple */
+#define TOPO_FUNC_NAMES_COUNT 5  /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
+#define TOPO_FILTER_MAX_NAMES 16
+extern const char* const topo_algo_names[TOPO_ALGO_NAMES_COUNT];
+extern const char* const topo_proto_names[TOPO_PROTO_NAMES_COUNT];
+extern const char* const topo_func_names[TOPO_FUNC_NAMES_COUNT];
+/* Which of names[0..nnames) `spec` allows for the function named func_name (one of
+ * topo_func_names; NULL: only the entry without a function applies). spec NULL or empty allows
+ * all. The whole spec is checked whichever function is asked for: a bad token WARNs naming
+ * var_name ("NCCL_ALGO") and the token, and returns ncclInvalidUsage (as stock does).
+ * allowed[nnames] is written only on success. */
+ncclResult_t topo_parse_filter(const char* spec, const char* var_name, const char* const* names,
+                               int nnames, const char* func_name, bool* allowed);
+
+/* ---- System topology (system.c, gpu.c, nvml.c, xml.c) -------------------------------------------
+ * The GPUs of the ranks on this host and how they connect: the path type between two GPUs, a
+ * bandwidth estimate, and what those allow (P2P, the channel count). Detected from sysfs (PCI
+ * bridges, NUMA node, local CPUs) and NVML (NVLinks, through dlopen; absent NVML is an INFO line
+ * and PCIe-only paths), or loaded from NCCL_TOPO_FILE (so a topology can be forced or studied
+ * without the hardware); NCCL_TOPO_DUMP_FILE writes it. xml.c documents the file's schema. */
+typedef enum {
+  TOPO_PATH_LOC = 0, /* the same GPU */
+  TOPO_PATH_NVL,     /* NVLink: direct, or both GPUs on NVSwitches */
+  TOPO_PATH_NVB,     /* NVLink through another GPU (a level name only; never detected) */
+  TOPO_PATH_PIX,     /* PCIe through at most one switch */
+  TOPO_PATH_PXB,     /* PCIe through several switches, not through the host bridge */
+  TOPO_PATH_PXN,     /* (a level name only; never detected) */
+  TOPO_PATH_PHB,     /* PCIe through a host bridge (the CPU) */
+  TOPO_PATH_SYS,     /* across the CPUs' interconnect (another NUMA node), or unknown */
+  TOPO_PATH_COUNT
+} topo_path_t;
+extern const char* const topo_path_names[TOPO_PATH_COUNT]; /* "LOC", "NVL", ... */
+
+#define TOPO_BUSID_LEN 20 /* "0000:3b:00.0" (domains up to 8 digits) and its NUL */
+#define TOPO_CPUS_MAX 256
+#define TOPO_PCI_PATH_MAX 256
+
+typedef struct topo_gpu {
+  int64_t bus_id;     /* numeric form, as peer_info_t.bus_id */
+  int rank;           /* lowest rank using this GPU, -1 none */
+  int dev;            /* that rank's CUDA ordinal (in its own process), -1 unknown */
+  int sm;             /* compute capability x 10 (90: Hopper), 0 unknown */
+  int numa;           /* NUMA node, -1 unknown */
+  int nvswitch_links; /* NVLinks ending at an NVSwitch */
+  char cpus[TOPO_CPUS_MAX];         /* local CPUs as a Linux list ("0-31,64-95"), "" unknown */
+  char pci_path[TOPO_PCI_PATH_MAX]; /* PCI bridges below the host bridge, '/'-separated bus ids */
+} topo_gpu_t;
+
+typedef struct topo_system {
+  int ngpus;
+  topo_gpu_t* gpus;   /* sorted by bus id */
+  int* nvlinks;       /* [i * ngpus + j]: direct NVLinks from gpus[i] to gpus[j] */
+  topo_path_t* paths; /* [i * ngpus + j] */
+  double* bw;         /* [i * ngpus + j]: GB/s, one direction */
+} topo_system_t;
+
+/* The GPUs of every rank on my_rank's host (peers[r].cuda_dev >= 0, same host_hash). With
+ * NCCL_TOPO_FILE, GPUs listed there are taken from the file and the others detected; rank 0
+ * writes NCCL_TOPO_DUMP_FILE. Logs the GPUs and paths at INFO GRAPH. */
+ncclResult_t topo_system_detect(const peer_info_t* peers, int nranks, int my_rank,
+                                topo_system_t** out);
+void topo_system_free(topo_system_t* sys);
+int topo_system_gpu(const topo_system_t* sys, int64_t bus_id); /* index, -1 if absent */
+/* LOC for equal bus ids; SYS when either GPU is unknown (or sys is NULL). */
+topo_path_t topo_system_path(const topo_system_t* sys, int64_t bus_a, int64_t bus_b);
+/* Channels for this host's slowest GPU pair (about 16 GB/s each, an even count, at least 2),
+ * within NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS; 0 with fewer than two GPUs (no opinion). Every
+ * rank of one host computes the same value; across hosts the caller must agree (minimum). */
+int topo_system_nchannels(const topo_system_t* sys);
+/* The furthest path P2P may use: NCCL_P2P_LEVEL (a name, or stock's legacy 0..4), default PXB. */
+topo_path_t topo_p2p_level(void);
+ncclResult_t topo_path_parse(const char* text, topo_path_t* out); /* names and legacy numbers */
+/* "0000:3b:00.0" <-> 0x3b000 (the hex digits of the text, as core's numeric bus ids). */
+void topo_busid_format(int64_t bus_id, char out[TOPO_BUSID_LEN]);
+int64_t topo_busid_parse(const char* text); /* -1 when malformed */
+
+/* XML: text in memory (format allocates *text_out; free() it) and files. Parse errors WARN with
+ * name:line and return ncclInvalidUsage. */
+ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out);
+ncclResult_t topo_xml_parse(const char* text, const char* name, topo_system_t** out);
+ncclResult_t topo_xml_dump(const topo_system_t* sys, const char* path);
+ncclResult_t topo_xml_load(const char* path, topo_system_t** out);
+
+/* ---- Graph log lines (graph.c) -----------------------------------------------------------------
+ * What stock prints at init, for the collectives layer: one "Channel 00/24 : 0 1 2 3" line per
+ * channel (rings: nchannels x nranks ranks) and one "Trees [0] 1/-1/-1->0->-1 [1] ..." line for
+ * this rank (per channel: children down[c * TOPO_TREE_MAX_CHILDREN + k], then rank, then up[c]).
+ * The format functions return the length written (truncated to len). */
+int topo_format_ring(char* buf, size_t len, int channel, int nchannels, const int* ring,
+                     int nranks);
+int topo_format_trees(char* buf, size_t len, int rank, int nchannels, const int* up,
+                      const int* down);
+void topo_log_graph(int rank, int nranks, int nchannels, const int* rings, const int* up,
+                    const int* down);
+
+#endif /* BATON_TOPO_H */

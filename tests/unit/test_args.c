@@ -1,0 +1,388 @@
+/* Bad arguments to every lifecycle entry point: each returns stock's code, its WARN names the
+ * argument (ncclGetLastError(comm), or (NULL) without a comm), outputs are left alone, and the
+ * communicator keeps working. Also the config rules (config_parse). */
+#include <check.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "fork_ranks.h"
+
+static ncclComm_t one_rank_comm(void) {
+  ncclUniqueId id;
+  ncclComm_t comm = NULL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  return comm;
+}
+
+/* The call's result, and the text ncclGetLastError(comm) gives right after it. */
+#define EXPECT_ERR(call, code, comm, needle)                                                 \
+  do {                                                                                       \
+    log_clear_last_error();                                                                  \
+    ncclResult_t r_ = (call);                                                                \
+    ck_assert_msg(r_ == (code), "%s returned %d, expected %d", #call, (int)r_, (int)(code)); \
+    const char* e_ = ncclGetLastError(comm);                                                 \
+    ck_assert_msg(strstr(e_, (needle)) != NULL, "%s: last error '%s' lacks '%s'", #call, e_, \
+                  (needle));                                                                 \
+  } while (0)
+
+static void check_still_works(ncclComm_t comm) {
+  int n = -1;
+  ck_assert_int_eq(ncclCommCount(comm, &n), ncclSuccess);
+  ck_assert_int_eq(n, comm->nranks);
+  ncclComm_t child = NULL;
+  ck_assert_int_eq(ncclCommSplit(comm, 0, 0, &child, NULL), ncclSuccess);
+  ck_assert_ptr_nonnull(child);
+  ck_assert_int_eq(ncclCommCount(child, &n), ncclSuccess);
+  ck_assert_int_eq(n, comm->nranks);
+  ck_assert_int_eq(ncclCommDestroy(child), ncclSuccess);
+}
+
+#define SENTINEL ((ncclComm_t)(uintptr_t)0x5eed)
+
+START_TEST(test_init_args) {
+  ncclUniqueId id;
+  ncclComm_t comm = SENTINEL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  EXPECT_ERR(ncclGetUniqueId(NULL), ncclInvalidArgument, NULL, "uniqueId");
+  EXPECT_ERR(ncclCommInitRank(NULL, 1, id, 0), ncclInvalidArgument, NULL, "newcomm");
+  EXPECT_ERR(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, NULL, "nranks 0");
+  EXPECT_ERR(ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, NULL, "nranks -3");
+  EXPECT_ERR(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument, NULL, "rank 2");
+  EXPECT_ERR(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument, NULL, "rank -1");
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 2, id, 5, NULL), ncclInvalidArgument, NULL,
+             "ncclCommInitRankConfig");
+  EXPECT_ERR(ncclCommInitRankScalable(&comm, 2, 0, 1, NULL, NULL), ncclInvalidArgument, NULL,
+             "commIds");
+  ncclUniqueId ids[3] = {id, id, id};
+  EXPECT_ERR(ncclCommInitRankScalable(&comm, 2, 0, 0, ids, NULL), ncclInvalidArgument, NULL,
+             "unique ids 0");
+  EXPECT_ERR(ncclCommInitRankScalable(&comm, 2, 0, 3, ids, NULL), ncclInvalidArgument, NULL,
+             "unique ids 3");
+  ck_assert_ptr_eq(comm, SENTINEL); /* never written on failure */
+}
+END_TEST
+
+START_TEST(test_init_all_args) {
+  ncclComm_t comms[2] = {SENTINEL, SENTINEL};
+  EXPECT_ERR(ncclCommInitAll(NULL, 2, NULL), ncclInvalidArgument, NULL, "comms");
+  EXPECT_ERR(ncclCommInitAll(comms, -1, NULL), ncclInvalidArgument, NULL, "ndev -1");
+  int negative[2] = {0, -1};
+  EXPECT_ERR(ncclCommInitAll(comms, 2, negative), ncclInvalidArgument, NULL, "devlist[1]");
+  int twice[2] = {0, 0};
+  EXPECT_ERR(ncclCommInitAll(comms, 2, twice), ncclInvalidUsage, NULL, "twice");
+  ck_assert_ptr_eq(comms[0], SENTINEL);
+  ck_assert_int_eq(ncclCommInitAll(comms, 0, NULL), ncclSuccess);
+}
+END_TEST
+
+/* ---- Config ------------------------------------------------------------------------------------
+ */
+typedef struct bad_field {
+  const char* name;
+  size_t offset;
+  int value;
+} bad_field_t;
+
+#define BAD(field, v) \
+  { #field, offsetof(ncclConfig_t, field), (v) }
+static const bad_field_t bad_fields[] = {
+    BAD(blocking, 2),
+    BAD(blocking, -1),
+    BAD(cgaClusterSize, -1),
+    BAD(minCTAs, 0),
+    BAD(maxCTAs, -4),
+    BAD(splitShare, 2),
+    BAD(collnetEnable, 3),
+    BAD(CTAPolicy, 3),
+    BAD(CTAPolicy, -2),
+    BAD(shrinkShare, 7),
+    BAD(nvlsCTAs, 0),
+    BAD(nChannelsPerNetPeer, 65),
+    BAD(nChannelsPerNetPeer, 0),
+    BAD(nvlinkCentricSched, 2),
+};
+
+START_TEST(test_config_bad_fields) {
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  for (size_t i = 0; i < sizeof(bad_fields) / sizeof(bad_fields[0]); i++) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    *(int*)((char*)&cfg + bad_fields[i].offset) = bad_fields[i].value;
+    ncclComm_t comm = SENTINEL;
+    EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, NULL,
+               bad_fields[i].name);
+    ck_assert_ptr_eq(comm, SENTINEL);
+  }
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  ncclComm_t comm = SENTINEL;
+  cfg.minCTAs = 8;
+  cfg.maxCTAs = 4;
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, NULL,
+             "minCTAs 8 is larger than maxCTAs 4");
+  ncclConfig_t bad_magic = NCCL_CONFIG_INITIALIZER;
+  bad_magic.magic = 0x12345678;
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_magic), ncclInvalidArgument, NULL,
+             "magic");
+  ncclConfig_t bad_size = NCCL_CONFIG_INITIALIZER;
+  bad_size.size = 4;
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_size), ncclInvalidArgument, NULL,
+             "size 4");
+  ncclConfig_t bad_version = NCCL_CONFIG_INITIALIZER;
+  bad_version.version = 1234;
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_version), ncclInvalidArgument, NULL,
+             "version 1234");
+  ck_assert_ptr_eq(comm, SENTINEL);
+}
+END_TEST
+
+START_TEST(test_config_defaults_and_versions) {
+  ncclConfig_t out;
+  ck_assert_int_eq(config_parse(NULL, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.blocking, 1);
+  ck_assert_int_eq(out.cgaClusterSize, 4);
+  ck_assert_int_eq(out.minCTAs, 1);
+  ck_assert_int_eq(out.maxCTAs, 64);
+  ck_assert_int_eq(out.splitShare, 0);
+  ck_assert_int_eq(out.CTAPolicy, NCCL_CTA_POLICY_DEFAULT);
+  ck_assert_int_eq(out.trafficClass, NCCL_CONFIG_UNDEF_INT);
+  ck_assert_int_eq(out.nvlsCTAs, NCCL_CONFIG_UNDEF_INT);
+  ck_assert_ptr_null(out.commName);
+  ck_assert_uint_eq(out.magic, 0xcafebeef);
+
+  /* Set fields are kept. */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.minCTAs = 2;
+  cfg.maxCTAs = 8;
+  cfg.commName = "trainer";
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.blocking, 0);
+  ck_assert_int_eq(out.minCTAs, 2);
+  ck_assert_int_eq(out.maxCTAs, 8);
+  ck_assert_str_eq(out.commName, "trainer");
+
+  /* Built against 2.16: minCTAs did not exist yet, so its (invalid) value is ignored. */
+  ncclConfig_t old = NCCL_CONFIG_INITIALIZER;
+  old.version = NCCL_VERSION(2, 16, 0);
+  old.minCTAs = 0;
+  old.blocking = 0;
+  ck_assert_int_eq(config_parse(&old, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.minCTAs, 1);
+  ck_assert_int_eq(out.blocking, 0);
+
+  /* A smaller struct: fields past its size are undefined (defaults), whatever follows it. */
+  ncclConfig_t small = NCCL_CONFIG_INITIALIZER;
+  small.size = offsetof(ncclConfig_t, netName);
+  small.splitShare = 99;
+  small.maxCTAs = 3;
+  ck_assert_int_eq(config_parse(&small, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.splitShare, 0);
+  ck_assert_int_eq(out.maxCTAs, 3);
+
+  /* A larger (newer) struct: our part is read. */
+  struct {
+    ncclConfig_t cfg;
+    int future[4];
+  } big = {.cfg = NCCL_CONFIG_INITIALIZER};
+  big.cfg.size = sizeof(big);
+  big.cfg.cgaClusterSize = 2;
+  ck_assert_int_eq(config_parse(&big.cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.cgaClusterSize, 2);
+}
+END_TEST
+
+START_TEST(test_config_env_blocking) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, out;
+  cfg.blocking = 1;
+  setenv("NCCL_COMM_BLOCKING", "0", 1);
+  param_reload();
+  ck_assert_int_eq(config_parse(NULL, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.blocking, 0);
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.blocking, 0); /* as stock, the env variable wins when set */
+  unsetenv("NCCL_COMM_BLOCKING");
+  param_reload();
+  ck_assert_int_eq(config_parse(NULL, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.blocking, 1);
+}
+END_TEST
+
+/* The comm keeps an owned copy of commName. */
+START_TEST(test_config_comm_name_copied) {
+  char name[16] = "solver";
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.commName = name;
+  ncclComm_t comm = NULL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclSuccess);
+  name[0] = 'X';
+  ck_assert_str_eq(comm->config.commName, "solver");
+  ck_assert_ptr_ne(comm->config.commName, name);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* ---- Queries and lifecycle calls on a live comm ------------------------------------------------
+ */
+START_TEST(test_query_args) {
+  ncclComm_t comm = one_rank_comm();
+  int n = -7;
+  ncclResult_t st;
+  EXPECT_ERR(ncclCommCount(NULL, &n), ncclInvalidArgument, NULL, "ncclCommCount: argument comm");
+  EXPECT_ERR(ncclCommCount(comm, NULL), ncclInvalidArgument, comm, "argument count");
+  EXPECT_ERR(ncclCommUserRank(comm, NULL), ncclInvalidArgument, comm, "argument rank");
+  EXPECT_ERR(ncclCommUserRank(NULL, &n), ncclInvalidArgument, NULL, "ncclCommUserRank");
+  EXPECT_ERR(ncclCommCuDevice(comm, NULL), ncclInvalidArgument, comm, "argument device");
+  EXPECT_ERR(ncclCommCuDevice(NULL, &n), ncclInvalidArgument, NULL, "ncclCommCuDevice");
+  EXPECT_ERR(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument, comm, "asyncError");
+  EXPECT_ERR(ncclCommGetAsyncError(NULL, &st), ncclInvalidArgument, NULL, "ncclCommGetAsyncError");
+  ck_assert_int_eq(n, -7);
+  ck_assert_int_eq(ncclCommGetAsyncError(comm, &st), ncclSuccess);
+  ck_assert_int_eq(st, ncclSuccess);
+  check_still_works(comm);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_split_args) {
+  ncclComm_t comm = one_rank_comm();
+  ncclComm_t child = SENTINEL;
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  EXPECT_ERR(ncclCommSplit(NULL, 0, 0, &child, NULL), ncclInvalidArgument, NULL, "ncclCommSplit");
+  EXPECT_ERR(ncclCommSplit(comm, 0, 0, NULL, NULL), ncclInvalidArgument, comm, "newcomm");
+  EXPECT_ERR(ncclCommSplit(comm, -7, 0, &child, NULL), ncclInvalidArgument, comm, "color -7");
+  EXPECT_ERR(ncclCommSplit(comm, 0, 0, &child, &bad), ncclInvalidArgument, comm, "magic");
+  ck_assert_ptr_eq(child, SENTINEL);
+  /* A valid config for the child is honoured. */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.maxCTAs = 5;
+  ck_assert_int_eq(ncclCommSplit(comm, 0, 0, &child, &cfg), ncclSuccess);
+  ck_assert_int_eq(child->config.maxCTAs, 5);
+  ck_assert_int_eq(ncclCommDestroy(child), ncclSuccess);
+  check_still_works(comm);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_shrink_args) {
+  ncclComm_t comm = one_rank_comm();
+  ncclComm_t child = SENTINEL;
+  int self[1] = {0}, outside[1] = {5}, twice[2] = {0, 0};
+  EXPECT_ERR(ncclCommShrink(NULL, self, 1, &child, NULL, 0), ncclInvalidArgument, NULL,
+             "ncclCommShrink");
+  EXPECT_ERR(ncclCommShrink(comm, NULL, 1, &child, NULL, 0), ncclInvalidArgument, comm,
+             "excludeRanksList");
+  EXPECT_ERR(ncclCommShrink(comm, self, 0, &child, NULL, 0), ncclInvalidArgument, comm,
+             "excludeRanksCount 0");
+  EXPECT_ERR(ncclCommShrink(comm, self, 1, NULL, NULL, 0), ncclInvalidArgument, comm, "newcomm");
+  EXPECT_ERR(ncclCommShrink(comm, self, 1, &child, NULL, 0x4), ncclInvalidArgument, comm,
+             "shrinkFlags");
+  EXPECT_ERR(ncclCommShrink(comm, outside, 1, &child, NULL, 0), ncclInvalidArgument, comm,
+             "rank 5, outside");
+  EXPECT_ERR(ncclCommShrink(comm, twice, 2, &child, NULL, 0), ncclInvalidArgument, comm, "twice");
+  /* As stock: an excluded rank calling shrink is an invalid argument. */
+  EXPECT_ERR(ncclCommShrink(comm, self, 1, &child, NULL, NCCL_SHRINK_ABORT), ncclInvalidArgument,
+             comm, "rank 0 is in excludeRanksList");
+  ck_assert_ptr_eq(child, SENTINEL);
+  ck_assert_uint_eq(*comm->abort_flag, 0);
+  check_still_works(comm);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+START_TEST(test_lifecycle_args) {
+  ck_assert_int_eq(ncclCommFinalize(NULL), ncclSuccess); /* all as stock */
+  ck_assert_int_eq(ncclCommDestroy(NULL), ncclSuccess);
+  ck_assert_int_eq(ncclCommAbort(NULL), ncclSuccess);
+  ck_assert_int_eq(ncclCommRevoke(NULL, 0), ncclSuccess);
+  EXPECT_ERR(ncclGetVersion(NULL), ncclInvalidArgument, NULL, "version");
+  ncclComm_t comm = one_rank_comm();
+  EXPECT_ERR(ncclCommRevoke(comm, 3), ncclInvalidArgument, comm, "revokeFlags 3");
+  check_still_works(comm);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* A destroyed comm's shell stays mapped (quarantine) with a poisoned magic: using it again is
+ * reported, not undefined. */
+START_TEST(test_use_after_destroy) {
+  ncclComm_t comm = one_rank_comm();
+  ncclComm_t aborted = one_rank_comm();
+  int n;
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  ck_assert_int_eq(ncclCommAbort(aborted), ncclSuccess);
+  EXPECT_ERR(ncclCommDestroy(comm), ncclInvalidArgument, NULL, "already been destroyed");
+  EXPECT_ERR(ncclCommAbort(comm), ncclInvalidArgument, NULL, "already been destroyed");
+  EXPECT_ERR(ncclCommDestroy(aborted), ncclInvalidArgument, NULL, "already been destroyed");
+  EXPECT_ERR(ncclCommCount(comm, &n), ncclInvalidArgument, NULL, "already been destroyed");
+  EXPECT_ERR(ncclCommFinalize(comm), ncclInvalidArgument, NULL, "already been destroyed");
+  EXPECT_ERR(ncclCommRevoke(comm, 0), ncclInvalidArgument, NULL, "already been destroyed");
+  ncclComm_t child = NULL;
+  EXPECT_ERR(ncclCommSplit(comm, 0, 0, &child, NULL), ncclInvalidArgument, NULL, "destroyed");
+
+  struct ncclComm fake;
+  memset(&fake, 0x5a, sizeof(fake));
+  EXPECT_ERR(ncclCommCount(&fake, &n), ncclInvalidArgument, NULL, "not a valid communicator");
+  EXPECT_ERR(ncclCommDestroy(&fake), ncclInvalidArgument, NULL, "not a valid communicator");
+}
+END_TEST
+
+/* Two processes: after a burst of bad calls, the comm still splits and carries traffic. */
+static int rank_bad_calls(int rank, int n, void* arg) {
+  ncclUniqueId* id = arg;
+  ncclComm_t comm = NULL, child = NULL;
+  int v;
+  CHILD_CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess);
+  CHILD_CHECK(ncclCommCount(comm, NULL) == ncclInvalidArgument);
+  CHILD_CHECK(ncclCommSplit(comm, -4, 0, &child, NULL) == ncclInvalidArgument);
+  int self[1] = {rank};
+  CHILD_CHECK(ncclCommShrink(comm, self, 1, &child, NULL, 0) == ncclInvalidArgument);
+  CHILD_CHECK(ncclCommRevoke(comm, 9) == ncclInvalidArgument);
+  CHILD_CHECK(strstr(ncclGetLastError(comm), "revokeFlags") != NULL);
+  CHILD_CHECK(ncclCommSplit(comm, 0, -rank, &child, NULL) == ncclSuccess);
+  CHILD_CHECK(ncclCommUserRank(child, &v) == ncclSuccess && v == n - 1 - rank);
+  int vals[2] = {0, 0};
+  vals[child->rank] = 11 + child->rank;
+  CHILD_CHECK(bootstrap_allgather(child->bootstrap, vals, sizeof(int)) == ncclSuccess);
+  CHILD_CHECK(vals[0] == 11 && vals[1] == 12);
+  CHILD_CHECK(ncclCommDestroy(child) == ncclSuccess);
+  CHILD_CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  return 0;
+}
+
+START_TEST(test_comm_works_after_bad_calls) {
+  ncclUniqueId id;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(fork_ranks_run(2, rank_bad_calls, &id, 20000), 0);
+}
+END_TEST
+
+int main(void) {
+  setenv("CUDA_VISIBLE_DEVICES", "", 1); /* host executor */
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  Suite* s = suite_create("args");
+  TCase* tc = tcase_create("args");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_init_args);
+  tcase_add_test(tc, test_init_all_args);
+  tcase_add_test(tc, test_config_bad_fields);
+  tcase_add_test(tc, test_config_defaults_and_versions);
+  tcase_add_test(tc, test_config_env_blocking);
+  tcase_add_test(tc, test_config_comm_name_copied);
+  tcase_add_test(tc, test_query_args);
+  tcase_add_test(tc, test_split_args);
+  tcase_add_test(tc, test_shrink_args);
+  tcase_add_test(tc, test_lifecycle_args);
+  tcase_add_test(tc, test_use_after_destroy);
+  tcase_add_test(tc, test_comm_works_after_bad_calls);
+  suite_add_tcase(s, tc);
+  SRunner* sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,469 @@
+/* Logging: line shapes, NCCL_DEBUG levels, NCCL_DEBUG_SUBSYS (with ^), NCCL_DEBUG_FILE (%h, %p,
+ * fallback to stdout), the version banner, last error per thread and the error sink, whole lines
+ * from concurrent threads, ncclResetDebugInit. Output is captured through NCCL_DEBUG_FILE (or a
+ * redirected stdout); each test runs in its own forked process. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <check.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+static char tmp_dir[256];
+static char log_path[512];
+
+static char* read_file(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return NULL;
+  char* text = NULL;
+  size_t len = 0;
+  FILE* mem = open_memstream(&text, &len);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) fwrite(buf, 1, n, mem);
+  fclose(mem);
+  fclose(f);
+  return text;
+}
+
+/* The log so far (lines are flushed as written, so the file can be read while open). */
+static char* read_log(void) {
+  char* text = read_file(log_path);
+  return text ? text : strdup("");
+}
+
+static bool contains(const char* text, const char* needle) {
+  return strstr(text, needle) != NULL;
+}
+
+static int count_occurrences(const char* text, const char* needle) {
+  int count = 0;
+  for (const char* p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) count++;
+  return count;
+}
+
+/* "<host>:<pid>:<tid> " of the calling thread. */
+static void line_prefix(char* out, size_t len) {
+  snprintf(out, len, "%s:%d:%d ", host_name(), (int)getpid(), (int)gettid());
+}
+
+static void set_debug(const char* level, const char* subsys) {
+  if (level)
+    setenv("NCCL_DEBUG", level, 1);
+  else
+    unsetenv("NCCL_DEBUG");
+  if (subsys)
+    setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
+  else
+    unsetenv("NCCL_DEBUG_SUBSYS");
+  log_reset();
+}
+
+/* Sends stdout to path for the rest of this (forked) test. */
+static void redirect_stdout(const char* path) {
+  fflush(stdout);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_ge(dup2(fd, STDOUT_FILENO), 0);
+  close(fd);
+}
+
+static void setup(void) {
+  snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/baton_log_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+  for (int i = 0; i < PARAM_COUNT; i++) unsetenv(param_describe((param_id_t)i)->name);
+  setenv("HOME", tmp_dir, 1);
+  char etc[512];
+  snprintf(etc, sizeof(etc), "%s/etc_nccl.conf", tmp_dir);
+  param_set_system_conf_path(etc);
+  snprintf(log_path, sizeof(log_path), "%s/nccl.log", tmp_dir);
+  setenv("NCCL_DEBUG_FILE", log_path, 1);
+  log_set_device(-1);
+  log_reset();
+  log_clear_last_error();
+}
+
+static int remove_entry(const char* path, const struct stat* st, int flag, struct FTW* ftw) {
+  return remove(path);
+}
+
+static void teardown(void) {
+  log_reset();
+  nftw(tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+START_TEST(test_info_line_format) {
+  set_debug("INFO", "INIT");
+  INFO(NCCL_INIT, "hello %d", 42);
+  log_set_device(3);
+  INFO(NCCL_INIT, "with a device");
+  char prefix[512], expect[2048];
+  line_prefix(prefix, sizeof(prefix));
+  char* text = read_log();
+  snprintf(expect, sizeof(expect), "%sNCCL INFO hello 42\n%s[3] NCCL INFO with a device\n", prefix,
+           prefix);
+  ck_assert_str_eq(text, expect);
+  free(text);
+}
+END_TEST
+
+START_TEST(test_warn_line_format) {
+  set_debug("WARN", NULL);
+  log_set_device(1);
+  int line = __LINE__ + 1; /* the line of the WARN below */
+  WARN("bad thing: %s", "disk on fire");
+  char prefix[512], expect[2048];
+  line_prefix(prefix, sizeof(prefix));
+  snprintf(expect, sizeof(expect), "\n%s[1] %s:%d NCCL WARN bad thing: disk on fire\n", prefix,
+           __func__, line);
+  char* text = read_log();
+  ck_assert_str_eq(text, expect);
+  free(text);
+  ck_assert_str_eq(log_last_error(), "bad thing: disk on fire");
+}
+END_TEST
+
+START_TEST(test_trace_line_format) {
+  set_debug("TRACE", "COLL");
+  int line = __LINE__ + 1; /* the line of the TRACE below */
+  TRACE(NCCL_COLL, "step %d", 5);
+  char* text = read_log();
+  char prefix[512];
+  line_prefix(prefix, sizeof(prefix));
+  ck_assert_msg(strncmp(text, prefix, strlen(prefix)) == 0, "bad prefix: %s", text);
+  double ms = -1;
+  char func[128] = "", rest[128] = "";
+  int got_line = 0;
+  int n = sscanf(text + strlen(prefix), "%lf %127[^:]:%d NCCL TRACE %127[^\n]", &ms, func,
+                 &got_line, rest);
+  ck_assert_msg(n == 4, "cannot parse trace line: %s", text);
+  ck_assert(ms >= 0.0 && ms < 60000.0);
+  ck_assert_str_eq(func, __func__);
+  ck_assert_int_eq(got_line, line);
+  ck_assert_str_eq(rest, "step 5");
+  free(text);
+}
+END_TEST
+
+/* Emits one line of each kind; returns the captured text (stdout and the log file together). */
+static char* emit_all_levels(const char* level) {
+  char out_path[512];
+  snprintf(out_path, sizeof(out_path), "%s/stdout.txt", tmp_dir);
+  redirect_stdout(out_path);
+  set_debug(level, "ALL");
+  log_version_banner();
+  WARN("probe-warn");
+  INFO(NCCL_INIT, "probe-info");
+  TRACE(NCCL_INIT, "probe-trace");
+  fflush(stdout);
+  char* out = read_file(out_path);
+  char* file = read_log();
+  char* both = NULL;
+  ck_assert_int_ge(asprintf(&both, "%s%s", out ? out : "", file), 0);
+  free(out);
+  free(file);
+  return both;
+}
+
+START_TEST(test_level_filtering) {
+  /* The library's version string is its own compile definition; the test checks the shape. */
+  char banner[256];
+  snprintf(banner, sizeof(banner), "NCCL version %d.%d.%d+baton-", NCCL_MAJOR, NCCL_MINOR,
+           NCCL_PATCH);
+  static const struct {
+    const char* level;
+    bool banner, warn, info, trace;
+  } cases[] = {
+      {NULL, false, false, false, false},    {"VERSION", true, false, false, false},
+      {"WARN", true, true, false, false},    {"warn", true, true, false, false},
+      {"INFO", true, true, true, false},     {"Info", true, true, true, false},
+      {"ABORT", true, true, true, false},    {"TRACE", true, true, true, true},
+      {"bogus", false, false, false, false},
+  };
+  int i = _i;
+  char* text = emit_all_levels(cases[i].level);
+  const char* name = cases[i].level ? cases[i].level : "(unset)";
+  ck_assert_msg(contains(text, banner) == cases[i].banner, "%s: banner", name);
+  ck_assert_msg(contains(text, "NCCL WARN probe-warn") == cases[i].warn, "%s: warn", name);
+  ck_assert_msg(contains(text, "NCCL INFO probe-info") == cases[i].info, "%s: info", name);
+  ck_assert_msg(contains(text, "NCCL TRACE probe-trace") == cases[i].trace, "%s: trace", name);
+  /* The banner is a bare line at VERSION and WARN, an INFO line from INFO on. */
+  if (cases[i].banner) {
+    char line[300];
+    snprintf(line, sizeof(line), "%s%s", cases[i].info ? "NCCL INFO " : "", banner);
+    const char* at = strstr(text, line);
+    ck_assert_msg(at != NULL, "%s: banner shape in %s", name, text);
+    int major = -1, minor = -1, patch = -1;
+    ck_assert_msg(sscanf(at + strlen(line), "%d.%d.%d\n", &major, &minor, &patch) == 3,
+                  "%s: no Baton version in %s", name, at);
+    if (!cases[i].info)
+      ck_assert_msg(strncmp(text, banner, strlen(banner)) == 0, "%s: not a bare line: %s", name,
+                    text);
+  }
+  /* WARNs are recorded even when nothing is printed. */
+  ck_assert_str_eq(log_last_error(), "probe-warn");
+  free(text);
+}
+END_TEST
+
+START_TEST(test_nothing_written_when_unset) {
+  set_debug(NULL, NULL);
+  INFO(NCCL_ALL, "quiet");
+  WARN("quiet warn");
+  ck_assert_int_eq(access(log_path, F_OK), -1); /* the file is not even created */
+  ck_assert_str_eq(log_last_error(), "quiet warn");
+}
+END_TEST
+
+START_TEST(test_banner_once) {
+  set_debug("INFO", "INIT");
+  log_version_banner();
+  log_version_banner();
+  char* text = read_log();
+  ck_assert_int_eq(count_occurrences(text, "NCCL version "), 1);
+  ck_assert(contains(text, "+baton-"));
+  free(text);
+}
+END_TEST
+
+START_TEST(test_subsys_filter) {
+  static const struct {
+    const char* subsys; /* NULL: the default */
+    bool init, coll, net, env;
+  } cases[] = {
+      {NULL, true, false, false, true},        {"COLL", false, true, false, false},
+      {"coll, Net", false, true, true, false}, {"^INIT,COLL", false, false, true, true},
+      {"^ENV", true, true, true, false},       {"ALL", true, true, true, true},
+      {"^ALL", false, false, false, false},    {"NOSUCH", false, false, false, false},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    set_debug("INFO", cases[i].subsys); /* reopens and truncates the log file */
+    INFO(NCCL_INIT, "probe-INIT");
+    INFO(NCCL_COLL, "probe-COLL");
+    INFO(NCCL_NET, "probe-NET");
+    INFO(NCCL_ENV, "probe-ENV");
+    INFO(NCCL_NET | NCCL_ENV, "probe-NET|ENV");
+    char* text = read_log();
+    const char* name = cases[i].subsys ? cases[i].subsys : "(default)";
+    ck_assert_msg(contains(text, "probe-INIT\n") == cases[i].init, "%s: INIT", name);
+    ck_assert_msg(contains(text, "probe-COLL\n") == cases[i].coll, "%s: COLL", name);
+    ck_assert_msg(contains(text, "probe-NET\n") == cases[i].net, "%s: NET", name);
+    ck_assert_msg(contains(text, "probe-ENV\n") == cases[i].env, "%s: ENV", name);
+    ck_assert_msg(contains(text, "probe-NET|ENV\n") == (cases[i].net || cases[i].env),
+                  "%s: NET|ENV", name);
+    free(text);
+  }
+}
+END_TEST
+
+START_TEST(test_debug_file_expansion) {
+  char pattern[512], expect_path[1024];
+  snprintf(pattern, sizeof(pattern), "%s/nccl.%%h.%%p.100%%%%.log", tmp_dir);
+  snprintf(expect_path, sizeof(expect_path), "%s/nccl.%s.%d.100%%.log", tmp_dir, host_name(),
+           (int)getpid());
+  setenv("NCCL_DEBUG_FILE", pattern, 1);
+  set_debug("INFO", "INIT");
+  INFO(NCCL_INIT, "expanded");
+  char* text = read_file(expect_path);
+  ck_assert_msg(text != NULL, "%s was not created", expect_path);
+  ck_assert(contains(text, "NCCL INFO expanded\n"));
+  free(text);
+  ck_assert_int_eq(access(log_path, F_OK), -1);
+}
+END_TEST
+
+START_TEST(test_debug_file_bad_path_falls_back_to_stdout) {
+  char out_path[512], bad[512];
+  snprintf(out_path, sizeof(out_path), "%s/stdout.txt", tmp_dir);
+  snprintf(bad, sizeof(bad), "%s/no/such/dir/nccl.log", tmp_dir);
+  redirect_stdout(out_path);
+  setenv("NCCL_DEBUG_FILE", bad, 1);
+  set_debug("INFO", "INIT");
+  INFO(NCCL_INIT, "to stdout");
+  char* text = read_file(out_path);
+  ck_assert_ptr_nonnull(text);
+  ck_assert(contains(text, "NCCL INFO to stdout\n"));
+  ck_assert_msg(contains(text, "NCCL WARN NCCL_DEBUG_FILE: cannot open") && contains(text, bad),
+                "no warning about the bad path: %s", text);
+  free(text);
+}
+END_TEST
+
+static void* warn_in_thread(void* arg) {
+  char* result = arg;
+  /* A new thread starts with no last error. */
+  snprintf(result, 256, "%s|", log_last_error());
+  WARN("thread error %d", 7);
+  size_t n = strlen(result);
+  snprintf(result + n, 256 - n, "%s", log_last_error());
+  return NULL;
+}
+
+START_TEST(test_last_error_per_thread) {
+  set_debug(NULL, NULL);
+  ck_assert_str_eq(log_last_error(), "");
+  WARN("main error");
+  ck_assert_str_eq(log_last_error(), "main error");
+  char result[256] = "";
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, warn_in_thread, result), 0);
+  pthread_join(t, NULL);
+  ck_assert_str_eq(result, "|thread error 7");
+  ck_assert_str_eq(log_last_error(), "main error");
+  INFO(NCCL_ALL, "not an error");
+  ck_assert_str_eq(log_last_error(), "main error");
+  log_clear_last_error();
+  ck_assert_str_eq(log_last_error(), "");
+}
+END_TEST
+
+static void* warn_unbound(void* arg) {
+  WARN("from another thread");
+  return NULL;
+}
+
+START_TEST(test_error_sink) {
+  set_debug(NULL, NULL);
+  char sink[32];
+  memset(sink, 'x', sizeof(sink));
+  sink[sizeof(sink) - 1] = '\0';
+  log_bind_error_sink(sink, sizeof(sink));
+  WARN("sink %d", 7);
+  ck_assert_str_eq(sink, "sink 7");
+  /* Truncated to the sink and terminated; the thread's own record keeps more. */
+  WARN("a message that is much longer than thirty-one characters");
+  ck_assert_int_eq(strlen(sink), sizeof(sink) - 1);
+  ck_assert(strncmp(sink, "a message that is much longer than", sizeof(sink) - 1) == 0);
+  ck_assert_str_eq(log_last_error(), "a message that is much longer than thirty-one characters");
+  /* Binding is per thread. */
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, warn_unbound, NULL), 0);
+  pthread_join(t, NULL);
+  ck_assert(strncmp(sink, "a message", 9) == 0);
+  log_bind_error_sink(NULL, 0);
+  WARN("after unbinding");
+  ck_assert(strncmp(sink, "a message", 9) == 0);
+  ck_assert_str_eq(log_last_error(), "after unbinding");
+}
+END_TEST
+
+#define WRITERS 8
+#define LINES_PER_WRITER 300
+#define PAYLOAD_LEN 300
+
+static void* writer_main(void* arg) {
+  int id = (int)(intptr_t)arg;
+  char payload[PAYLOAD_LEN + 1];
+  memset(payload, 'a' + id, PAYLOAD_LEN);
+  payload[PAYLOAD_LEN] = '\0';
+  for (int i = 0; i < LINES_PER_WRITER; i++) INFO(NCCL_COLL, "w=%d i=%d %s", id, i, payload);
+  return NULL;
+}
+
+START_TEST(test_concurrent_lines_are_whole) {
+  set_debug("INFO", "COLL");
+  pthread_t threads[WRITERS];
+  for (int i = 0; i < WRITERS; i++)
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, writer_main, (void*)(intptr_t)i), 0);
+  for (int i = 0; i < WRITERS; i++) pthread_join(threads[i], NULL);
+
+  char* text = read_log();
+  int next[WRITERS] = {0};
+  int lines = 0;
+  char host_pid[300];
+  snprintf(host_pid, sizeof(host_pid), "%s:%d:", host_name(), (int)getpid());
+  char* save = NULL;
+  for (char* line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    lines++;
+    ck_assert_msg(strncmp(line, host_pid, strlen(host_pid)) == 0, "bad line start: %.80s", line);
+    const char* msg = strstr(line, " NCCL INFO w=");
+    ck_assert_msg(msg != NULL, "bad line: %.80s", line);
+    int id = -1, i = -1, used = 0;
+    ck_assert_int_eq(sscanf(msg, " NCCL INFO w=%d i=%d %n", &id, &i, &used), 2);
+    ck_assert(id >= 0 && id < WRITERS);
+    ck_assert_int_eq(i, next[id]); /* each thread's lines in order, none lost */
+    next[id]++;
+    const char* payload = msg + used;
+    ck_assert_int_eq(strlen(payload), PAYLOAD_LEN);
+    for (int k = 0; k < PAYLOAD_LEN; k++) ck_assert_int_eq(payload[k], 'a' + id);
+  }
+  ck_assert_int_eq(lines, WRITERS * LINES_PER_WRITER);
+  free(text);
+}
+END_TEST
+
+START_TEST(test_reset_debug_init) {
+  set_debug("WARN", "INIT");
+  INFO(NCCL_INIT, "before");
+  setenv("NCCL_DEBUG", "INFO", 1);
+  INFO(NCCL_INIT, "still cached");
+  char* text = read_log();
+  ck_assert(!contains(text, "before") && !contains(text, "still cached"));
+  free(text);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  ncclResetDebugInit();
+#pragma GCC diagnostic pop
+  INFO(NCCL_INIT, "after reset");
+  text = read_log();
+  ck_assert(contains(text, "NCCL INFO after reset\n"));
+  free(text);
+
+  /* The plain export does the same. */
+  setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+  extern void ncclResetDebugInitInternal(void);
+  ncclResetDebugInitInternal();
+  INFO(NCCL_INIT, "init-now-hidden");
+  INFO(NCCL_COLL, "coll-now-shown");
+  text = read_log();
+  ck_assert(!contains(text, "init-now-hidden") && contains(text, "coll-now-shown"));
+  free(text);
+}
+END_TEST
+
+/* A plugin's logger is log_emit itself: it must work before any setting was read. */
+START_TEST(test_emit_before_init_as_plugin_logger) {
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "NET", 1);
+  log_reset();
+  ck_assert_int_eq(log_level, -1);
+  ncclDebugLogger_t logger = log_emit;
+  logger(NCCL_LOG_INFO, NCCL_NET, "plugin.c", 12, "plugin says %s", "hi");
+  ck_assert_int_eq(log_level, NCCL_LOG_INFO);
+  char* text = read_log();
+  ck_assert(contains(text, "NCCL INFO plugin says hi\n"));
+  free(text);
+}
+END_TEST
+
+int main(void) {
+  Suite* s = suite_create("log");
+  TCase* tc = tcase_create("log");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_info_line_format);
+  tcase_add_test(tc, test_warn_line_format);
+  tcase_add_test(tc, test_trace_line_format);
+  tcase_add_loop_test(tc, test_level_filtering, 0, 9);
+  tcase_add_test(tc, test_nothing_written_when_unset);
+  tcase_add_test(tc, test_banner_once);
+  tcase_add_test(tc, test_subsys_filter);
+  tcase_add_test(tc, test_debug_file_expansion);
+  tcase_add_test(tc, test_debug_file_bad_path_falls_back_to_stdout);
+  tcase_add_test(tc, test_last_error_per_thread);
+  tcase_add_test(tc, test_error_sink);
+  tcase_add_test(tc, test_concurrent_lines_are_whole);
+  tcase_add_test(tc, test_reset_debug_init);
+  tcase_add_test(tc, test_emit_before_init_as_plugin_logger);
+  suite_add_tcase(s, tc);
+  SRunner* sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
