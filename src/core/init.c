@@ -1,5 +1,6 @@
 /* Communicator creation: ncclGetUniqueId, ncclCommInitRank{,Config,Scalable}, ncclCommInitAll,
  * and comm_init_run (bootstrap, peer info, collectives hook) that split and shrink reuse. */
+#include <unistd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -60,6 +61,7 @@ static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
   me->host_hash = host_hash();
   me->pid_hash = pid_hash();
   me->shm_dev = shm_device_id();
+  me->pid = (int)getpid();
   CHECK(bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(peer_info_t)));
   for (int i = 0; i < comm->nranks; i++) {
     const peer_info_t* p = &comm->peers[i];

@@ -228,11 +228,24 @@ static size_t parse_size(const char* s) {
   return (size_t)v;
 }
 
+/* CUDA must not be initialised in a process that forks ranks afterwards, so a short-lived child
+ * counts the GPUs and reports the number through its exit status. */
+static int count_gpus(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    _exit(n > 100 ? 100 : n);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
+}
+
 int main(int argc, char** argv) {
   options_t o = {.nranks = 0, .min_bytes = 8, .max_bytes = 64 << 20, .factor = 8, .iters = 20,
                  .warmup = 5};
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  int gpus = count_gpus();
   o.use_gpu = gpus > 0;
   const char* colls = "allreduce";
   int opt;

@@ -1,0 +1,278 @@
+/* Per-communicator collective state: channels (a ring and a tree each), the transport context,
+ * the executor and the exec_comm_t it sees, and running one group's tasks (plan, connect,
+ * launch). Core calls coll_comm_init at the end of init and coll_comm_free at destroy/abort. */
+#include <stdlib.h>
+
+#include "collectives/collectives.h"
+#include "proxy/proxy.h"
+
+/* Host tuning inputs: SHM copies on one host, sockets between hosts (per channel). */
+#define COLL_HOST_INTRA_BW_GBS 6.0
+#define COLL_HOST_INTER_BW_GBS 1.0
+#define COLL_HOST_INTRA_LAT_US 4.0
+#define COLL_HOST_INTER_LAT_US 30.0
+
+/* An executor waiting on peer asks whether it is alive. Only that peer is checked: another rank
+ * may have finished its part and exited normally, which is no error for this rank. */
+static ncclResult_t comm_peer_check(void* arg, int peer) {
+  struct coll_comm* cc = arg;
+  return transport_peer_check(&cc->tctx, peer);
+}
+
+static void comm_proxy_wake(void* arg) {
+  struct coll_comm* cc = arg;
+  if (cc->tctx.proxy != NULL) proxy_wake(cc->tctx.proxy);
+}
+
+static int comm_param_channels(void) {
+  int64_t lo = param_int(PARAM_MIN_NCHANNELS);
+  int64_t hi = param_int(PARAM_MAX_NCHANNELS);
+  int64_t n = COLL_DEFAULT_NCHANNELS;
+  if (hi < 1) hi = 1;
+  if (hi > PLAN_MAX_CHANNELS) hi = PLAN_MAX_CHANNELS;
+  if (n < lo) n = lo;
+  if (n > hi) n = hi;
+  return (int)n;
+}
+
+/* host_of[r]: index of rank r's host, in order of first appearance. */
+static int comm_hosts(const peer_info_t* peers, int nranks, int* host_of) {
+  int nhosts = 0;
+  for (int r = 0; r < nranks; r++) {
+    host_of[r] = -1;
+    for (int q = 0; q < r; q++) {
+      if (peers[q].host_hash == peers[r].host_hash) {
+        host_of[r] = host_of[q];
+        break;
+      }
+    }
+    if (host_of[r] < 0) host_of[r] = nhosts++;
+  }
+  return nhosts;
+}
+
+static ncclResult_t comm_channels_init(struct coll_comm* cc) {
+  int n = cc->nranks;
+  CHECK(MEM_CALLOC(&cc->ring_ranks, (size_t)cc->nchannels * (size_t)n));
+  CHECK(MEM_CALLOC(&cc->fifo_tables, (size_t)cc->nchannels * 2 * (size_t)n));
+  CHECK(MEM_CALLOC(&cc->channels, (size_t)cc->nchannels));
+  CHECK(MEM_CALLOC(&cc->conn_mark, (size_t)cc->nchannels * 2 * (size_t)n));
+  for (int c = 0; c < cc->nchannels; c++) {
+    dev_channel_t* ch = &cc->channels[c];
+    int* ring = cc->ring_ranks + (size_t)c * (size_t)n;
+    topo_ring_order(n, cc->host_of, c, ring);
+    ch->id = c;
+    ch->ring_ranks = ring;
+    ch->ring_index = -1;
+    for (int i = 0; i < n; i++)
+      if (ring[i] == cc->rank) ch->ring_index = i;
+    if (ch->ring_index < 0) {
+      WARN("Channel %d: the ring order does not contain rank %d (topo_ring_order bug)", c,
+           cc->rank);
+      return ncclInternalError;
+    }
+    ch->ring_prev = ring[(ch->ring_index + n - 1) % n];
+    ch->ring_next = ring[(ch->ring_index + 1) % n];
+    int down[TOPO_TREE_MAX_CHILDREN];
+    topo_dbtree(n, cc->rank, c % 2, &ch->tree_up, down);
+    for (int k = 0; k < TREE_MAX_CHILDREN; k++)
+      ch->tree_down[k] = k < TOPO_TREE_MAX_CHILDREN ? down[k] : -1;
+    ch->send = cc->fifo_tables + (size_t)c * 2 * (size_t)n;
+    ch->recv = ch->send + n;
+  }
+  return ncclSuccess;
+}
+
+static void comm_channels_log(const struct coll_comm* cc) {
+  if (!LOG_ENABLED(NCCL_LOG_INFO)) return;
+  for (int c = 0; c < cc->nchannels; c++) {
+    const dev_channel_t* ch = &cc->channels[c];
+    char line[1024];
+    size_t len = 0;
+    for (int i = 0; i < cc->nranks && len + 16 < sizeof(line); i++)
+      len += (size_t)snprintf(line + len, sizeof(line) - len, " %d", ch->ring_ranks[i]);
+    INFO(NCCL_INIT, "Channel %02d/%02d :%s", c, cc->nchannels, line);
+    INFO(NCCL_INIT, "Channel %02d: ring %d -> %d -> %d, tree %d: up %d down %d/%d/%d", c,
+         ch->ring_prev, cc->rank, ch->ring_next, c % 2, ch->tree_up, ch->tree_down[0],
+         ch->tree_down[1], ch->tree_down[2]);
+  }
+}
+
+static ncclResult_t comm_transport_init(struct coll_comm* cc, struct ncclComm* comm) {
+  transport_ctx_t* t = &cc->tctx;
+  t->rank = comm->rank;
+  t->nranks = comm->nranks;
+  t->nchannels = cc->nchannels;
+  t->peers = comm->peers;
+  t->bootstrap = comm->bootstrap;
+  t->abort_flag = comm->abort_flag;
+  t->comm_hash = comm->comm_hash;
+  t->buff_bytes[PROTO_SIMPLE] = (int)param_int(PARAM_BUFFSIZE);
+  t->buff_bytes[PROTO_LL] = (int)param_int(PARAM_LL_BUFFSIZE);
+  t->buff_bytes[PROTO_LL128] = (int)param_int(PARAM_LL128_BUFFSIZE);
+  CHECK(transport_ctx_init(t));
+  cc->tctx_ready = true;
+  size_t slot_simple = (size_t)t->buff_bytes[PROTO_SIMPLE] / NCCL_STEPS;
+  size_t slot_ll = (size_t)t->buff_bytes[PROTO_LL] / NCCL_STEPS;
+  size_t slot_ll128 = (size_t)t->buff_bytes[PROTO_LL128] / NCCL_STEPS;
+  cc->slot_data_bytes[PROTO_SIMPLE] = slot_simple;
+  cc->slot_data_bytes[PROTO_LL] = slot_ll / sizeof(ll_line_t) * 8; /* 8 data bytes per line */
+  cc->slot_data_bytes[PROTO_LL128] = slot_ll128 / LL128_LINE_BYTES * LL128_DATA_BYTES;
+  for (int p = 0; p < PROTO_COUNT; p++) {
+    if (p != PROTO_LL128 && cc->slot_data_bytes[p] < 16) {
+      WARN("FIFO of protocol %s is too small (%d bytes for %d slots): raise %s", coll_proto_name(p),
+           t->buff_bytes[p], NCCL_STEPS, p == PROTO_LL ? "NCCL_LL_BUFFSIZE" : "NCCL_BUFFSIZE");
+      return ncclInvalidArgument;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* Connections every collective may use, made at init when NCCL_RUNTIME_CONNECT=0: per channel,
+ * the ring (send next, receive prev) and the tree (both ways with the parent and every child). */
+static ncclResult_t comm_connect_all(struct coll_comm* cc) {
+  int nreqs = 0;
+  conn_request_t* reqs;
+  CHECK(MEM_CALLOC(&reqs, (size_t)cc->nchannels * (2 + 2 * (1 + TREE_MAX_CHILDREN))));
+  for (int c = 0; c < cc->nchannels; c++) {
+    const dev_channel_t* ch = &cc->channels[c];
+    reqs[nreqs++] = (conn_request_t){.channel = c, .peer = ch->ring_next, .is_send = 1};
+    reqs[nreqs++] = (conn_request_t){.channel = c, .peer = ch->ring_prev, .is_send = 0};
+    int tree[1 + TREE_MAX_CHILDREN] = {ch->tree_up};
+    for (int k = 0; k < TREE_MAX_CHILDREN; k++) tree[1 + k] = ch->tree_down[k];
+    for (int k = 0; k < 1 + TREE_MAX_CHILDREN; k++) {
+      if (tree[k] < 0) continue;
+      reqs[nreqs++] = (conn_request_t){.channel = c, .peer = tree[k], .is_send = 1};
+      reqs[nreqs++] = (conn_request_t){.channel = c, .peer = tree[k], .is_send = 0};
+    }
+  }
+  ncclResult_t res = coll_comm_connect(cc, reqs, nreqs);
+  free(reqs);
+  return res;
+}
+
+ncclResult_t coll_comm_init(struct ncclComm* comm) {
+  struct coll_comm* cc;
+  CHECK(MEM_CALLOC(&cc, 1));
+  pthread_mutex_init(&cc->lock, NULL);
+  comm->coll = cc; /* from here on coll_comm_free releases whatever was set up */
+  cc->comm = comm;
+  cc->rank = comm->rank;
+  cc->nranks = comm->nranks;
+  cc->nchannels = comm_param_channels();
+  if (param_is_set(PARAM_MIN_NCHANNELS)) {
+    int64_t m = param_int(PARAM_MIN_NCHANNELS);
+    cc->min_channels = m < 1 ? 1 : m > cc->nchannels ? cc->nchannels : (int)m;
+  }
+  CHECK(MEM_CALLOC(&cc->host_of, (size_t)cc->nranks));
+  cc->nhosts = comm_hosts(comm->peers, cc->nranks, cc->host_of);
+  CHECK(comm_channels_init(cc));
+  CHECK(comm_transport_init(cc, comm));
+  CHECK(coll_filter_init(&cc->filter));
+  cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
+                               .nhosts = cc->nhosts,
+                               .nchannels = cc->nchannels,
+                               .intra_bw_gbs = COLL_HOST_INTRA_BW_GBS,
+                               .inter_bw_gbs = COLL_HOST_INTER_BW_GBS,
+                               .intra_lat_us = COLL_HOST_INTRA_LAT_US,
+                               .inter_lat_us = COLL_HOST_INTER_LAT_US,
+                               .gpu = false};
+  cc->exec = (exec_comm_t){.rank = cc->rank,
+                           .nranks = cc->nranks,
+                           .nchannels = cc->nchannels,
+                           .channels = cc->channels,
+                           .abort_flag = comm->abort_flag,
+                           .peer_check = comm_peer_check,
+                           .proxy_wake = comm_proxy_wake,
+                           .arg = cc};
+  cc->executor = &executor_host_ops;
+  CHECK(cc->executor->init(&cc->exec, &cc->exec_state));
+  INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
+       (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
+  comm_channels_log(cc);
+  if (cc->nranks > 1 && param_int(PARAM_RUNTIME_CONNECT) == 0) CHECK(comm_connect_all(cc));
+  return ncclSuccess;
+}
+
+ncclResult_t coll_comm_finalize(struct ncclComm* comm) {
+  struct coll_comm* cc = comm->coll;
+  if (cc == NULL) return ncclSuccess;
+  ncclResult_t res = coll_job_join(cc);
+  return RESULT_IS_ERROR(res) ? res : ncclSuccess;
+}
+
+ncclResult_t coll_comm_free(struct ncclComm* comm) {
+  struct coll_comm* cc = comm->coll;
+  if (cc == NULL) return ncclSuccess;
+  ncclResult_t res = ncclSuccess;
+  coll_group_forget(cc);
+  (void)coll_job_join(cc);
+  if (cc->exec_state != NULL) {
+    ncclResult_t r = cc->executor->fini(cc->exec_state);
+    if (res == ncclSuccess) res = r;
+  }
+  if (cc->tctx_ready) {
+    ncclResult_t r = transport_ctx_free(&cc->tctx);
+    if (res == ncclSuccess) res = r;
+  }
+  coll_user_ops_free(cc);
+  free(cc->pending.items);
+  free(cc->running.items);
+  free(cc->works);
+  free(cc->reqs);
+  free(cc->order);
+  free(cc->conn_mark);
+  free(cc->channels);
+  free(cc->fifo_tables);
+  free(cc->ring_ranks);
+  free(cc->host_of);
+  pthread_mutex_destroy(&cc->lock);
+  free(cc);
+  comm->coll = NULL;
+  return res;
+}
+
+ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs, int nreqs) {
+  if (nreqs == 0) return ncclSuccess;
+  CHECK(transport_connect(&cc->tctx, reqs, nreqs));
+  for (int k = 0; k < nreqs; k++) {
+    const conn_request_t* r = &reqs[k];
+    conn_t* conn = transport_conn(&cc->tctx, r->channel, r->peer, r->is_send);
+    if (conn == NULL) {
+      WARN("Channel %d: no %s connection with rank %d after transport_connect", r->channel,
+           r->is_send ? "send" : "receive", r->peer);
+      return ncclInternalError;
+    }
+    dev_channel_t* ch = &cc->channels[r->channel];
+    (r->is_send ? ch->send : ch->recv)[r->peer] = &conn->fifo;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t coll_comm_run(struct coll_comm* cc) {
+  ncclResult_t res = ncclSuccess;
+  int nreqs = 0;
+  CHECK_GOTO(coll_plan_build(cc, &cc->running, &nreqs), res, out);
+  CHECK_GOTO(coll_comm_connect(cc, cc->reqs, nreqs), res, out);
+  bool any = false;
+  for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
+  if (any) CHECK_GOTO(cc->executor->launch(cc->exec_state, &cc->plan, NULL), res, out);
+out:
+  cc->running.n = 0;
+  return res;
+}
+
+/* ---- Queries for tests ------------------------------------------------------------------------
+ */
+ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out) {
+  if (comm == NULL || comm->coll == NULL) return ncclInvalidArgument;
+  *out = comm->coll->last;
+  return ncclSuccess;
+}
+
+const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_send) {
+  if (comm == NULL || comm->coll == NULL || channel < 0 || channel >= comm->coll->nchannels)
+    return NULL;
+  conn_t* conn = transport_conn(&comm->coll->tctx, channel, peer, is_send);
+  return conn && conn->transport ? conn->transport->name : NULL;
+}

@@ -1,0 +1,337 @@
+/* The collective and point-to-point entry points: check the arguments (a bad one is
+ * ncclInvalidArgument with a WARN naming it, and the communicator stays usable), then append tasks
+ * to the communicator. A call outside ncclGroupStart/End is a group of its own. AlltoAll, Gather
+ * and Scatter become groups of sends and receives. */
+#include "collectives/collectives.h"
+
+typedef struct coll_args {
+  const char* api;
+  int func; /* func_t, or one of the p2p-built collectives below */
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int root; /* root or peer; -1 when the call has none */
+  ncclComm_t comm;
+  cudaStream_t stream;
+} coll_args_t;
+
+/* Collectives that are built from sends and receives. */
+enum { COLL_ALLTOALL = FUNC_COUNT, COLL_GATHER, COLL_SCATTER };
+
+static bool enqueue_has_op(int func) {
+  return func == FUNC_ALLREDUCE || func == FUNC_REDUCE || func == FUNC_REDUCESCATTER;
+}
+
+static bool enqueue_has_root(int func) {
+  return func == FUNC_BROADCAST || func == FUNC_REDUCE || func == COLL_GATHER ||
+         func == COLL_SCATTER || func == FUNC_SEND || func == FUNC_RECV;
+}
+
+static ncclResult_t enqueue_check_buffer(const coll_args_t* a, const void* p, const char* name) {
+  if (p != NULL) return ncclSuccess;
+  WARN("%s: argument %s is NULL with count %zu on rank %d", a->api, name, a->count, a->comm->rank);
+  return ncclInvalidArgument;
+}
+
+static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
+  ncclComm_t comm = a->comm;
+  if ((int)a->dtype < 0 || a->dtype >= ncclNumTypes) {
+    WARN("%s: invalid datatype %d (datatype)", a->api, (int)a->dtype);
+    return ncclInvalidArgument;
+  }
+  if (enqueue_has_root(a->func) && (a->root < 0 || a->root >= comm->nranks)) {
+    bool p2p = a->func == FUNC_SEND || a->func == FUNC_RECV;
+    WARN("%s: invalid %s %d (%s): the communicator has %d ranks", a->api, p2p ? "peer" : "root",
+         a->root, p2p ? "peer" : "root", comm->nranks);
+    return ncclInvalidArgument;
+  }
+  *op = (dev_redop_t){0};
+  if (enqueue_has_op(a->func)) CHECK(coll_redop_resolve(comm->coll, a->op, a->dtype, a->api, op));
+  if (a->count == 0) return ncclSuccess;
+  bool root = a->root == comm->rank;
+  bool need_send = true, need_recv = true;
+  switch (a->func) {
+    case FUNC_BROADCAST:
+      need_send = root;
+      break;
+    case FUNC_REDUCE:
+      need_recv = root;
+      break;
+    case COLL_GATHER:
+      need_recv = root;
+      break;
+    case COLL_SCATTER:
+      need_send = root;
+      break;
+    case FUNC_SEND:
+      need_recv = false;
+      break;
+    case FUNC_RECV:
+      need_send = false;
+      break;
+    default:
+      break;
+  }
+  if (need_send) CHECK(enqueue_check_buffer(a, a->sendbuff, "sendbuff"));
+  if (need_recv) CHECK(enqueue_check_buffer(a, a->recvbuff, "recvbuff"));
+  return ncclSuccess;
+}
+
+static ncclResult_t enqueue_p2p(struct coll_comm* cc, int func, const void* sendbuff,
+                                void* recvbuff, size_t count, ncclDataType_t dtype, int peer) {
+  coll_task_t t = {.func = (uint8_t)func,
+                   .dtype = (uint8_t)dtype,
+                   .root = peer,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count};
+  return coll_task_append(cc, &t);
+}
+
+static ncclResult_t enqueue_tasks(const coll_args_t* a, const dev_redop_t* op) {
+  struct coll_comm* cc = a->comm->coll;
+  int nranks = a->comm->nranks, rank = a->comm->rank;
+  size_t bytes = a->count * datatype_size(a->dtype);
+  const char* sb = a->sendbuff;
+  char* rb = a->recvbuff;
+  switch (a->func) {
+    case COLL_ALLTOALL:
+      for (int r = 0; r < nranks; r++) {
+        CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r));
+        CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r));
+      }
+      return ncclSuccess;
+    case COLL_GATHER:
+      CHECK(enqueue_p2p(cc, FUNC_SEND, sb, NULL, a->count, a->dtype, a->root));
+      if (rank == a->root) {
+        for (int r = 0; r < nranks; r++)
+          CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r));
+      }
+      return ncclSuccess;
+    case COLL_SCATTER:
+      if (rank == a->root) {
+        for (int r = 0; r < nranks; r++)
+          CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r));
+      }
+      CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb, a->count, a->dtype, a->root));
+      return ncclSuccess;
+    default: {
+      coll_task_t t = {.func = (uint8_t)a->func,
+                       .dtype = (uint8_t)a->dtype,
+                       .root = enqueue_has_root(a->func) ? a->root : -1,
+                       .op = *op,
+                       .sendbuff = a->sendbuff,
+                       .recvbuff = a->recvbuff,
+                       .count = a->count};
+      return coll_task_append(cc, &t);
+    }
+  }
+}
+
+static const char* enqueue_name(int func) {
+  switch (func) {
+    case COLL_ALLTOALL:
+      return "AlltoAll";
+    case COLL_GATHER:
+      return "Gather";
+    case COLL_SCATTER:
+      return "Scatter";
+    default:
+      return coll_func_name(func);
+  }
+}
+
+static ncclResult_t coll_enqueue(const coll_args_t* a) {
+  dev_redop_t op;
+  ncclResult_t res = comm_check_ready(a->comm, a->api);
+  if (res != ncclSuccess) goto fail;
+  if (a->comm->coll == NULL) {
+    WARN("%s: comm %p has no collective state (its initialization did not complete)", a->api,
+         (void*)a->comm);
+    res = ncclInvalidUsage;
+    goto fail;
+  }
+  CHECK_GOTO(enqueue_check(a, &op), res, fail);
+  struct coll_comm* cc = a->comm->coll;
+  INFO(NCCL_COLL,
+       "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
+       "[nranks=%d] stream %p",
+       enqueue_name(a->func), (unsigned long)cc->op_count, a->sendbuff, a->recvbuff, a->count,
+       (int)a->dtype, (int)a->op, a->root, (void*)a->comm, a->comm->nranks, (void*)a->stream);
+  cc->op_count++;
+  bool implicit = coll_group_depth() == 0;
+  if (implicit) coll_group_start();
+  res = enqueue_tasks(a, &op);
+  coll_group_set_error(res);
+  if (implicit) {
+    ncclResult_t end = coll_group_end();
+    if (res == ncclSuccess) res = end;
+  }
+  comm_scope_end();
+  return res;
+fail:
+  coll_group_set_error(res);
+  comm_scope_end();
+  return res;
+}
+
+/* ---- Collectives ------------------------------------------------------------------------------
+ */
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclAllReduce",
+                   .func = FUNC_ALLREDUCE,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .op = op,
+                   .root = -1,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclBroadcast",
+                   .func = FUNC_BROADCAST,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = root,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclBcast",
+                   .func = FUNC_BROADCAST,
+                   .sendbuff = buff,
+                   .recvbuff = buff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = root,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclReduce",
+                   .func = FUNC_REDUCE,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .op = op,
+                   .root = root,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclAllGather",
+                   .func = FUNC_ALLGATHER,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = sendcount,
+                   .dtype = datatype,
+                   .root = -1,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclReduceScatter",
+                   .func = FUNC_REDUCESCATTER,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = recvcount,
+                   .dtype = datatype,
+                   .op = op,
+                   .root = -1,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclAlltoAll",
+                   .func = COLL_ALLTOALL,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = -1,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclGather",
+                   .func = COLL_GATHER,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = root,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclScatter",
+                   .func = COLL_SCATTER,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = root,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+/* ---- Point to point ---------------------------------------------------------------------------
+ */
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclSend",
+                   .func = FUNC_SEND,
+                   .sendbuff = sendbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = peer,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = "ncclRecv",
+                   .func = FUNC_RECV,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = datatype,
+                   .root = peer,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}

@@ -1,0 +1,255 @@
+/* The group scheduler: ncclGroupStart / ncclGroupEnd / ncclGroupSimulateEnd.
+ *
+ * Groups nest per thread. Each call appends a task to its communicator and puts the communicator
+ * on this thread's group list; the outermost ncclGroupEnd runs every listed communicator's tasks.
+ * One blocking communicator runs on the calling thread; several run on one thread each (a process
+ * may hold several ranks of one communicator, which must progress together); a nonblocking one
+ * always runs on its own thread and ncclGroupEnd returns ncclInProgress, its completion showing in
+ * comm->async_error (ncclCommGetAsyncError). */
+#include <stdlib.h>
+
+#include "collectives/collectives.h"
+
+static __thread int group_depth;
+static __thread struct coll_comm* group_head;
+static __thread struct coll_comm* group_tail;
+static __thread ncclResult_t group_error;
+
+int coll_group_depth(void) {
+  return group_depth;
+}
+
+ncclResult_t coll_group_start(void) {
+  group_depth++;
+  return ncclSuccess;
+}
+
+void coll_group_set_error(ncclResult_t res) {
+  if (group_depth > 0 && group_error == ncclSuccess && RESULT_IS_ERROR(res)) group_error = res;
+}
+
+static ncclResult_t group_list_grow(coll_task_list_t* l) {
+  int cap = l->cap ? 2 * l->cap : 16;
+  coll_task_t* items = realloc(l->items, (size_t)cap * sizeof(*items));
+  if (items == NULL) {
+    WARN("Out of memory queueing %d operations in one group", cap);
+    return ncclSystemError;
+  }
+  l->items = items;
+  l->cap = cap;
+  return ncclSuccess;
+}
+
+ncclResult_t coll_task_append(struct coll_comm* cc, const coll_task_t* task) {
+  if (cc->pending.n == cc->pending.cap) CHECK(group_list_grow(&cc->pending));
+  cc->pending.items[cc->pending.n++] = *task;
+  if (!cc->in_group) {
+    cc->in_group = true;
+    cc->group_next = NULL;
+    if (group_tail)
+      group_tail->group_next = cc;
+    else
+      group_head = cc;
+    group_tail = cc;
+  }
+  return ncclSuccess;
+}
+
+void coll_group_forget(struct coll_comm* cc) {
+  if (!cc->in_group) return;
+  struct coll_comm* prev = NULL;
+  for (struct coll_comm* it = group_head; it; prev = it, it = it->group_next) {
+    if (it != cc) continue;
+    if (prev) prev->group_next = it->group_next;
+    else group_head = it->group_next;
+    if (group_tail == it) group_tail = prev;
+    break;
+  }
+  cc->in_group = false;
+  cc->pending.n = 0;
+}
+
+/* Takes this thread's list of communicators and resets the group. */
+static struct coll_comm* group_take(void) {
+  struct coll_comm* head = group_head;
+  group_head = group_tail = NULL;
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) cc->in_group = false;
+  return head;
+}
+
+static void group_drop(struct coll_comm* head) {
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) cc->pending.n = 0;
+}
+
+ncclResult_t coll_job_join(struct coll_comm* cc) {
+  if (!cc->job_running) return ncclSuccess;
+  pthread_join(cc->job_thread, NULL);
+  cc->job_running = false;
+  return cc->job_result;
+}
+
+/* Errors after which the communicator cannot be trusted: a peer or the network failed. */
+static bool group_error_is_fatal(ncclResult_t res) {
+  return res == ncclRemoteError || res == ncclSystemError || res == ncclInternalError ||
+         res == ncclUnhandledCudaError;
+}
+
+static ncclResult_t group_run_comm(struct coll_comm* cc) {
+  ncclResult_t res = coll_comm_run(cc);
+  ncclComm_t comm = cc->comm;
+  if (!comm->config.blocking) {
+    atomic_store(&comm->async_error, RESULT_IS_ERROR(res) ? (int)res : (int)ncclSuccess);
+  } else if (group_error_is_fatal(res)) {
+    int expected = ncclSuccess;
+    atomic_compare_exchange_strong(&comm->async_error, &expected, (int)res);
+  }
+  return res;
+}
+
+static void* group_thread(void* arg) {
+  struct coll_comm* cc = arg;
+  log_set_device(cc->comm->cuda_dev);
+  log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
+  cc->job_result = group_run_comm(cc);
+  log_bind_error_sink(NULL, 0);
+  return NULL;
+}
+
+static ncclResult_t group_thread_start(struct coll_comm* cc) {
+  int err = pthread_create(&cc->job_thread, NULL, group_thread, cc);
+  if (err != 0) {
+    WARN("ncclGroupEnd: pthread_create failed: %s", strerror(err));
+    return ncclSystemError;
+  }
+  cc->job_running = true;
+  return ncclSuccess;
+}
+
+ncclResult_t coll_group_end(void) {
+  if (group_depth == 0) {
+    WARN("ncclGroupEnd: called without a matching ncclGroupStart");
+    return ncclInvalidUsage;
+  }
+  if (--group_depth > 0) return ncclSuccess;
+  ncclResult_t err = group_error;
+  group_error = ncclSuccess;
+  struct coll_comm* head = group_take();
+  if (err != ncclSuccess) {
+    /* An operation of the group failed its checks (WARNed then): nothing of the group runs. */
+    group_drop(head);
+    return err;
+  }
+
+  int ncomms = 0;
+  bool any_nonblocking = false;
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    ncomms++;
+    (void)coll_job_join(cc); /* a finished nonblocking group (its result is in async_error) */
+    coll_task_list_t t = cc->running; /* empty: swap so both buffers are reused */
+    cc->running = cc->pending;
+    cc->pending = t;
+    cc->pending.n = 0;
+    if (!cc->comm->config.blocking) any_nonblocking = true;
+  }
+  if (ncomms == 0) return ncclSuccess;
+  if (ncomms == 1 && !any_nonblocking) {
+    log_bind_error_sink(head->comm->last_error, sizeof(head->comm->last_error));
+    ncclResult_t r = group_run_comm(head);
+    log_bind_error_sink(NULL, 0);
+    return r;
+  }
+
+  ncclResult_t res = ncclSuccess;
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    if (!cc->comm->config.blocking) atomic_store(&cc->comm->async_error, (int)ncclInProgress);
+    ncclResult_t r = group_thread_start(cc);
+    if (r != ncclSuccess) {
+      if (!cc->comm->config.blocking) atomic_store(&cc->comm->async_error, (int)r);
+      cc->running.n = 0;
+      if (res == ncclSuccess) res = r;
+    }
+  }
+  /* Blocking communicators complete before ncclGroupEnd returns. */
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    if (!cc->comm->config.blocking || !cc->job_running) continue;
+    ncclResult_t r = coll_job_join(cc);
+    if (RESULT_IS_ERROR(r) && res == ncclSuccess) res = r;
+  }
+  if (res == ncclSuccess && any_nonblocking) res = ncclInProgress;
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart, void) {
+  INFO(NCCL_CALL, "ncclGroupStart depth %d", group_depth);
+  return coll_group_start();
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+  INFO(NCCL_CALL, "ncclGroupEnd depth %d", group_depth);
+  return coll_group_end();
+}
+
+/* ---- Simulation ------------------------------------------------------------------------------ */
+#define SIM_INFO_MAGIC 0x74685283u
+#define SIM_INFO_MIN_VERSION NCCL_VERSION(2, 22, 0)
+
+static double group_simulate_comm(struct coll_comm* cc) {
+  double total = 0;
+  for (int i = 0; i < cc->pending.n; i++) {
+    coll_task_t* t = &cc->pending.items[i];
+    if (t->count == 0 || cc->nranks == 1) continue;
+    if (t->func == FUNC_SEND || t->func == FUNC_RECV) {
+      if (t->root == cc->rank) continue;
+      topo_tuning_t tun = cc->tuning;
+      size_t bytes = coll_task_bytes(t, cc->nranks);
+      tun.nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+      double us = topo_model_time_us(&tun, t->func, ALGO_RING, PROTO_SIMPLE, bytes);
+      if (us > 0) total += us;
+      continue;
+    }
+    if (coll_plan_choose(cc, t) == ncclSuccess && t->model_us > 0) total += t->model_us;
+  }
+  return total;
+}
+
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  const char* api = "ncclGroupSimulateEnd";
+  if (group_depth == 0) {
+    WARN("%s: called without a matching ncclGroupStart", api);
+    return ncclInvalidUsage;
+  }
+  ncclResult_t res = ncclSuccess;
+  if (simInfo == NULL) {
+    WARN("%s: argument simInfo is NULL", api);
+    res = ncclInvalidArgument;
+  } else if (simInfo->magic != SIM_INFO_MAGIC || simInfo->size < sizeof(ncclSimInfo_t) ||
+             simInfo->version < SIM_INFO_MIN_VERSION) {
+    WARN(
+        "%s: simInfo (magic 0x%x, size %zu, version %u) was not initialized with "
+        "NCCL_SIM_INFO_INITIALIZER",
+        api, simInfo->magic, simInfo->size, simInfo->version);
+    res = ncclInvalidArgument;
+  }
+  if (res != ncclSuccess) {
+    coll_group_set_error(res);
+    group_depth = 1;
+    (void)coll_group_end(); /* drops the group */
+    return res;
+  }
+  if (--group_depth > 0) return ncclSuccess;
+  ncclResult_t err = group_error;
+  group_error = ncclSuccess;
+  struct coll_comm* head = group_take();
+  double est = 0;
+  if (err == ncclSuccess) {
+    for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+      double us = group_simulate_comm(cc); /* communicators run side by side: the longest counts */
+      if (us > est) est = us;
+    }
+  }
+  group_drop(head); /* nothing runs */
+  if (err != ncclSuccess) return err;
+  simInfo->estimatedTime = (float)est;
+  INFO(NCCL_TUNING, "%s: estimated %.1f us", api, est);
+  return ncclSuccess;
+}

@@ -1,0 +1,390 @@
+/* The planner: turns one group's tasks on one communicator into per-channel work items for the
+ * executor (algorithm, protocol, channel slices, chunk sizes) and lists the connections they need.
+ *
+ * Both ends of every connection must walk it identically, so everything that decides which
+ * connection carries what (channel counts, slices, chunks, protocol, the order of items in a
+ * channel's list) depends only on what every rank knows the same way: the collective's arguments,
+ * a point-to-point pair's byte count, and the environment. */
+#include <stdlib.h>
+
+#include "collectives/collectives.h"
+
+/* Point-to-point messages up to this size use LL when it is allowed. */
+#define COLL_P2P_LL_MAX_BYTES (16 << 10)
+/* Channel slices of point-to-point messages are cut on multiples of this many bytes, so sender
+ * and receiver agree on them even when they posted different datatypes of the same size. */
+#define COLL_P2P_ALIGN_BYTES 64
+
+/* ---- Names --------------------------------------------------------------------------------- */
+const char* coll_func_name(int func) {
+  static const char* const names[FUNC_COUNT] = {[FUNC_BROADCAST] = "Broadcast",
+                                                [FUNC_REDUCE] = "Reduce",
+                                                [FUNC_ALLGATHER] = "AllGather",
+                                                [FUNC_REDUCESCATTER] = "ReduceScatter",
+                                                [FUNC_ALLREDUCE] = "AllReduce",
+                                                [FUNC_SEND] = "Send",
+                                                [FUNC_RECV] = "Recv"};
+  return func >= 0 && func < FUNC_COUNT ? names[func] : "?";
+}
+
+const char* coll_algo_name(int algo) {
+  return algo == ALGO_TREE ? "Tree" : algo == ALGO_RING ? "Ring" : "?";
+}
+
+const char* coll_proto_name(int proto) {
+  return proto == PROTO_LL       ? "LL"
+         : proto == PROTO_LL128  ? "LL128"
+         : proto == PROTO_SIMPLE ? "Simple"
+                                 : "?";
+}
+
+/* ---- Pure arithmetic ------------------------------------------------------------------------ */
+void coll_split(size_t total, int nslices, int c, size_t align, size_t* off, size_t* n) {
+  if (align == 0) align = 1;
+  if (nslices < 1) nslices = 1;
+  size_t units = (total + align - 1) / align;
+  size_t per = (units + (size_t)nslices - 1) / (size_t)nslices * align;
+  size_t start = per * (size_t)c;
+  if (start >= total) {
+    *off = total;
+    *n = 0;
+    return;
+  }
+  size_t end = start + per > total ? total : start + per;
+  *off = start;
+  *n = end - start;
+}
+
+int coll_op_nchannels(size_t bytes, int max, int min_forced) {
+  if (max < 1) max = 1;
+  size_t want = (bytes + COLL_MIN_CHANNEL_BYTES - 1) / COLL_MIN_CHANNEL_BYTES;
+  if (min_forced > 0 && want < (size_t)min_forced) want = (size_t)min_forced;
+  if (want < 1) want = 1;
+  if (want > (size_t)max) want = (size_t)max;
+  return (int)want;
+}
+
+size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize) {
+  if (esize == 0) return 1;
+  size_t bytes = slot_data_bytes >= 16 ? slot_data_bytes & ~(size_t)15 : slot_data_bytes;
+  size_t elems = bytes / esize;
+  return elems > 0 ? elems : 1;
+}
+
+size_t coll_task_bytes(const coll_task_t* t, int nranks) {
+  size_t b = t->count * datatype_size((ncclDataType_t)t->dtype);
+  if (t->func == FUNC_ALLGATHER || t->func == FUNC_REDUCESCATTER) b *= (size_t)nranks;
+  return b;
+}
+
+/* ---- Algorithm and protocol ----------------------------------------------------------------- */
+static bool plan_algo_supported(int func, int algo) {
+  if (algo == ALGO_RING) return func != FUNC_SEND && func != FUNC_RECV;
+  if (algo == ALGO_TREE) return func == FUNC_ALLREDUCE;
+  return false;
+}
+
+static bool plan_proto_supported(const struct coll_comm* cc, int proto) {
+  if (proto == PROTO_LL128) return cc->tuning.gpu;
+  return proto == PROTO_LL || proto == PROTO_SIMPLE;
+}
+
+/* Best (algo, proto) by the model among the supported ones, among those NCCL_ALGO allows when
+ * use_algo and those NCCL_PROTO allows when use_proto. Returns false when none qualifies. */
+static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int func, size_t bytes,
+                      bool use_algo, bool use_proto, int* algo, int* proto, double* us) {
+  bool found = false;
+  double best = 0;
+  for (int a = 0; a < ALGO_COUNT; a++) {
+    if (!plan_algo_supported(func, a)) continue;
+    if (use_algo && !cc->filter.algo_ok[func][a]) continue;
+    for (int p = 0; p < PROTO_COUNT; p++) {
+      if (!plan_proto_supported(cc, p)) continue;
+      if (use_proto && !cc->filter.proto_ok[func][p]) continue;
+      double t = topo_model_time_us(tun, func, a, p, bytes);
+      if (t < 0) continue;
+      if (!found || t < best) {
+        found = true;
+        best = t;
+        *algo = a;
+        *proto = p;
+      }
+    }
+  }
+  if (found) *us = best;
+  return found;
+}
+
+ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
+  size_t bytes = coll_task_bytes(t, cc->nranks);
+  topo_tuning_t tun = cc->tuning;
+  t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  tun.nchannels = t->nchannels;
+  int algo = ALGO_RING, proto = PROTO_SIMPLE;
+  double us = -1;
+  const char* why = "tuning model";
+  bool aset = cc->filter.algo_set[t->func], pset = cc->filter.proto_set[t->func];
+  /* What the filters allow; if that is nothing this build offers for the function, drop the
+   * algorithm filter first, then the protocol filter, and say so. */
+  t->forced = aset || pset;
+  if (plan_pick(cc, &tun, t->func, bytes, aset, pset, &algo, &proto, &us)) {
+    if (aset || pset)
+      why = aset && pset ? "NCCL_ALGO and NCCL_PROTO"
+            : aset       ? "NCCL_ALGO, then the model"
+                         : "NCCL_PROTO, then the model";
+  } else if (pset && plan_pick(cc, &tun, t->func, bytes, false, true, &algo, &proto, &us)) {
+    why = "NCCL_PROTO, then the model; NCCL_ALGO allows no algorithm this build has for it";
+  } else if (aset && plan_pick(cc, &tun, t->func, bytes, true, false, &algo, &proto, &us)) {
+    why = "NCCL_ALGO, then the model; NCCL_PROTO allows no protocol this build has for it";
+  } else if (plan_pick(cc, &tun, t->func, bytes, false, false, &algo, &proto, &us)) {
+    why = "the model; NCCL_ALGO/NCCL_PROTO allow nothing this build has for it";
+    t->forced = false;
+  } else {
+    algo = ALGO_RING;
+    proto = PROTO_SIMPLE;
+    why = "default; the tuning model offered nothing";
+    t->forced = false;
+  }
+  t->algo = (uint8_t)algo;
+  t->proto = (uint8_t)proto;
+  t->model_us = us;
+  /* The first use of each choice also shows at the default INFO subsystems. */
+  uint32_t bit = 1u << (algo * PROTO_COUNT + proto);
+  unsigned long flags = NCCL_TUNING | ((cc->logged[t->func] & bit) ? 0 : NCCL_INIT);
+  cc->logged[t->func] |= bit;
+  INFO(flags, "%s: %zu bytes -> algo %s proto %s nchannels %d (model %.1f us; chosen by %s)",
+       coll_func_name(t->func), bytes, coll_algo_name(algo), coll_proto_name(proto), t->nchannels,
+       us, why);
+  return ncclSuccess;
+}
+
+ncclResult_t coll_filter_init(coll_filter_t* f) {
+  const char* algo = param_str(PARAM_ALGO);
+  const char* proto = param_str(PARAM_PROTO);
+  coll_filter_t out = {0};
+  for (int func = 0; func < FUNC_COUNT; func++) {
+    /* Send/Recv have no row of their own: only function-less entries apply to them. */
+    const char* fname = func < TOPO_FUNC_NAMES_COUNT ? topo_func_names[func] : NULL;
+    bool a[TOPO_ALGO_NAMES_COUNT], p[TOPO_PROTO_NAMES_COUNT];
+    CHECK(topo_parse_filter(algo, "NCCL_ALGO", topo_algo_names, TOPO_ALGO_NAMES_COUNT, fname, a));
+    CHECK(
+        topo_parse_filter(proto, "NCCL_PROTO", topo_proto_names, TOPO_PROTO_NAMES_COUNT, fname, p));
+    for (int i = 0; i < ALGO_COUNT; i++) {
+      out.algo_ok[func][i] = a[i];
+      if (!a[i]) out.algo_set[func] = true;
+    }
+    for (int i = 0; i < PROTO_COUNT; i++) {
+      out.proto_ok[func][i] = p[i];
+      if (!p[i]) out.proto_set[func] = true;
+    }
+  }
+  *f = out;
+  return ncclSuccess;
+}
+
+/* Protocol of a point-to-point pair: both sides decide from the byte count and the environment. */
+static int plan_p2p_proto(const struct coll_comm* cc, size_t bytes) {
+  bool ll = cc->filter.proto_ok[FUNC_SEND][PROTO_LL];
+  bool simple = cc->filter.proto_ok[FUNC_SEND][PROTO_SIMPLE];
+  if (ll && (bytes <= COLL_P2P_LL_MAX_BYTES || !simple)) return PROTO_LL;
+  return PROTO_SIMPLE;
+}
+
+/* ---- Connections ------------------------------------------------------------------------------
+ */
+static void plan_req_add(struct coll_comm* cc, int channel, int peer, int is_send, int* nreqs) {
+  if (peer < 0 || peer == cc->rank) return;
+  size_t key = ((size_t)channel * (size_t)cc->nranks + (size_t)peer) * 2 + (size_t)is_send;
+  if (cc->conn_mark[key]) return;
+  const dev_channel_t* ch = &cc->channels[channel];
+  if ((is_send ? ch->send : ch->recv)[peer] != NULL) return; /* connected already */
+  cc->conn_mark[key] = 1;
+  cc->reqs[(*nreqs)++] = (conn_request_t){.channel = channel, .peer = peer, .is_send = is_send};
+}
+
+static void plan_req_collective(struct coll_comm* cc, const coll_task_t* t, int channel,
+                                int* nreqs) {
+  const dev_channel_t* ch = &cc->channels[channel];
+  if (t->algo == ALGO_TREE) {
+    plan_req_add(cc, channel, ch->tree_up, 1, nreqs);
+    plan_req_add(cc, channel, ch->tree_up, 0, nreqs);
+    for (int k = 0; k < TREE_MAX_CHILDREN; k++) {
+      plan_req_add(cc, channel, ch->tree_down[k], 1, nreqs);
+      plan_req_add(cc, channel, ch->tree_down[k], 0, nreqs);
+    }
+  } else {
+    /* Both ring directions, whatever the collective: every rank lists the same pairs. */
+    plan_req_add(cc, channel, ch->ring_next, 1, nreqs);
+    plan_req_add(cc, channel, ch->ring_prev, 0, nreqs);
+  }
+}
+
+/* ---- Building the plan ------------------------------------------------------------------------
+ */
+static ncclResult_t plan_reserve(struct coll_comm* cc, int ntasks) {
+  size_t nworks = (size_t)cc->nchannels * (size_t)(ntasks > 0 ? ntasks : 1);
+  if (nworks > cc->works_cap) {
+    work_t* w = realloc(cc->works, nworks * sizeof(*w));
+    if (w == NULL) {
+      WARN("Planner: out of memory for %zu work items", nworks);
+      return ncclSystemError;
+    }
+    cc->works = w;
+    cc->works_cap = nworks;
+  }
+  /* Per task at most 2 ring or 8 tree connections per channel. */
+  int nreqs = cc->nchannels * (ntasks > 0 ? ntasks : 1) * (2 + 2 * TREE_MAX_CHILDREN);
+  if (nreqs > cc->reqs_cap) {
+    conn_request_t* r = realloc(cc->reqs, (size_t)nreqs * sizeof(*r));
+    if (r == NULL) {
+      WARN("Planner: out of memory for %d connection requests", nreqs);
+      return ncclSystemError;
+    }
+    cc->reqs = r;
+    cc->reqs_cap = nreqs;
+  }
+  if (ntasks > cc->order_cap) {
+    int* o = realloc(cc->order, (size_t)ntasks * sizeof(*o));
+    if (o == NULL) {
+      WARN("Planner: out of memory ordering %d tasks", ntasks);
+      return ncclSystemError;
+    }
+    cc->order = o;
+    cc->order_cap = ntasks;
+  }
+  return ncclSuccess;
+}
+
+static void plan_add_work(struct coll_comm* cc, int channel, const work_t* w) {
+  plan_t* plan = &cc->plan;
+  TRACE(NCCL_COLL,
+        "plan: channel %d item %d: %s %s/%s root/peer %d count %zu slice %zu+%zu chunk %zu",
+        channel, plan->nwork[channel], coll_func_name(w->func), coll_algo_name(w->algo),
+        coll_proto_name(w->proto), w->root, w->count, w->chan_off, w->chan_count, w->chunk);
+  plan->works[channel][plan->nwork[channel]++] = *w;
+  if (channel + 1 > plan->nchannels) plan->nchannels = channel + 1;
+}
+
+static void plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
+  size_t esize = datatype_size((ncclDataType_t)t->dtype);
+  size_t align = esize < 16 ? 16 / esize : 1;
+  size_t chunk = coll_chunk_elems(cc->slot_data_bytes[t->proto], esize);
+  for (int c = 0; c < t->nchannels; c++) {
+    size_t off, n;
+    coll_split(t->count, t->nchannels, c, align, &off, &n);
+    if (n == 0) continue;
+    work_t w = {.func = t->func,
+                .algo = t->algo,
+                .proto = t->proto,
+                .dtype = t->dtype,
+                .op = t->op,
+                .sendbuff = t->sendbuff,
+                .recvbuff = t->recvbuff,
+                .count = t->count,
+                .chan_off = off,
+                .chan_count = n,
+                .chunk = chunk,
+                .root = t->root,
+                .nranks = cc->nranks};
+    plan_add_work(cc, c, &w);
+    plan_req_collective(cc, t, c, nreqs);
+  }
+}
+
+static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
+  size_t esize = datatype_size((ncclDataType_t)t->dtype);
+  size_t bytes = t->count * esize;
+  int nch = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  int proto = plan_p2p_proto(cc, bytes);
+  /* Chunks in bytes (a multiple of 16 when the slot allows), the same on both sides. */
+  size_t chunk_bytes = coll_chunk_elems(cc->slot_data_bytes[proto], 1);
+  size_t chunk = chunk_bytes / esize > 0 ? chunk_bytes / esize : 1;
+  int is_send = t->func == FUNC_SEND;
+  for (int c = 0; c < nch; c++) {
+    size_t boff, bn;
+    coll_split(bytes, nch, c, COLL_P2P_ALIGN_BYTES, &boff, &bn);
+    if (bn == 0) continue;
+    work_t w = {.func = t->func,
+                .algo = ALGO_RING,
+                .proto = (uint8_t)proto,
+                .dtype = t->dtype,
+                .op = t->op,
+                .sendbuff = t->sendbuff,
+                .recvbuff = t->recvbuff,
+                .count = t->count,
+                .chan_off = boff / esize,
+                .chan_count = bn / esize,
+                .chunk = chunk,
+                .root = t->root,
+                .nranks = cc->nranks};
+    plan_add_work(cc, c, &w);
+    plan_req_add(cc, c, t->root, is_send, nreqs);
+  }
+  uint32_t bit = 1u << (ALGO_RING * PROTO_COUNT + proto);
+  unsigned long flags = NCCL_P2P | ((cc->logged[t->func] & bit) ? 0 : NCCL_INIT);
+  cc->logged[t->func] |= bit;
+  INFO(flags, "%s: %zu bytes %s peer %d -> proto %s nchannels %d (%s)", coll_func_name(t->func),
+       bytes, is_send ? "to" : "from", t->root, coll_proto_name(proto), nch,
+       cc->filter.proto_set[t->func] ? "NCCL_PROTO, then size" : "by size");
+}
+
+static bool plan_is_p2p(const coll_task_t* t) {
+  return (t->func == FUNC_SEND || t->func == FUNC_RECV) && t->count > 0;
+}
+
+ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs_out) {
+  int nranks = cc->nranks;
+  int nreqs = 0;
+  CHECK(plan_reserve(cc, tasks->n));
+  plan_t* plan = &cc->plan;
+  plan->nchannels = 0;
+  for (int c = 0; c < cc->nchannels; c++) {
+    plan->nwork[c] = 0;
+    plan->works[c] = cc->works + (size_t)c * (size_t)(tasks->n > 0 ? tasks->n : 1);
+  }
+
+  /* Collectives first, in posting order: every rank posts them in the same order. */
+  for (int i = 0; i < tasks->n; i++) {
+    coll_task_t* t = &tasks->items[i];
+    if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
+    if (nranks == 1) { /* the executor copies (or applies the op) locally */
+      t->algo = ALGO_RING;
+      t->proto = PROTO_SIMPLE;
+      t->nchannels = 1;
+      t->forced = false;
+    } else {
+      CHECK(coll_plan_choose(cc, t));
+    }
+    cc->last = (coll_choice_t){.func = t->func,
+                               .algo = t->algo,
+                               .proto = t->proto,
+                               .nchannels = t->nchannels,
+                               .forced = t->forced};
+    plan_collective(cc, t, &nreqs);
+  }
+
+  /* Then point-to-point, by distance: step d sends to rank+d and receives from rank-d, so at
+   * each step the pairs that talk are at the same step on both sides. Posting order is kept
+   * within a step (several messages to one peer arrive in the order they were posted). Step 0
+   * is this rank to itself: the executor pairs each send to self with a receive from self. */
+  int norder = 0;
+  for (int d = 0; d < nranks; d++) {
+    for (int i = 0; i < tasks->n; i++) {
+      coll_task_t* t = &tasks->items[i];
+      if (!plan_is_p2p(t)) continue;
+      int dist = t->func == FUNC_SEND ? (t->root - cc->rank + nranks) % nranks
+                                      : (cc->rank - t->root + nranks) % nranks;
+      if (dist == d) cc->order[norder++] = i;
+    }
+  }
+  for (int k = 0; k < norder; k++) plan_p2p(cc, &tasks->items[cc->order[k]], &nreqs);
+
+  /* Reset the dedup marks for the next run. */
+  for (int k = 0; k < nreqs; k++) {
+    const conn_request_t* r = &cc->reqs[k];
+    cc->conn_mark[((size_t)r->channel * (size_t)nranks + (size_t)r->peer) * 2 +
+                  (size_t)r->is_send] = 0;
+  }
+  *nreqs_out = nreqs;
+  return ncclSuccess;
+}

@@ -1,0 +1,170 @@
+/* Baton device layer: executors of planned work. Two executors read and write one format:
+ *   cuda/  kernels, one block per channel (src/device/cuda)
+ *   host/  CPU threads, one per channel (src/device/host): the reference executor
+ * This header is plain C, included by host C code and by nvcc. It defines
+ *   - the connection FIFO format (conn_fifo_t) that transports fill and executors drive,
+ *   - the work format (work_t, plan_t) that the planner produces,
+ *   - the executor interface (executor_ops_t). */
+#ifndef BATON_DEVICE_H
+#define BATON_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+/* ---- Protocols, algorithms, functions (values follow stock's order) ------------------------ */
+#define NCCL_STEPS 8
+enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2, PROTO_COUNT = 3 };
+enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_COUNT = 2 };
+typedef enum {
+  FUNC_BROADCAST = 0,
+  FUNC_REDUCE,
+  FUNC_ALLGATHER,
+  FUNC_REDUCESCATTER,
+  FUNC_ALLREDUCE,
+  FUNC_SEND,
+  FUNC_RECV,
+  FUNC_COUNT
+} func_t;
+
+/* ---- Connection FIFO ----------------------------------------------------------------------------
+ * One direction of one connection (channel, peer). The receiver owns the slot memory; a FIFO has
+ * NCCL_STEPS slots per protocol. Counters count steps (slots filled or freed since connect):
+ *   tail: producer progress. The sender publishes step s+1 after filling slot s % NCCL_STEPS
+ *         (all protocols publish it; LL readers may ignore it and poll line flags instead).
+ *   head: consumer progress. The receiver publishes s+1 after it is done reading slot s.
+ * A sender may fill slot s once head >= s + 1 - NCCL_STEPS.
+ * Simple: raw bytes; sizes[s % NCCL_STEPS] = bytes in the slot, written before the tail.
+ * LL:     16-byte lines {data0, flag0, data1, flag1} (uint32 each); flag = (uint32_t)(s + 1).
+ *         Each 8-byte {data, flag} half is written with one 64-bit store, so a reader that sees
+ *         the flag sees the data. A line carries 8 data bytes.
+ * LL128:  128-byte lines: 120 data bytes and, in the last 8 bytes, flag = s + 1 (GPU only, NVLink).
+ * The executor keeps its own position in `step` (persists across operations: both sides advance
+ * the same connection identically because they run the same plan). */
+typedef struct conn_fifo {
+  char* buffs[PROTO_COUNT];      /* slot memory per protocol (receiver-owned, or proxy staging) */
+  int buff_bytes[PROTO_COUNT];   /* whole FIFO per protocol; slot = buff_bytes / NCCL_STEPS */
+  volatile uint64_t* head;       /* consumer progress (see above) */
+  volatile uint64_t* tail;       /* producer progress */
+  volatile int* sizes;           /* NCCL_STEPS entries: bytes in each slot (all protocols) */
+  uint64_t step;                 /* executor-local position */
+  int flags;                     /* CONN_FLAG_* */
+} conn_fifo_t;
+#define CONN_FLAG_NET 0x1 /* driven by the proxy (NET transport) */
+#define CONN_FLAG_HOSTMEM 0x2 /* slot memory is host memory */
+
+typedef union ll_line {
+  struct { uint32_t data0, flag0, data1, flag1; } s;
+  uint64_t v[2];
+} ll_line_t;
+#define LL128_LINE_BYTES 128
+#define LL128_DATA_BYTES 120
+
+/* ---- Reduction operators as executors see them ---------------------------------------------- */
+typedef enum {
+  DEV_OP_SUM = 0,
+  DEV_OP_PROD,
+  DEV_OP_MIN,
+  DEV_OP_MAX,
+  DEV_OP_PREMULSUM,  /* each contribution is multiplied by scalar when first loaded, then summed;
+                      * also floating types' ncclAvg (scalar = 1/nranks in the datatype) */
+  DEV_OP_SUMPOSTDIV, /* integers' ncclAvg: sum, then divide the final result by scalar (the rank
+                      * count, C division: truncates toward zero, signed types as signed) */
+  DEV_OP_COUNT
+} dev_op_kind_t;
+typedef struct dev_redop {
+  uint8_t kind;        /* dev_op_kind_t */
+  uint8_t scalar_on_device; /* PREMULSUM with ncclScalarDevice: scalar_ptr is read at run time */
+  uint64_t scalar;     /* the scalar's bits, in the datatype (PREMULSUM) or as uint64 (SUMPOSTDIV) */
+  const void* scalar_ptr;
+} dev_redop_t;
+
+/* ---- Work format --------------------------------------------------------------------------------
+ * One work item is one operation's share on one channel. Counts are in elements. */
+typedef struct work {
+  uint8_t func;   /* func_t */
+  uint8_t algo;   /* ALGO_* (collectives) */
+  uint8_t proto;  /* PROTO_* */
+  uint8_t dtype;  /* ncclDataType_t */
+  dev_redop_t op;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;      /* per-rank count: AllGather sendcount, ReduceScatter recvcount, else total */
+  size_t chan_off;   /* this channel's slice [chan_off, chan_off + chan_count) of that count */
+  size_t chan_count;
+  size_t chunk;      /* elements per pipeline chunk (one FIFO slot at most) */
+  int root;          /* Broadcast/Reduce root; Send/Recv peer */
+  int nranks;
+} work_t;
+
+/* A plan: everything one ncclGroupEnd (or one call) runs on one communicator. */
+#define PLAN_MAX_CHANNELS 64
+typedef struct plan {
+  int nchannels;
+  int nwork[PLAN_MAX_CHANNELS];
+  work_t* works[PLAN_MAX_CHANNELS]; /* per-channel lists, run in order (p2p items may interleave) */
+} plan_t;
+
+/* ---- What an executor sees of its communicator ---------------------------------------------- */
+#define TREE_MAX_CHILDREN 3
+typedef struct dev_channel {
+  int id;
+  const int* ring_ranks; /* nranks entries: the ring order used by this channel */
+  int ring_index;        /* my position in ring_ranks */
+  int ring_prev, ring_next;
+  int tree_up;                        /* -1 at the root */
+  int tree_down[TREE_MAX_CHILDREN];   /* -1 where unused */
+  conn_fifo_t** send; /* nranks entries: FIFO towards peer, NULL until connected */
+  conn_fifo_t** recv; /* nranks entries: FIFO from peer, NULL until connected */
+} dev_channel_t;
+
+typedef struct exec_comm {
+  int rank;
+  int nranks;
+  int nchannels;
+  dev_channel_t* channels;
+  volatile uint32_t* abort_flag;
+  /* Called by a waiting executor about every 100 ms: ncclSuccess while the peer looks alive,
+   * else an error (after a WARN naming the peer). */
+  ncclResult_t (*peer_check)(void* arg, int peer);
+  /* Tells the proxy that work using NET connections is starting (it may be asleep). */
+  void (*proxy_wake)(void* arg);
+  void* arg;
+} exec_comm_t;
+
+/* ---- Executor interface: chosen per communicator (GPU visible: cuda; none: host) ------------- */
+typedef struct executor_ops {
+  const char* name;
+  ncclResult_t (*init)(const exec_comm_t* comm, void** state_out);
+  /* Runs a plan. host: returns when the plan has completed (or failed). cuda: enqueues one
+   * kernel launch on the stream and returns. */
+  ncclResult_t (*launch)(void* state, const plan_t* plan, cudaStream_t stream);
+  ncclResult_t (*fini)(void* state);
+} executor_ops_t;
+
+extern const executor_ops_t executor_host_ops;
+extern const executor_ops_t executor_cuda_ops; /* src/device/cuda: needs a GPU */
+
+/* ---- Host reductions (src/device/host/reduce.c): pure functions, tested by themselves -------- */
+/* dst[i] = in_local[i] (op) in_remote[i] for i < n, where in_local gets the PREMULSUM scalar
+ * applied (it is a rank's own, not yet counted contribution) and in_remote has had it applied
+ * already. Either input may alias dst. in_remote == NULL: dst = preop(in_local) (a copy). */
+void host_reduce(void* dst, const void* in_local, const void* in_remote, size_t n, int dtype,
+                 const dev_redop_t* op);
+/* dst = a (op) b where both are already-counted partial results (tree/ring middle steps). */
+void host_reduce_partials(void* dst, const void* a, const void* b, size_t n, int dtype,
+                          const dev_redop_t* op);
+/* The final step for SUMPOSTDIV: divide in place by op->scalar; a no-op for other ops. */
+void host_postop(void* buf, size_t n, int dtype, const dev_redop_t* op);
+/* Conversions used by the low-precision types (round to nearest even, like the GPU's). */
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bf16_to_float(uint16_t b);
+uint16_t float_to_bf16(float f);
+float fp8e4m3_to_float(uint8_t v);
+uint8_t float_to_fp8e4m3(float f); /* saturating to +-448, NaN stays NaN */
+float fp8e5m2_to_float(uint8_t v);
+uint8_t float_to_fp8e5m2(float f); /* saturating to +-57344 (stock's satfinite) */
+
+#endif /* BATON_DEVICE_H */

@@ -1,0 +1,155 @@
+/* Host executor internals (private to src/device/host). The host executor runs a plan's work
+ * items on CPU threads, one per channel, over the conn_fifo_t format of device.h.
+ *
+ * Shape:
+ *   exec.c   executor_host_ops: worker threads, launch, the channel loop and its bounded waits
+ *   lanes.c  turns work items into lanes (resumable sequences of steps) and progresses them
+ *   steps.c  pure step math: which step k of a ring / tree / p2p item reads, reduces and moves
+ *   prims.c  one step over the FIFOs: readiness, Simple and LL slots, reduce, publish
+ *
+ * A step receives at most one slot from each of up to TREE_MAX_CHILDREN peers, combines it with
+ * this rank's data, writes the user's output and fills one slot to each of up to
+ * TREE_MAX_CHILDREN peers. A step runs only when all of its connections are ready, so it never
+ * blocks: a channel progresses all its active lanes round-robin and waits only when none moved. */
+#ifndef BATON_DEVICE_HOST_EXEC_H
+#define BATON_DEVICE_HOST_EXEC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "base/base.h"
+#include "device/device.h"
+
+/* Stands for "no peer" in step and lane fields. */
+#define HOST_NO_PEER (-1)
+
+/* ---- Steps ------------------------------------------------------------------------------------
+ */
+typedef struct host_step {
+  const char* local; /* this rank's data for the step (NULL: none) */
+  char* out;         /* the user's output for the step (NULL: none) */
+  size_t nelem;      /* elements (bytes for point-to-point) */
+  int nrecv, nsend;
+  int recv_peer[TREE_MAX_CHILDREN];
+  int send_peer[TREE_MAX_CHILDREN];
+  bool reduce; /* combine local and received data with the op (local gets the pre-op); else copy */
+  bool postop; /* the result is final: apply host_postop before writing and sending it */
+} host_step_t;
+
+/* ---- Lanes ------------------------------------------------------------------------------------
+ */
+typedef enum {
+  LANE_LOCAL,     /* one rank: local reduce or copy, one step */
+  LANE_RING,      /* any collective over the channel's ring */
+  LANE_TREE_UP,   /* AllReduce tree: reduce towards the root */
+  LANE_TREE_DOWN, /* AllReduce tree: broadcast from the root */
+  LANE_SEND,      /* point-to-point */
+  LANE_RECV,
+  LANE_SELF /* a send to self paired with a receive from self: one copy */
+} host_lane_kind_t;
+
+/* One resumable sequence of steps: step k for k in [pos, nops) is a pure function of the lane. */
+typedef struct host_lane {
+  uint8_t kind; /* host_lane_kind_t */
+  uint8_t func; /* func_t */
+  uint8_t proto;
+  uint8_t dtype;
+  const dev_redop_t* op;
+  size_t unit;          /* bytes per element of nelem (datatype size; 1 for point-to-point) */
+  const char* sendbuff; /* base pointers of the operation */
+  char* recvbuff;
+  size_t count;    /* work count (per-rank count for AllGather/ReduceScatter) */
+  size_t off, cnt; /* the channel's slice, in units */
+  size_t chunk;    /* units per step after clamping to the slots */
+  size_t pos, nops;
+  /* Ring geometry. */
+  int n, idx, root_idx, prev, next, rank;
+  const int* ring;
+  /* Tree geometry. */
+  int up, ndown;
+  int down[TREE_MAX_CHILDREN];
+  /* Point-to-point. */
+  int peer;
+  char* self_out;               /* LANE_SELF: the matched receive's buffer */
+  const struct host_lane* gate; /* step k waits until gate->pos > k (tree root: down after up) */
+  int pred;                     /* index in the segment of a lane that must finish first, -1 */
+  int wait_peer;                /* the peer the last blocked attempt waited on */
+} host_lane_t;
+
+/* ---- Channels and the executor ----------------------------------------------------------------
+ */
+#define HOST_STAGES (TREE_MAX_CHILDREN + 1) /* LL: one per received slot, one for the send data */
+#define HOST_STAGE_SEND TREE_MAX_CHILDREN
+
+struct host_exec;
+typedef struct host_chan {
+  struct host_exec* ex;
+  int id;
+  pthread_t thread;
+  bool started;
+  uint64_t gen_seen;   /* the launch generation the worker starts from */
+  bool active;         /* has work in the current launch */
+  const work_t* works; /* this launch's list */
+  int nwork;
+  /* LL staging: unpacked received data and data to pack (grows to the largest LL step). */
+  char* stage[HOST_STAGES];
+  size_t stage_bytes;
+  /* Lanes of the current item or point-to-point segment (grows to the largest segment). */
+  host_lane_t* lanes;
+  int lanes_cap;
+  /* Waiting. */
+  unsigned idle; /* passes in a row that moved nothing */
+  uint64_t idle_since_ns, last_check_ns;
+} host_chan_t;
+
+typedef struct host_exec {
+  const exec_comm_t* comm; /* borrowed: stays valid and current until fini */
+  pthread_mutex_t mu;
+  pthread_cond_t wake; /* workers wait for a new launch (gen) or quit */
+  pthread_cond_t done; /* launch waits for pending to reach 0 */
+  uint64_t gen;
+  int pending;
+  bool quit;
+  volatile int stop;   /* a channel failed: the others give up at their next wait */
+  ncclResult_t result; /* the first failure of the current launch */
+  host_chan_t chans[PLAN_MAX_CHANNELS];
+} host_exec_t;
+
+/* ---- steps.c: pure step math -------------------------------------------------------------- */
+/* Number of steps of a lane whose geometry fields are set. */
+size_t host_lane_nops(const host_lane_t* ln);
+/* Step k < nops of the lane. */
+void host_lane_step(const host_lane_t* ln, size_t k, host_step_t* st);
+
+/* ---- prims.c: FIFO access ------------------------------------------------------------------- */
+/* Data bytes one slot of the FIFO holds for proto (0 when the FIFO has no buffer for it). */
+size_t host_fifo_capacity(const conn_fifo_t* f, int proto);
+/* Runs step st of lane ln if every connection it uses is ready: *ran says whether it did. On
+ * not ready, ln->wait_peer names a peer it waits on. Errors: a missing connection, a slot whose
+ * size disagrees with the step (the two sides run different plans). */
+ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, bool* ran);
+
+/* ---- lanes.c: work items to lanes, progress ------------------------------------------------- */
+/* Runs one collective work item, or a segment of consecutive point-to-point items, to completion
+ * on channel ch (waiting through host_chan_idle). */
+ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w);
+ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork);
+/* Runs a channel's whole list: collectives one after another, p2p runs as segments. */
+ncclResult_t host_list_run(host_chan_t* ch, const work_t* works, int nwork);
+
+/* ---- exec.c ------------------------------------------------------------------------------- */
+/* Called after a pass over the active lanes that moved nothing: spins, then yields, then sleeps;
+ * fails on the abort flag or another channel's failure, and every ~100 ms asks peer_check about
+ * the peers the blocked lanes wait on. */
+ncclResult_t host_chan_idle(host_chan_t* ch, const host_lane_t* lanes, int nlanes);
+static inline void host_chan_busy(host_chan_t* ch) {
+  ch->idle = 0;
+}
+/* Makes sure every LL staging buffer holds bytes. */
+ncclResult_t host_chan_stage_reserve(host_chan_t* ch, size_t bytes);
+/* The channel as the communicator describes it (ring, tree, connections). */
+static inline const dev_channel_t* host_chan_dev(const host_chan_t* ch) {
+  return &ch->ex->comm->channels[ch->id];
+}
+
+#endif /* BATON_DEVICE_HOST_EXEC_H */

@@ -1,0 +1,310 @@
+/* Work items to lanes, and the round-robin progress of a channel's lanes.
+ *
+ * A collective work item becomes one lane (ring, or a one-rank local step) or two (tree: up and
+ * down, the root's down lane gated on its up lane); it runs to completion before the next item.
+ * A run of consecutive point-to-point items becomes one lane each, all progressed together, so
+ * a rank may post its send to A before its receive from B while A does the opposite. Items to the
+ * same peer in the same direction share a connection and stay in posting order; a send to self
+ * is paired with the receive from self at the same position among the segment's self receives.
+ *
+ * Chunking (both ends of a connection must agree): a collective step carries at most
+ * work.chunk elements (0: as many as a slot holds), clamped to the smallest slot of the
+ * connections the item uses; a point-to-point step carries at most work.chunk * datatype size
+ * bytes, clamped to the slot. */
+#include <stdlib.h>
+
+#include "device/host/host_exec.h"
+
+static ncclResult_t lanes_reserve(host_chan_t* ch, int n) {
+  if (n <= ch->lanes_cap) return ncclSuccess;
+  host_lane_t* l = realloc(ch->lanes, (size_t)n * sizeof(*l));
+  if (l == NULL) {
+    WARN("Host executor: out of memory for %d lanes on channel %d", n, ch->id);
+    return ncclSystemError;
+  }
+  ch->lanes = l;
+  ch->lanes_cap = n;
+  return ncclSuccess;
+}
+
+static bool func_is_p2p(int func) {
+  return func == FUNC_SEND || func == FUNC_RECV;
+}
+
+/* Checks what every item needs: a datatype, a protocol the host runs. */
+static ncclResult_t work_check(const host_chan_t* ch, const work_t* w, size_t* esize) {
+  size_t es = datatype_size((ncclDataType_t)w->dtype);
+  if (es == 0 || w->func >= FUNC_COUNT) {
+    WARN("Host executor: work item with function %d and datatype %d on channel %d is invalid",
+         w->func, w->dtype, ch->id);
+    return ncclInternalError;
+  }
+  if (w->proto != PROTO_SIMPLE && w->proto != PROTO_LL) {
+    WARN(
+        "Host executor: protocol %d is not available without a GPU (only Simple and LL); "
+        "check NCCL_PROTO",
+        w->proto);
+    return ncclInternalError;
+  }
+  *esize = es;
+  return ncclSuccess;
+}
+
+/* Smallest slot (bytes) over the connections to and from the listed peers; a missing one fails. */
+static ncclResult_t conns_capacity(const host_chan_t* ch, int proto, const int* peers, int npeers,
+                                   bool send, bool recv, size_t* cap) {
+  const dev_channel_t* dc = host_chan_dev(ch);
+  for (int j = 0; j < npeers; j++) {
+    for (int dir = 0; dir < 2; dir++) {
+      if (!(dir == 0 ? send : recv)) continue;
+      const conn_fifo_t* f = (dir == 0 ? dc->send : dc->recv)[peers[j]];
+      if (f == NULL) {
+        WARN(
+            "Host executor: rank %d has no connection %s rank %d on channel %d; the planner "
+            "must connect it before launching work that uses it",
+            ch->ex->comm->rank, dir == 0 ? "to" : "from", peers[j], ch->id);
+        return ncclInternalError;
+      }
+      size_t c = host_fifo_capacity(f, proto);
+      if (c < *cap) *cap = c;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* Step size in units: want (0: no preference) clamped to cap_bytes. */
+static ncclResult_t lane_set_chunk(host_chan_t* ch, host_lane_t* ln, size_t want,
+                                   size_t cap_bytes) {
+  size_t cap = cap_bytes / ln->unit;
+  if (cap == 0) {
+    WARN(
+        "Host executor: channel %d: a %s FIFO slot of %zu bytes cannot hold one element of %zu "
+        "bytes; raise NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE",
+        ch->id, ln->proto == PROTO_LL ? "LL" : "Simple", cap_bytes, ln->unit);
+    return ncclInternalError;
+  }
+  ln->chunk = want == 0 || want > cap ? cap : want;
+  if (ln->proto == PROTO_LL) CHECK(host_chan_stage_reserve(ch, ln->chunk * ln->unit));
+  return ncclSuccess;
+}
+
+static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, size_t unit) {
+  const exec_comm_t* comm = ch->ex->comm;
+  *ln = (host_lane_t){.func = w->func,
+                      .proto = w->proto,
+                      .dtype = w->dtype,
+                      .op = &w->op,
+                      .unit = unit,
+                      .sendbuff = w->sendbuff,
+                      .recvbuff = w->recvbuff,
+                      .count = w->count,
+                      .off = w->chan_off,
+                      .cnt = w->chan_count,
+                      .n = comm->nranks,
+                      .rank = comm->rank,
+                      .up = HOST_NO_PEER,
+                      .peer = HOST_NO_PEER,
+                      .pred = -1,
+                      .wait_peer = HOST_NO_PEER};
+}
+
+/* Runs lane ln as far as its connections allow. */
+static ncclResult_t lane_progress(host_chan_t* ch, host_lane_t* ln) {
+  while (ln->pos < ln->nops) {
+    if (ln->gate != NULL && ln->gate->pos <= ln->pos) {
+      ln->wait_peer = HOST_NO_PEER;
+      break;
+    }
+    host_step_t st;
+    bool ran;
+    host_lane_step(ln, ln->pos, &st);
+    CHECK(host_step_try(ch, ln, &st, &ran));
+    if (!ran) break;
+    ln->pos++;
+  }
+  return ncclSuccess;
+}
+
+static bool lane_done(const host_lane_t* ln) {
+  return ln->pos >= ln->nops;
+}
+
+/* Progresses every lane round-robin until all are done; waits only after a pass that moved none. */
+static ncclResult_t lanes_run(host_chan_t* ch, host_lane_t* lanes, int nlanes) {
+  int left = 0;
+  for (int i = 0; i < nlanes; i++) left += !lane_done(&lanes[i]);
+  host_chan_busy(ch);
+  while (left > 0) {
+    bool moved = false;
+    for (int i = 0; i < nlanes; i++) {
+      host_lane_t* ln = &lanes[i];
+      if (lane_done(ln)) continue;
+      if (ln->pred >= 0 && !lane_done(&lanes[ln->pred])) continue;
+      size_t before = ln->pos;
+      CHECK(lane_progress(ch, ln));
+      if (ln->pos != before) moved = true;
+      if (lane_done(ln)) left--;
+    }
+    if (moved) {
+      host_chan_busy(ch);
+    } else if (left > 0) {
+      CHECK(host_chan_idle(ch, lanes, nlanes));
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t ring_root_index(const host_chan_t* ch, const host_lane_t* ln, int root,
+                                    int* idx) {
+  for (int i = 0; i < ln->n; i++) {
+    if (ln->ring[i] == root) {
+      *idx = i;
+      return ncclSuccess;
+    }
+  }
+  WARN("Host executor: root rank %d is not in channel %d's ring of %d ranks", root, ch->id, ln->n);
+  return ncclInternalError;
+}
+
+ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
+  const dev_channel_t* dc = host_chan_dev(ch);
+  size_t esize;
+  if (w->count == 0 || w->chan_count == 0) return ncclSuccess;
+  CHECK(work_check(ch, w, &esize));
+  CHECK(lanes_reserve(ch, 2));
+  host_lane_t* ln = &ch->lanes[0];
+  lane_init(ln, ch, w, esize);
+  int nlanes = 1;
+  if (ln->n == 1) {
+    ln->kind = LANE_LOCAL;
+  } else if (w->algo == ALGO_RING) {
+    ln->kind = LANE_RING;
+    ln->ring = dc->ring_ranks;
+    ln->idx = dc->ring_index;
+    ln->prev = dc->ring_prev;
+    ln->next = dc->ring_next;
+    if (w->func == FUNC_BROADCAST || w->func == FUNC_REDUCE)
+      CHECK(ring_root_index(ch, ln, w->root, &ln->root_idx));
+    size_t cap = SIZE_MAX;
+    CHECK(conns_capacity(ch, w->proto, &ln->next, 1, true, false, &cap));
+    CHECK(conns_capacity(ch, w->proto, &ln->prev, 1, false, true, &cap));
+    CHECK(lane_set_chunk(ch, ln, w->chunk, cap));
+  } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE) {
+    ln->kind = LANE_TREE_UP;
+    ln->up = dc->tree_up;
+    for (int j = 0; j < TREE_MAX_CHILDREN; j++)
+      if (dc->tree_down[j] >= 0) ln->down[ln->ndown++] = dc->tree_down[j];
+    size_t cap = SIZE_MAX;
+    if (ln->up >= 0) CHECK(conns_capacity(ch, w->proto, &ln->up, 1, true, true, &cap));
+    CHECK(conns_capacity(ch, w->proto, ln->down, ln->ndown, true, true, &cap));
+    if (cap == SIZE_MAX) {
+      WARN(
+          "Host executor: rank %d is alone in channel %d's tree of %d ranks (no parent, no "
+          "children)",
+          ln->rank, ch->id, ln->n);
+      return ncclInternalError;
+    }
+    CHECK(lane_set_chunk(ch, ln, w->chunk, cap));
+    ch->lanes[1] = *ln;
+    ch->lanes[1].kind = LANE_TREE_DOWN;
+    if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
+    nlanes = 2;
+  } else {
+    WARN("Host executor: algorithm %d cannot run function %d (tree runs AllReduce only)", w->algo,
+         w->func);
+    return ncclInternalError;
+  }
+  for (int i = 0; i < nlanes; i++) ch->lanes[i].nops = host_lane_nops(&ch->lanes[i]);
+  return lanes_run(ch, ch->lanes, nlanes);
+}
+
+/* Pairs sends to self with receives from self in posting order: each pair becomes one copy. */
+static ncclResult_t p2p_pair_self(host_chan_t* ch, host_lane_t* lanes, int nlanes) {
+  int rank = ch->ex->comm->rank;
+  int r = 0;
+  for (int s = 0; s < nlanes; s++) {
+    if (lanes[s].kind != LANE_SEND || lanes[s].peer != rank) continue;
+    while (r < nlanes && !(lanes[r].kind == LANE_RECV && lanes[r].peer == rank)) r++;
+    if (r == nlanes) goto unmatched;
+    if (lanes[r].cnt != lanes[s].cnt) {
+      WARN(
+          "Host executor: rank %d channel %d: a send to self of %zu bytes is paired with a "
+          "receive from self of %zu bytes",
+          rank, ch->id, lanes[s].cnt, lanes[r].cnt);
+      return ncclInvalidUsage;
+    }
+    lanes[s].kind = LANE_SELF;
+    lanes[s].self_out = lanes[r].recvbuff + lanes[r].off;
+    lanes[r].kind = LANE_SELF;
+    lanes[r].cnt = 0; /* done: its data arrives through the send's copy */
+    r++;
+  }
+  for (; r < nlanes; r++)
+    if (lanes[r].kind == LANE_RECV && lanes[r].peer == rank) goto unmatched;
+  return ncclSuccess;
+unmatched:
+  WARN(
+      "Host executor: rank %d channel %d: a send to self and a receive from self must come in "
+      "pairs in the same channel's list",
+      rank, ch->id);
+  return ncclInvalidUsage;
+}
+
+ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork) {
+  const exec_comm_t* comm = ch->ex->comm;
+  CHECK(lanes_reserve(ch, nwork));
+  host_lane_t* lanes = ch->lanes;
+  int nlanes = 0;
+  bool has_self = false;
+  for (int i = 0; i < nwork; i++) {
+    const work_t* w = &works[i];
+    size_t esize;
+    if (w->count == 0 || w->chan_count == 0) continue;
+    CHECK(work_check(ch, w, &esize));
+    if (w->root < 0 || w->root >= comm->nranks) {
+      WARN("Host executor: %s peer %d is not a rank of this communicator of %d ranks",
+           w->func == FUNC_SEND ? "send" : "receive", w->root, comm->nranks);
+      return ncclInternalError;
+    }
+    host_lane_t* ln = &lanes[nlanes];
+    lane_init(ln, ch, w, 1); /* point-to-point counts in bytes */
+    ln->kind = w->func == FUNC_SEND ? LANE_SEND : LANE_RECV;
+    ln->peer = w->root;
+    ln->off = w->chan_off * esize;
+    ln->cnt = w->chan_count * esize;
+    if (ln->peer == comm->rank) {
+      has_self = true;
+    } else {
+      size_t cap = SIZE_MAX;
+      CHECK(conns_capacity(ch, w->proto, &ln->peer, 1, ln->kind == LANE_SEND, ln->kind == LANE_RECV,
+                           &cap));
+      CHECK(lane_set_chunk(ch, ln, w->chunk * esize, cap));
+      for (int j = nlanes - 1; j >= 0; j--) { /* same connection: wait for the earlier item */
+        if (lanes[j].kind == ln->kind && lanes[j].peer == ln->peer) {
+          ln->pred = j;
+          break;
+        }
+      }
+    }
+    nlanes++;
+  }
+  if (has_self) CHECK(p2p_pair_self(ch, lanes, nlanes));
+  for (int i = 0; i < nlanes; i++) lanes[i].nops = host_lane_nops(&lanes[i]);
+  return lanes_run(ch, lanes, nlanes);
+}
+
+ncclResult_t host_list_run(host_chan_t* ch, const work_t* works, int nwork) {
+  int i = 0;
+  while (i < nwork) {
+    if (!func_is_p2p(works[i].func)) {
+      CHECK(host_coll_run(ch, &works[i]));
+      i++;
+      continue;
+    }
+    int j = i;
+    while (j < nwork && func_is_p2p(works[j].func)) j++;
+    CHECK(host_p2p_run(ch, works + i, j - i));
+    i = j;
+  }
+  return ncclSuccess;
+}

@@ -1,0 +1,46 @@
+/* Baton proxy layer: the per-communicator progress thread that drives NET connections (moves FIFO
+ * slots between executors and the network plugin) and sleeps when nothing is in flight. */
+#ifndef BATON_PROXY_H
+#define BATON_PROXY_H
+
+#include "base/base.h"
+#include "device/device.h"
+#include "transport/net.h"
+
+typedef struct proxy_state proxy_state_t;
+
+/* A NET connection the proxy progresses. For a send connection the executor fills the staging
+ * FIFO and publishes tail; the proxy sends each filled slot (a 16-byte header {proto, size, bytes}
+ * message, then a payload message) and advances head when the send completes. For a recv
+ * connection the proxy receives into the executor's FIFO slots while head leaves room, writing LL
+ * lines with 64-bit stores, then sizes[] (the sender's value) and tail.
+ * A slot's protocol is read from the slot: LL (LL128) when its first line carries flag step+1,
+ * else Simple with sizes[] bytes (details in src/proxy/proxy.c).
+ * The caller keeps the proxy_conn_t, its FIFO and its net comm alive until proxy_destroy; the
+ * proxy registers the buffers with the network (regMr) and deregisters them in proxy_destroy. */
+typedef struct proxy_conn {
+  conn_fifo_t* fifo;     /* the executor-side FIFO (same memory the executor polls) */
+  int is_send;
+  void* net_comm;        /* ncclNet send or recv comm */
+  const ncclNet_t* net;
+  int peer;
+  void* priv;            /* proxy-private progress state */
+} proxy_conn_t;
+
+/* Starts the thread (named "baton-proxy"); it stops progressing once *abort_flag is set. */
+ncclResult_t proxy_create(volatile uint32_t* abort_flag, proxy_state_t** out);
+ncclResult_t proxy_add_conn(proxy_state_t* proxy, proxy_conn_t* conn);
+/* An executor is about to use NET connections: wake the thread if it sleeps. */
+void proxy_wake(proxy_state_t* proxy);
+/* First error the proxy hit (network error, peer lost in the middle of a step), ncclSuccess
+ * otherwise. */
+ncclResult_t proxy_error(proxy_state_t* proxy);
+/* Whether peer closed a connection to this rank between steps, after every step it had sent
+ * was delivered. Not an error by itself (a peer that destroyed its communicator first): it is
+ * one for an executor that still waits on that peer (transport_peer_check decides and logs). */
+bool proxy_peer_closed(proxy_state_t* proxy, int peer);
+/* Waits (bounded) until every published send step has gone out, unless aborted or failed, then
+ * stops the thread and deregisters the buffers. */
+ncclResult_t proxy_destroy(proxy_state_t* proxy);
+
+#endif /* BATON_PROXY_H */

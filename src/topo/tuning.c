@@ -1,0 +1,102 @@
+/* The tuning model: estimated time of one collective for each algorithm x protocol, so the planner
+ * can pick the fastest. A pure function of topo_tuning_t; no I/O.
+ *
+ *   time = base[proto] + (intra_hops * intra_lat + inter_hops * inter_lat) * hop_factor[proto]
+ *          + link_bytes / (link_bw * nchannels * proto_bw[proto])
+ *
+ * link_bw is the per-channel bandwidth of the slowest link the algorithm uses: inter_bw when the
+ * ranks span hosts, else intra_bw. Hops are the sequential link traversals on the critical path.
+ * Per algorithm, with n ranks on h hosts (ranks of a host contiguous) and `bytes` the size of the
+ * larger user buffer (AllGather: the output, ReduceScatter: the input, others: the buffer):
+ *   ring AllReduce        2(n-1) hops, each link carries 2(n-1)/n * bytes (reduce-scatter then
+ *                         all-gather)
+ *   ring AllGather,
+ *   ring ReduceScatter    n-1 hops, (n-1)/n * bytes per link
+ *   ring Broadcast/Reduce n-1 hops (a pipelined chain), bytes per link
+ *   (h of a ring's n links cross hosts, so h/n of its hops are inter-host)
+ *   tree AllReduce        ceil(log2 n) hops up to the root and as many back down, of which
+ *                         ceil(log2 h) each way cross hosts (the top levels); the whole buffer
+ *                         goes once up and once down each rank's links: 2 * bytes, divided by
+ *                         tree_bw_efficiency (forwarding to two children costs a little)
+ * Tree is only modelled for AllReduce; LL128 only on GPUs (it relies on 128-byte stores being
+ * seen whole, an NVLink property); Send/Recv are not modelled. Those return a negative time, as
+ * do a missing or non-positive bandwidth and nranks < 1. */
+#include "topo/topo.h"
+
+/* Indices as in device.h's func_t / ALGO_* / PROTO_* (stock's order). topo sits below device, so
+ * it restates them; test_tuning calls the model with device.h's names, so a mismatch fails. */
+enum { TF_BROADCAST = 0, TF_REDUCE, TF_ALLGATHER, TF_REDUCESCATTER, TF_ALLREDUCE };
+enum { TA_TREE = 0, TA_RING = 1 };
+enum { TP_LL = 0, TP_LL128 = 1, TP_SIMPLE = 2, TP_COUNT = 3 };
+
+/* Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds.
+ * Simple also pays a fence and a head/tail round trip per step; LL and LL128 poll their flags. */
+static const double proto_base_us[TP_COUNT] = {
+    [TP_LL] = 4.0,
+    [TP_LL128] = 4.5,
+    [TP_SIMPLE] = 6.0,
+};
+/* Multiplier on the link's per-hop latency: LL writes data and flag in one store and the reader
+ * sees it on arrival; LL128 waits for a 128-byte line; Simple for a whole slot and its tail. */
+static const double proto_hop_factor[TP_COUNT] = {
+    [TP_LL] = 1.0,
+    [TP_LL128] = 1.4,
+    [TP_SIMPLE] = 2.5,
+};
+/* Share of the link bandwidth that carries data: LL sends 8 data bytes per 16-byte line; LL128
+ * 120 of 128 bytes, which with its extra synchronisation comes to about 95% of Simple. */
+static const double proto_bw[TP_COUNT] = {
+    [TP_LL] = 0.5,
+    [TP_LL128] = 0.95,
+    [TP_SIMPLE] = 1.0,
+};
+static const double tree_bw_efficiency = 0.9;
+
+static int ceil_log2(int n) {
+  int d = 0;
+  while ((1 << d) < n) d++;
+  return d;
+}
+
+double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
+  if (t == NULL || t->nranks < 1 || proto < 0 || proto >= TP_COUNT) return -1.0;
+  if (func < TF_BROADCAST || func > TF_ALLREDUCE) return -1.0;
+  if (algo != TA_RING && algo != TA_TREE) return -1.0;
+  if (algo == TA_TREE && func != TF_ALLREDUCE) return -1.0;
+  if (proto == TP_LL128 && !t->gpu) return -1.0;
+
+  const bool multi_host = t->nhosts > 1;
+  const double link_bw = multi_host ? t->inter_bw_gbs : t->intra_bw_gbs; /* GB/s == bytes/ns */
+  if (!(link_bw > 0.0) || t->intra_lat_us < 0.0 || (multi_host && t->inter_lat_us < 0.0))
+    return -1.0;
+  const int nchannels = t->nchannels > 0 ? t->nchannels : 1;
+  const double bytes_per_us = link_bw * 1e3 * nchannels * proto_bw[proto];
+
+  const double n = t->nranks;
+  const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
+  double hops, inter_hops, link_bytes;
+  if (algo == TA_TREE) {
+    hops = 2.0 * ceil_log2(t->nranks);
+    inter_hops = 2.0 * ceil_log2(nhosts);
+    link_bytes = t->nranks > 1 ? 2.0 * (double)bytes / tree_bw_efficiency : 0.0;
+  } else {
+    switch (func) {
+      case TF_ALLREDUCE:
+        hops = 2.0 * (n - 1);
+        link_bytes = 2.0 * (n - 1) / n * (double)bytes;
+        break;
+      case TF_ALLGATHER:
+      case TF_REDUCESCATTER:
+        hops = n - 1;
+        link_bytes = (n - 1) / n * (double)bytes;
+        break;
+      default: /* Broadcast, Reduce */
+        hops = n - 1;
+        link_bytes = t->nranks > 1 ? (double)bytes : 0.0;
+        break;
+    }
+    inter_hops = multi_host ? hops * nhosts / n : 0.0;
+  }
+  const double lat_us = (hops - inter_hops) * t->intra_lat_us + inter_hops * t->inter_lat_us;
+  return proto_base_us[proto] + lat_us * proto_hop_factor[proto] + link_bytes / bytes_per_us;
+}

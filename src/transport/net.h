@@ -1,0 +1,216 @@
+/* The ncclNet plugin API (network layer of the NET transport) and Baton's network selection.
+ *
+ * Part 1 is the public plugin interface, binary compatible with NCCL's ncclNet v8, v9 and v10
+ * (tables exported by a plugin library as ncclNetPlugin_v10 / _v9 / _v8). Baton's own type
+ * ncclNet_t is v10; older plugins are adapted (net_compat.c). Every table starts with `name`.
+ * A plugin may include this header (it needs nccl.h and src/base/base.h for the logger types).
+ *
+ * Part 2 is Baton-internal: which network the NET transport uses (an external plugin when one is
+ * loaded, else NCCL_NET's choice among the built-ins: "IB" (not yet implemented), "Socket"). */
+#ifndef BATON_NET_H
+#define BATON_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* ---- Part 1: the plugin API ------------------------------------------------------------------ */
+#define NCCL_NET_HANDLE_MAXSIZE 128
+#define NCCL_MAX_NET_SIZE_BYTES (1ull << 40) /* ceiling for maxP2pBytes / maxCollBytes */
+#define NCCL_NET_OPTIONAL_RECV_COMPLETION 0x1
+
+#define NCCL_PTR_HOST 0x1
+#define NCCL_PTR_CUDA 0x2
+#define NCCL_PTR_DMABUF 0x4
+
+/* Requests a comm may have in flight. */
+#define NCCL_NET_MAX_REQUESTS 32
+
+/* Device-side network offload (Baton offers none: always NCCL_NET_DEVICE_HOST). */
+typedef enum { NCCL_NET_DEVICE_HOST = 0, NCCL_NET_DEVICE_UNPACK = 1 } ncclNetDeviceType;
+#define NCCL_NET_DEVICE_INVALID_VERSION 0x0
+
+typedef struct {
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  void* handle;
+  size_t size;
+  int needsProxyProgress;
+} ncclNetDeviceHandle_v8_t;
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v9_t;
+typedef ncclNetDeviceHandle_v8_t ncclNetDeviceHandle_v10_t;
+typedef ncclNetDeviceHandle_v10_t ncclNetDeviceHandle_t;
+
+/* Virtual NICs (v9+): one device made of several physical ones. */
+#define NCCL_NET_MAX_DEVS_PER_NIC 4
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC];
+} ncclNetVDeviceProps_v9_t;
+typedef ncclNetVDeviceProps_v9_t ncclNetVDeviceProps_v10_t;
+typedef ncclNetVDeviceProps_v10_t ncclNetVDeviceProps_t;
+
+/* Per-connection settings passed to connect (v10). */
+#define NCCL_NET_TRAFFIC_CLASS_UNDEF -1
+typedef struct {
+  int trafficClass;
+} ncclNetCommConfig_v10_t;
+typedef ncclNetCommConfig_v10_t ncclNetCommConfig_t;
+
+/* Network profiler hook handed to init (v10). Baton passes a callback that records nothing. */
+typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* phandle,
+                                               int64_t pluginId, void* extData);
+
+typedef struct {
+  char* name;      /* for logs */
+  char* pciPath;   /* device path in /sys, may be NULL */
+  uint64_t guid;   /* identifies the NIC chip */
+  int ptrSupport;  /* NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF */
+  int regIsGlobal; /* a registration is usable with every comm */
+  int speed;       /* Mbps */
+  int port;
+  float latency; /* microseconds */
+  int maxComms;
+  int maxRecvs; /* receives grouped in one irecv */
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+} ncclNetProperties_v8_t;
+
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush; /* receives need iflush even for host memory */
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v9_t vProps;
+  size_t maxP2pBytes;  /* largest single transfer for point-to-point traffic */
+  size_t maxCollBytes; /* largest single transfer for collectives */
+} ncclNetProperties_v9_t;
+typedef ncclNetProperties_v9_t ncclNetProperties_v10_t; /* same layout */
+typedef ncclNetProperties_v10_t ncclNetProperties_t;
+
+/* Contract shared by all versions: listen returns a handle (<= NCCL_NET_HANDLE_MAXSIZE bytes) that
+ * travels out of band to the peer; connect/accept must not block and may return a NULL comm, to be
+ * called again; isend/irecv may return a NULL request when they cannot start now (retry later);
+ * test reports completion and the byte count; messages on one comm match in posting order. */
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v10_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v10_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                         ncclNetDeviceHandle_v10_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                        void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                        void** mhandles, void** phandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v10_t* props);
+} ncclNet_v10_t;
+
+/* v9: no profiler (init, isend, irecv) and no connect config. */
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v9_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v9_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v9_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                        void** mhandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v9_t* props);
+} ncclNet_v9_t;
+
+/* v8: int sizes in isend/irecv, v8 properties, no virtual devices. */
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v8_t* props);
+  ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(int dev, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v8_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle,
+                        void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                        void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+} ncclNet_v8_t;
+
+typedef ncclNet_v10_t ncclNet_t; /* the version Baton speaks */
+
+/* ---- Part 2: Baton's network selection ------------------------------------------------------- */
+/* The built-in TCP socket network ("Socket"), src/transport/net_socket.c. */
+extern const ncclNet_t net_socket;
+
+/* The network NET connections use, initialized, with at least one device; chosen once per process:
+ *   NCCL_NET_PLUGIN unset: try libnccl-net.so; "none": no plugin; else libnccl-net-<name>.so or the
+ *   name as a path. A library without an ncclNetPlugin_v10/_v9/_v8 symbol, or whose init fails or
+ *   has no device, is skipped with an INFO line.
+ *   NCCL_NET=<name> picks a network by name among [plugin, IB, Socket] (error if absent);
+ *   otherwise the first usable of that list wins. */
+ncclResult_t net_select(const ncclNet_t** out, int* ndev_out);
+/* Forget the choice (and unload a plugin): the next net_select chooses again. Tests only; no
+ * connection may be open. */
+void net_select_reset(void);
+
+/* Adapters that present an older plugin table as ncclNet_t (net_compat.c). One of each at most. */
+ncclResult_t net_compat_from_v9(const ncclNet_v9_t* v9, const ncclNet_t** out);
+ncclResult_t net_compat_from_v8(const ncclNet_v8_t* v8, const ncclNet_t** out);
+
+/* Socket network statistics for tests: number of data streams of a send or recv comm and the
+ * bytes each has carried (bytes[] has room for nstreams_max entries). */
+ncclResult_t net_socket_comm_stats(void* comm, int nstreams_max, int* nstreams, uint64_t* bytes);
+
+#endif /* BATON_NET_H */

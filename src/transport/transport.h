@@ -1,0 +1,139 @@
+/* Baton transport layer: connections between two ranks, one direction each, in the FIFO format of
+ * src/device/device.h. Transports are tables probed in priority order (P2P, SHM, NET); the first
+ * whose can_connect accepts the pair wins, and both sides decide the same way from the same peer
+ * information. Talks to topo (who is where), bootstrap (exchanging connect info) and proxy
+ * (NET progress). */
+#ifndef BATON_TRANSPORT_H
+#define BATON_TRANSPORT_H
+
+#include "base/base.h"
+#include "bootstrap/bootstrap.h"
+#include "device/device.h"
+#include "topo/topo.h"
+
+struct proxy_state;
+
+/* One endpoint of a connection, owned by the transport context. */
+typedef struct conn {
+  conn_fifo_t fifo;               /* what the executor drives */
+  const struct transport_ops* transport;
+  int channel;
+  int peer;
+  int is_send;
+  void* priv;                     /* transport's resources (mappings, net comms) */
+  char desc[32];                  /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
+} conn_t;
+
+/* Per communicator. */
+typedef struct transport_ctx {
+  int rank;
+  int nranks;
+  int nchannels;
+  const peer_info_t* peers;      /* nranks entries */
+  bootstrap_t* bootstrap;
+  volatile uint32_t* abort_flag;
+  uint64_t comm_hash;            /* names shared-memory segments */
+  struct proxy_state* proxy;     /* started on first NET connection */
+  int buff_bytes[PROTO_COUNT];   /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
+  conn_t** send;                 /* [channel * nranks + peer], NULL until connected */
+  conn_t** recv;
+  /* The CUDA executor drives this communicator's FIFOs on device peers[rank].cuda_dev: FIFO memory
+   * must be device-accessible (false: the host executor; P2P is then never chosen). All ranks of
+   * a communicator must agree. */
+  bool cuda_exec;
+  const topo_system_t* topo;     /* this host's GPUs (topo_system_detect), NULL: paths unknown */
+} transport_ctx_t;
+
+/* Connect info travels from the receiver to the sender through the bootstrap. */
+#define CONN_INFO_BYTES 256
+
+typedef struct transport_ops {
+  const char* name;
+  /* Whether this transport can join me and peer (symmetric: both sides get the same answer). */
+  bool (*can_connect)(const transport_ctx_t* ctx, const peer_info_t* me, const peer_info_t* peer);
+  /* Receiver: allocate the FIFO memory and counters, describe them in info (CONN_INFO_BYTES). */
+  ncclResult_t (*recv_setup)(transport_ctx_t* ctx, conn_t* conn, void* info);
+  /* Sender: attach to what the receiver described; fill conn->fifo. */
+  ncclResult_t (*send_connect)(transport_ctx_t* ctx, conn_t* conn, const void* info);
+  /* Receiver: finish once the sender has attached (e.g. accept a network connection). */
+  ncclResult_t (*recv_connect)(transport_ctx_t* ctx, conn_t* conn);
+  ncclResult_t (*free)(transport_ctx_t* ctx, conn_t* conn);
+} transport_ops_t;
+
+extern const transport_ops_t transport_p2p_ops; /* p2p.c: GPU memory, cuMem or CUDA IPC */
+extern const transport_ops_t transport_shm_ops;
+extern const transport_ops_t transport_net_ops;
+
+/* A connection this rank needs: to peer (is_send) or from peer, on a channel. */
+typedef struct conn_request {
+  int channel;
+  int peer;
+  int is_send;
+} conn_request_t;
+
+ncclResult_t transport_ctx_init(transport_ctx_t* ctx); /* caller filled the identity fields */
+/* Establish every listed connection that does not exist yet. Each rank lists its side; a send
+ * request (c, b) on rank a pairs with a recv request (c, a) on rank b, and both ranks must call
+ * (in any order relative to other pairs). Does not deadlock whatever order ranks list pairs in. */
+ncclResult_t transport_connect(transport_ctx_t* ctx, const conn_request_t* reqs, int nreqs);
+conn_t* transport_conn(const transport_ctx_t* ctx, int channel, int peer, int is_send);
+/* Liveness of a peer, for executors waiting on it (see exec_comm_t.peer_check). */
+ncclResult_t transport_peer_check(transport_ctx_t* ctx, int peer);
+ncclResult_t transport_ctx_free(transport_ctx_t* ctx);
+
+/* Checks /dev/shm has room for bytes (statvfs); WARN with the size needed and the fix. */
+ncclResult_t shm_check_space(size_t bytes);
+
+/* ---- For transport implementations: the memory of one FIFO ----------------------------------
+ * A block of transport_fifo_bytes(buff_bytes) bytes holds the counters (head, tail and sizes, each
+ * on its own cache line) and then one page-aligned buffer per protocol with buff_bytes[p] > 0.
+ * transport_fifo_attach points fifo at the parts of such a block (zeroed by the allocator). */
+size_t transport_fifo_bytes(const int buff_bytes[PROTO_COUNT]);
+void transport_fifo_attach(conn_fifo_t* fifo, char* base, const int buff_bytes[PROTO_COUNT],
+                           int flags);
+/* With ctx->cuda_exec, makes a host FIFO block usable by the GPU (transport_host_mem_to_device;
+ * the device view must equal the host address) and sets *mapped; the owner unregisters it with
+ * transport_host_mem_unregister before freeing. Without: nothing, *mapped = false. */
+ncclResult_t transport_fifo_map(const transport_ctx_t* ctx, void* base, size_t bytes, bool* mapped);
+
+/* ---- P2P policy (p2p.c) -----------------------------------------------------------------------
+ * Whether P2P may join me and peer before CUDA is asked (pure: parameters, context, topology).
+ * transport_p2p_ops.can_connect also needs CUDA to report the two GPUs as peers. */
+typedef enum {
+  P2P_OK = 0,
+  P2P_NO_DISABLED,   /* NCCL_P2P_DISABLE=1 */
+  P2P_NO_HOST_EXEC,  /* ctx->cuda_exec is false */
+  P2P_NO_OTHER_HOST, /* different host_hash */
+  P2P_NO_GPU,        /* a side has no GPU */
+  P2P_NO_PATH        /* the path between the GPUs is beyond NCCL_P2P_LEVEL */
+} p2p_verdict_t;
+p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t* me,
+                                   const peer_info_t* peer);
+
+/* ---- Host FIFO memory for the CUDA executor (gpu_mem.c) --------------------------------------
+ * SHM and NET FIFOs live in host memory; when ctx->cuda_exec they must be registered and mapped
+ * (cudaHostRegister(..., cudaHostRegisterMapped | cudaHostRegisterPortable)) and the FIFO must
+ * point at the device view (*dev_out; equal to host on 64-bit Linux with unified addressing).
+ * host and bytes should be page-aligned (an mmap'd segment). Unregister before unmapping. */
+ncclResult_t transport_host_mem_to_device(void* host, size_t bytes, void** dev_out);
+ncclResult_t transport_host_mem_unregister(void* host);
+
+/* ---- Passing file descriptors between processes of one host (fd_pass.c) ----------------------
+ * A process-wide server thread, started by the first export and stopped when the last export is
+ * revoked, listens on an abstract Unix socket; a process of the same user that names an export's
+ * key receives a duplicate of its descriptor (SCM_RIGHTS). The exporter takes no part in the
+ * import, so a receiver can publish its FIFO in recv_setup and the sender fetch it in
+ * send_connect, whatever order the ranks run in. */
+#define FD_PASS_NAME_MAX 48
+typedef struct fd_export {
+  char name[FD_PASS_NAME_MAX]; /* the server's abstract socket name (without the leading NUL) */
+  uint64_t key;                /* random: names one export */
+} fd_export_t;
+ncclResult_t fd_pass_export(int fd, fd_export_t* out); /* keeps a duplicate of fd */
+void fd_pass_revoke(const fd_export_t* e);             /* closes the duplicate */
+/* Fetches the descriptor (the caller closes it). Gives up after timeout_ms or once *abort_flag
+ * (may be NULL) is set; a refused or unknown export is ncclSystemError after a WARN. */
+ncclResult_t fd_pass_import(const fd_export_t* e, volatile uint32_t* abort_flag, int timeout_ms,
+                            int* fd_out);
+
+#endif /* BATON_TRANSPORT_H */
