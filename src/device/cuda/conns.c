@@ -1,0 +1,284 @@
+/* Device mirrors of the transport's connections, and the per-channel table the kernel reads.
+ *
+ * The transport creates connections lazily (on the first plan that needs them) and hands the
+ * executor conn_fifo_t structures in host memory; their pointers (slots, head, tail, sizes) are
+ * device-accessible when the executor is CUDA. The kernel advances each connection's step and
+ * must find it again at the next launch, so every connection gets one mirror in device memory
+ * (cuda_conn_t), made the first time a launch uses it, and keeps it until fini.
+ *
+ * The checks on the launch path are pointer comparisons; a write happens only when a connection
+ * appears (or is replaced). Writes go through a private non-blocking stream and are waited for
+ * before the launch, in relaxed stream-capture mode so that a first use inside a CUDA graph
+ * capture works too; they never synchronise with the user's streams. */
+#include <stdlib.h>
+
+#include "device/cuda/cuda_exec.h"
+
+size_t cuda_fifo_capacity(const conn_fifo_t* f, int proto) {
+  if (f == NULL || proto < 0 || proto >= PROTO_COUNT || f->buffs[proto] == NULL ||
+      f->buff_bytes[proto] <= 0)
+    return 0;
+  size_t slot = (size_t)f->buff_bytes[proto] / NCCL_STEPS;
+  switch (proto) {
+    case PROTO_LL:
+      return slot / sizeof(ll_line_t) * 8;
+    case PROTO_LL128:
+      return slot / LL128_LINE_BYTES * LL128_DATA_BYTES;
+    default:
+      return slot;
+  }
+}
+
+/* ---- Relaxed capture mode around the rare setup work ---------------------------------------- */
+static enum cudaStreamCaptureMode capture_relax(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return mode;
+}
+
+static void capture_restore(enum cudaStreamCaptureMode mode) {
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+static ncclResult_t side_copy(cuda_exec_t* ex, void* dst, const void* src, size_t bytes) {
+  enum cudaStreamCaptureMode mode = capture_relax();
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ex->side);
+  capture_restore(mode);
+  if (err != cudaSuccess) {
+    WARN("CUDA executor: copying %zu bytes of connection tables to the device failed: %s", bytes,
+         cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  ex->pending++;
+  return ncclSuccess;
+}
+
+static ncclResult_t dev_alloc(void** ptr, size_t bytes, const char* what) {
+  enum cudaStreamCaptureMode mode = capture_relax();
+  cudaError_t err = cudaMalloc(ptr, bytes);
+  capture_restore(mode);
+  if (err != cudaSuccess) {
+    WARN("CUDA executor: cudaMalloc of %zu bytes for %s failed: %s", bytes, what,
+         cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t cuda_conns_flush(cuda_exec_t* ex) {
+  if (ex->pending == 0) return ncclSuccess;
+  enum cudaStreamCaptureMode mode = capture_relax();
+  cudaError_t err = cudaStreamSynchronize(ex->side);
+  capture_restore(mode);
+  ex->pending = 0;
+  if (err != cudaSuccess) {
+    WARN("CUDA executor: writing connection tables to the device failed: %s",
+         cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+/* ---- Mirrors -------------------------------------------------------------------------------- */
+static ncclResult_t pool_take(cuda_exec_t* ex, cuda_conn_t** out) {
+  if (ex->npool == 0 || ex->pool_used == CUDA_POOL_BLOCK) {
+    if (ex->npool == ex->pool_cap) {
+      int cap = ex->pool_cap ? 2 * ex->pool_cap : 8;
+      cuda_conn_t** p = realloc(ex->pool, (size_t)cap * sizeof(*p));
+      if (p == NULL) {
+        WARN("CUDA executor: out of memory for %d connection mirror blocks", cap);
+        return ncclSystemError;
+      }
+      ex->pool = p;
+      ex->pool_cap = cap;
+    }
+    void* blk = NULL;
+    CHECK(dev_alloc(&blk, CUDA_POOL_BLOCK * sizeof(cuda_conn_t), "connection mirrors"));
+    ex->pool[ex->npool++] = blk;
+    ex->pool_used = 0;
+  }
+  *out = ex->pool[ex->npool - 1] + ex->pool_used++;
+  return ncclSuccess;
+}
+
+static ncclResult_t conn_check(const cuda_exec_t* ex, int c, int peer, int is_send,
+                               const conn_fifo_t* f) {
+  for (int p = 0; p < PROTO_COUNT; p++) {
+    if (f->buffs[p] == NULL) continue;
+    size_t align = p == PROTO_LL128 ? LL128_LINE_BYTES : 16;
+    size_t slot = (size_t)f->buff_bytes[p] / NCCL_STEPS;
+    if ((uintptr_t)f->buffs[p] % align != 0 || slot % align != 0) {
+      WARN(
+          "CUDA executor: rank %d channel %d: the %s buffer of the FIFO %s rank %d is at %p with "
+          "%zu-byte slots; the kernels need both aligned to %zu bytes",
+          ex->comm->rank, c,
+          p == PROTO_SIMPLE ? "Simple"
+          : p == PROTO_LL   ? "LL"
+                            : "LL128",
+          is_send ? "to" : "from", peer, (void*)f->buffs[p], slot, align);
+      return ncclInternalError;
+    }
+  }
+  if (f->head == NULL || f->tail == NULL || f->sizes == NULL) {
+    WARN("CUDA executor: rank %d channel %d: the FIFO %s rank %d has no head/tail/sizes counters",
+         ex->comm->rank, c, is_send ? "to" : "from", peer);
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cuda_conn_t** out) {
+  const exec_comm_t* comm = ex->comm;
+  const dev_channel_t* dc = &comm->channels[c];
+  cuda_chan_host_t* h = &ex->chans[c];
+  if (peer < 0 || peer >= comm->nranks) {
+    WARN("CUDA executor: rank %d channel %d: peer %d is not a rank of this communicator of %d",
+         comm->rank, c, peer, comm->nranks);
+    return ncclInternalError;
+  }
+  const conn_fifo_t* f =
+      (is_send ? dc->send : dc->recv) ? (is_send ? dc->send : dc->recv)[peer] : NULL;
+  if (f == NULL) {
+    WARN(
+        "CUDA executor: rank %d has no connection %s rank %d on channel %d; the planner must "
+        "connect it before launching work that uses it",
+        comm->rank, is_send ? "to" : "from", peer, c);
+    return ncclInternalError;
+  }
+  if (h->mirrors == NULL)
+    CHECK(mem_calloc((void**)&h->mirrors, 2 * (size_t)comm->nranks, sizeof(*h->mirrors)));
+  cuda_mirror_t* m = &h->mirrors[is_send ? peer : comm->nranks + peer];
+  if (m->host == f) {
+    *out = m->dev;
+    return ncclSuccess;
+  }
+  CHECK(conn_check(ex, c, peer, is_send, f));
+  if (m->dev == NULL) CHECK(pool_take(ex, &m->dev));
+  cuda_conn_t img;
+  memset(&img, 0, sizeof(img));
+  for (int p = 0; p < PROTO_COUNT; p++) {
+    img.buffs[p] = f->buffs[p];
+    img.buff_bytes[p] = f->buffs[p] != NULL ? f->buff_bytes[p] : 0;
+  }
+  img.flags = f->flags;
+  img.head = (uint64_t*)f->head;
+  img.tail = (uint64_t*)f->tail;
+  img.sizes = (int*)f->sizes;
+  img.step = f->step;
+  CHECK(side_copy(ex, m->dev, &img, sizeof(img)));
+  m->host = f;
+  INFO(NCCL_INIT, "CUDA executor: rank %d channel %d: mirrored the FIFO %s rank %d (step %llu)",
+       comm->rank, c, is_send ? "to" : "from", peer, (unsigned long long)f->step);
+  *out = m->dev;
+  return ncclSuccess;
+}
+
+/* ---- Channel table ----------------------------------------------------------------------------
+ */
+static const conn_fifo_t* chan_conn(const dev_channel_t* dc, int peer, int is_send) {
+  conn_fifo_t** tab = is_send ? dc->send : dc->recv;
+  return peer >= 0 && tab != NULL ? tab[peer] : NULL;
+}
+
+/* The connections the entry of channel c should point at now, and their peers. */
+static void chan_current(const exec_comm_t* comm, int c, const conn_fifo_t** cur, int* peer) {
+  const dev_channel_t* dc = &comm->channels[c];
+  for (int i = 0; i < CUDA_CC_COUNT; i++) {
+    cur[i] = NULL;
+    peer[i] = -1;
+  }
+  if (comm->nranks < 2) return;
+  peer[CUDA_CC_RING_SEND] = dc->ring_next;
+  peer[CUDA_CC_RING_RECV] = dc->ring_prev;
+  peer[CUDA_CC_UP_SEND] = peer[CUDA_CC_UP_RECV] = dc->tree_up;
+  int k = 0;
+  for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
+    if (dc->tree_down[j] < 0) continue;
+    peer[CUDA_CC_DOWN_SEND + k] = peer[CUDA_CC_DOWN_RECV + k] = dc->tree_down[j];
+    k++;
+  }
+  for (int i = 0; i < CUDA_CC_COUNT; i++) {
+    int is_send = i == CUDA_CC_RING_SEND || i == CUDA_CC_UP_SEND ||
+                  (i >= CUDA_CC_DOWN_SEND && i < CUDA_CC_DOWN_RECV);
+    if (peer[i] >= 0 && peer[i] != comm->rank) cur[i] = chan_conn(dc, peer[i], is_send);
+  }
+}
+
+ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c) {
+  const exec_comm_t* comm = ex->comm;
+  const dev_channel_t* dc = &comm->channels[c];
+  cuda_chan_host_t* h = &ex->chans[c];
+  const conn_fifo_t* cur[CUDA_CC_COUNT];
+  int peer[CUDA_CC_COUNT];
+  chan_current(comm, c, cur, peer);
+  if (h->written && dc->ring_ranks == h->ring_src && memcmp(cur, h->src, sizeof(cur)) == 0)
+    return ncclSuccess; /* the launch path: nothing changed */
+
+  cuda_chan_t* e = &h->entry;
+  if (dc->ring_ranks != h->ring_src && dc->ring_ranks != NULL) {
+    if (h->d_ring == NULL)
+      CHECK(dev_alloc((void**)&h->d_ring, (size_t)comm->nranks * sizeof(int), "a ring order"));
+    CHECK(side_copy(ex, h->d_ring, dc->ring_ranks, (size_t)comm->nranks * sizeof(int)));
+    h->ring_src = dc->ring_ranks;
+  }
+  e->ring_ranks = h->d_ring;
+  e->ring_index = dc->ring_index;
+  e->tree_up = dc->tree_up;
+  e->ndown = 0;
+  for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
+    e->tree_down[j] = dc->tree_down[j];
+    if (dc->tree_down[j] >= 0) e->ndown++;
+  }
+  cuda_conn_t* dev[CUDA_CC_COUNT];
+  for (int i = 0; i < CUDA_CC_COUNT; i++) {
+    dev[i] = NULL;
+    if (cur[i] == NULL) continue;
+    int is_send = i == CUDA_CC_RING_SEND || i == CUDA_CC_UP_SEND ||
+                  (i >= CUDA_CC_DOWN_SEND && i < CUDA_CC_DOWN_RECV);
+    CHECK(cuda_conn_mirror(ex, c, peer[i], is_send, &dev[i]));
+  }
+  e->ring_send = dev[CUDA_CC_RING_SEND];
+  e->ring_recv = dev[CUDA_CC_RING_RECV];
+  e->up_send = dev[CUDA_CC_UP_SEND];
+  e->up_recv = dev[CUDA_CC_UP_RECV];
+  for (int k = 0; k < TREE_MAX_CHILDREN; k++) {
+    e->down_send[k] = dev[CUDA_CC_DOWN_SEND + k];
+    e->down_recv[k] = dev[CUDA_CC_DOWN_RECV + k];
+  }
+  CHECK(side_copy(ex, &ex->d_chans[c], e, sizeof(*e)));
+  memcpy(h->src, cur, sizeof(cur));
+  h->written = true;
+  return ncclSuccess;
+}
+
+/* ---- Lifetime ------------------------------------------------------------------------------- */
+ncclResult_t cuda_conns_init(cuda_exec_t* ex) {
+  int nch = ex->comm->nchannels;
+  if (nch < 1 || nch > PLAN_MAX_CHANNELS) {
+    WARN("CUDA executor: a communicator with %d channels (1 to %d supported)", nch,
+         PLAN_MAX_CHANNELS);
+    return ncclInternalError;
+  }
+  CHECK(mem_calloc((void**)&ex->chans, (size_t)nch, sizeof(*ex->chans)));
+  CHECK(dev_alloc((void**)&ex->d_chans, (size_t)nch * sizeof(cuda_chan_t), "the channel table"));
+  CUDA_EXEC_CHECK(cudaMemsetAsync(ex->d_chans, 0, (size_t)nch * sizeof(cuda_chan_t), ex->side));
+  ex->pending++;
+  return cuda_conns_flush(ex);
+}
+
+void cuda_conns_fini(cuda_exec_t* ex) {
+  if (ex->chans != NULL) {
+    for (int c = 0; c < ex->comm->nchannels; c++) {
+      if (ex->chans[c].d_ring != NULL) (void)cudaFree(ex->chans[c].d_ring);
+      free(ex->chans[c].mirrors);
+    }
+    free(ex->chans);
+    ex->chans = NULL;
+  }
+  for (int i = 0; i < ex->npool; i++) (void)cudaFree(ex->pool[i]);
+  free(ex->pool);
+  ex->pool = NULL;
+  ex->npool = ex->pool_cap = 0;
+  if (ex->d_chans != NULL) (void)cudaFree(ex->d_chans);
+  ex->d_chans = NULL;
+}

@@ -1,0 +1,234 @@
+/* CUDA executor internals (private to src/device/cuda). Plain C: included by the host code
+ * (exec.c, conns.c, pack.c) and by the kernel's translation unit (kernel.cu).
+ *
+ * Shape:
+ *   exec.c       executor_cuda_ops: init (device tables, abort flag mapping), launch, fini
+ *   conns.c      device mirrors of the transport's conn_fifo_t (one per channel, peer and
+ *                direction; conn->step lives on in device memory across launches) and the
+ *                per-channel table the kernel reads
+ *   pack.c       work_t -> cuda_work_t (chunk clamping, root index, self pairs), and the split of
+ *                a large plan into several launches that cannot deadlock
+ *   kernel.cu    the kernel: one block per channel walking its list of items
+ *   *_device.cuh device code included by kernel.cu only (steps, FIFO primitives, reductions)
+ *
+ * A launch passes everything per launch by value, as the kernel's parameter (cuda_args_*_t):
+ * no copy and no host synchronisation per launch, so launches can be captured in CUDA graphs.
+ * What persists (connection mirrors, channel table, ring orders) lives in device memory and is
+ * written only when a connection appears. */
+#ifndef BATON_DEVICE_CUDA_EXEC_H
+#define BATON_DEVICE_CUDA_EXEC_H
+
+#include <stdint.h>
+
+#include "device/device.h"
+
+#define CUDA_EXEC_THREADS 512 /* threads per block (one block per channel) */
+#define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
+/* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). */
+#define CUDA_EXEC_STAGE_BYTES (64 << 10)
+
+/* ---- Connection mirror (device memory): conn_fifo_t as the kernel drives it ----------------- */
+typedef struct cuda_conn {
+  char* buffs[PROTO_COUNT];
+  int buff_bytes[PROTO_COUNT];
+  int flags; /* CONN_FLAG_* */
+  uint64_t* head;
+  uint64_t* tail;
+  int* sizes;
+  uint64_t step; /* the executor's position, advanced by the kernel, kept across launches */
+} cuda_conn_t;
+
+/* ---- Per-channel table (device memory, one entry per channel of the communicator) ----------- */
+typedef struct cuda_chan {
+  const int* ring_ranks; /* device copy of the ring order (nranks entries) */
+  int ring_index;
+  int tree_up;                               /* -1 at the root */
+  int tree_down[TREE_MAX_CHILDREN];          /* -1 where unused */
+  int ndown;                                 /* children present (compacted in cuda_conn order) */
+  cuda_conn_t* ring_send;                    /* to ring_next */
+  cuda_conn_t* ring_recv;                    /* from ring_prev */
+  cuda_conn_t* up_send;                      /* to tree_up */
+  cuda_conn_t* up_recv;                      /* from tree_up */
+  cuda_conn_t* down_send[TREE_MAX_CHILDREN]; /* to the present children, in tree_down order */
+  cuda_conn_t* down_recv[TREE_MAX_CHILDREN];
+} cuda_chan_t;
+
+/* ---- One work item as the kernel sees it ------------------------------------------------------
+ * Units are elements for collectives and bytes for point-to-point (as the host executor). The
+ * chunk is already clamped to the connections' slots, so both executors cut the same steps. */
+#define CUDA_WORK_SELF 0x1 /* a send to self: copy to self_dst (its paired receive is a no-op) */
+#define CUDA_WORK_SKIP 0x2 /* nothing to do (empty, or a receive from self done by its send) */
+typedef struct cuda_work {
+  uint8_t func;  /* func_t */
+  uint8_t algo;  /* ALGO_* */
+  uint8_t proto; /* PROTO_* */
+  uint8_t dtype; /* ncclDataType_t */
+  uint8_t op;    /* dev_op_kind_t */
+  uint8_t scalar_on_device;
+  uint8_t flags;  /* CUDA_WORK_* */
+  uint8_t esize;  /* datatype size */
+  int32_t root;   /* Broadcast/Reduce: the root's index in the channel's ring */
+  uint32_t chunk; /* units per step (a slot holds at most INT_MAX bytes) */
+  uint64_t count; /* work_t.count (elements) */
+  uint64_t off;   /* the channel's slice, in units */
+  uint64_t cnt;
+  const char* sendbuff;
+  char* recvbuff;
+  uint64_t scalar;        /* PREMULSUM: the scalar's bits; SUMPOSTDIV: the divisor */
+  const void* scalar_ptr; /* PREMULSUM with scalar_on_device */
+  union {
+    cuda_conn_t* conn; /* point-to-point: the connection to or from the peer */
+    char* self_dst;    /* CUDA_WORK_SELF */
+  } u;
+} cuda_work_t;
+
+/* ---- Kernel-visible error report (mapped host memory) --------------------------------------- */
+enum { CUDA_ERR_NONE = 0, CUDA_ERR_SIZE = 1, CUDA_ERR_ABORT = 2 };
+typedef struct cuda_status {
+  volatile int error; /* CUDA_ERR_*: the first one seen (best effort) */
+  volatile int channel;
+  volatile int expected; /* CUDA_ERR_SIZE: bytes this rank expected and bytes the slot held */
+  volatile int got;
+  volatile unsigned long long step;
+} cuda_status_t;
+
+/* ---- Kernel parameters -------------------------------------------------------------------------
+ * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. Two kernels share one body: a
+ * small parameter block for the common plan, the largest Hopper allows (32764 bytes) otherwise. */
+typedef struct cuda_args_hdr {
+  const cuda_chan_t* chans;
+  const volatile uint32_t* abort_flag; /* device view of the communicator's abort flag */
+  cuda_status_t* status;
+  int32_t rank;
+  int32_t nranks;
+  int32_t nblocks;
+  uint16_t first[PLAN_MAX_CHANNELS + 1];
+  uint8_t chan_id[PLAN_MAX_CHANNELS];
+  uint8_t pad[2];
+} cuda_args_hdr_t;
+
+#define CUDA_SMALL_WORKS 32
+#define CUDA_LARGE_WORKS ((32764 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
+
+typedef struct cuda_args_small {
+  cuda_args_hdr_t hdr;
+  cuda_work_t works[CUDA_SMALL_WORKS];
+} cuda_args_small_t;
+
+typedef struct cuda_args_large {
+  cuda_args_hdr_t hdr;
+  cuda_work_t works[CUDA_LARGE_WORKS];
+} cuda_args_large_t;
+
+#ifdef __cplusplus
+static_assert(sizeof(cuda_work_t) == 80, "cuda_work_t layout");
+static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
+#else
+_Static_assert(sizeof(cuda_work_t) == 80, "cuda_work_t layout");
+_Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* kernel.cu: the two kernels' entry points for cudaLaunchKernel. */
+const void* cuda_exec_kernel(int large);
+#ifdef __cplusplus
+}
+#endif
+
+/* ==== Host side only (exec.c, conns.c, pack.c) =================================================
+ */
+#ifndef __CUDACC__
+#include <stdbool.h>
+
+#include "base/base.h"
+
+/* A CUDA runtime call: WARN with the runtime's text and return ncclUnhandledCudaError. */
+#define CUDA_EXEC_CHECK(call)                                                     \
+  do {                                                                            \
+    cudaError_t cuda_err_ = (call);                                               \
+    if (cuda_err_ != cudaSuccess) {                                               \
+      WARN("CUDA executor: %s failed: %s", #call, cudaGetErrorString(cuda_err_)); \
+      return ncclUnhandledCudaError;                                              \
+    }                                                                             \
+  } while (0)
+
+/* Host record of one mirrored connection. */
+typedef struct cuda_mirror {
+  const conn_fifo_t* host; /* the transport's FIFO the mirror was made from (NULL: none yet) */
+  cuda_conn_t* dev;
+} cuda_mirror_t;
+
+/* The connections a channel's table entry points at, in a fixed order. */
+enum {
+  CUDA_CC_RING_SEND = 0,
+  CUDA_CC_RING_RECV,
+  CUDA_CC_UP_SEND,
+  CUDA_CC_UP_RECV,
+  CUDA_CC_DOWN_SEND,                                         /* + child index */
+  CUDA_CC_DOWN_RECV = CUDA_CC_DOWN_SEND + TREE_MAX_CHILDREN, /* + child index */
+  CUDA_CC_COUNT = CUDA_CC_DOWN_RECV + TREE_MAX_CHILDREN
+};
+
+typedef struct cuda_chan_host {
+  bool written;                          /* the device entry was written at least once */
+  const conn_fifo_t* src[CUDA_CC_COUNT]; /* what the device entry mirrors now */
+  const int* ring_src;                   /* dev_channel_t.ring_ranks the copy was made from */
+  int* d_ring;                           /* device copy of the ring order */
+  cuda_mirror_t* mirrors;                /* 2 * nranks: send to peer p at p, recv at nranks + p */
+  cuda_chan_t entry;                     /* host image of the device entry */
+} cuda_chan_host_t;
+
+/* Scratch for splitting a plan over several launches (grows, never shrinks). */
+typedef struct cuda_split {
+  uint64_t* keys; /* one per item of the plan */
+  size_t cap;
+  uint64_t* sorted;
+  size_t sorted_cap;
+} cuda_split_t;
+
+typedef struct cuda_exec {
+  const exec_comm_t* comm; /* borrowed: stays valid and current until fini */
+  int device;
+  cudaStream_t side;    /* non-blocking stream for the rare writes of mirrors and tables */
+  cuda_chan_t* d_chans; /* comm->nchannels entries */
+  cuda_chan_host_t* chans;
+  cuda_conn_t** pool;             /* device blocks of CUDA_POOL_BLOCK mirrors */
+  int npool, pool_cap, pool_used; /* blocks, block slots, mirrors used in the last block */
+  int pending;                    /* asynchronous writes issued on `side` since the last flush */
+  const volatile uint32_t* d_abort;
+  void* abort_page;        /* page this executor registered (cudaHostRegister), NULL if none */
+  uint32_t* own_abort;     /* pinned, never set: used when the communicator has no abort flag */
+  cuda_status_t* h_status; /* pinned and mapped */
+  cuda_status_t* d_status;
+  bool status_reported;
+  const void* kern[2]; /* small, large */
+  cudaEvent_t done;    /* recorded after each launch outside stream capture */
+  cudaStream_t last;   /* the stream of that launch */
+  bool have_last;
+  cuda_split_t split;
+  cuda_args_large_t args; /* the parameter block being filled (copied by each launch) */
+} cuda_exec_t;
+#define CUDA_POOL_BLOCK 128
+
+/* ---- conns.c ------------------------------------------------------------------------------- */
+ncclResult_t cuda_conns_init(cuda_exec_t* ex);
+void cuda_conns_fini(cuda_exec_t* ex);
+/* Data bytes one slot of f holds for proto (0: the FIFO has no buffer for it). */
+size_t cuda_fifo_capacity(const conn_fifo_t* f, int proto);
+/* Makes channel c's device entry mirror the transport's current connections (writes only what
+ * changed: cheap when nothing did). */
+ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c);
+/* The device mirror of the connection to (is_send) or from peer on channel c. */
+ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cuda_conn_t** out);
+/* Waits for the writes issued by the two calls above (before a launch reads them). */
+ncclResult_t cuda_conns_flush(cuda_exec_t* ex);
+
+/* ---- pack.c -------------------------------------------------------------------------------- */
+/* Packs plan into one or more launches on stream (see pack.c for the split rule). */
+ncclResult_t cuda_plan_launch(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream);
+void cuda_split_free(cuda_split_t* s);
+#endif /* !__CUDACC__ */
+
+#endif /* BATON_DEVICE_CUDA_EXEC_H */

@@ -1,0 +1,274 @@
+/* The CUDA executor (executor_cuda_ops): runs a plan as kernel launches on the user's stream,
+ * one block per channel (src/device/cuda/kernel.cu). Launches are asynchronous and capturable;
+ * completion is stream-ordered.
+ *
+ * Kernels wait on peers in bounded spins that read the communicator's abort flag, mapped into
+ * the device's address space here, and exit cleanly once it is set. Errors a kernel detects (a
+ * peer that sent a slot of the wrong size: the two ranks run different plans) are written to a
+ * mapped status block; the next launch (or fini) reports them and fails: after such an error the
+ * connections' positions no longer match the peers' and the communicator must be aborted. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "device/cuda/cuda_exec.h"
+
+/* ---- The abort flag as kernels see it ----------------------------------------------------------
+ * Core keeps the flag in ordinary host memory. When the runtime cannot already map it (pinned
+ * memory) and the device cannot read pageable memory, the page holding it is registered, once
+ * per page for the whole process (several communicators' flags can share one page). */
+typedef struct abort_page {
+  void* page;
+  int refs;
+} abort_page_t;
+#define ABORT_PAGES_MAX 64
+static pthread_mutex_t abort_pages_mu = PTHREAD_MUTEX_INITIALIZER;
+static abort_page_t abort_pages[ABORT_PAGES_MAX];
+
+static void* abort_page_of(const volatile void* p) {
+  uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+  return (void*)((uintptr_t)p & ~(ps - 1));
+}
+
+/* Registers page (or takes one more reference); false if it could not be registered. */
+static bool abort_page_get(void* page) {
+  bool ok = false;
+  pthread_mutex_lock(&abort_pages_mu);
+  int free_slot = -1;
+  for (int i = 0; i < ABORT_PAGES_MAX; i++) {
+    if (abort_pages[i].refs > 0 && abort_pages[i].page == page) {
+      abort_pages[i].refs++;
+      ok = true;
+      goto out;
+    }
+    if (abort_pages[i].refs == 0 && free_slot < 0) free_slot = i;
+  }
+  if (free_slot < 0) goto out;
+  if (cudaHostRegister(page, (size_t)sysconf(_SC_PAGESIZE),
+                       cudaHostRegisterMapped | cudaHostRegisterPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    goto out;
+  }
+  abort_pages[free_slot] = (abort_page_t){.page = page, .refs = 1};
+  ok = true;
+out:
+  pthread_mutex_unlock(&abort_pages_mu);
+  return ok;
+}
+
+static void abort_page_put(void* page) {
+  pthread_mutex_lock(&abort_pages_mu);
+  for (int i = 0; i < ABORT_PAGES_MAX; i++) {
+    if (abort_pages[i].refs > 0 && abort_pages[i].page == page) {
+      if (--abort_pages[i].refs == 0) (void)cudaHostUnregister(page);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&abort_pages_mu);
+}
+
+static ncclResult_t abort_map(cuda_exec_t* ex) {
+  volatile uint32_t* flag = ex->comm->abort_flag;
+  void* dptr = NULL;
+  if (flag != NULL) {
+    if (cudaHostGetDevicePointer(&dptr, (void*)flag, 0) == cudaSuccess) { /* pinned already */
+      ex->d_abort = dptr;
+      return ncclSuccess;
+    }
+    (void)cudaGetLastError();
+    int pageable = 0;
+    if (cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, ex->device) ==
+            cudaSuccess &&
+        pageable) {
+      ex->d_abort = flag;
+      return ncclSuccess;
+    }
+    (void)cudaGetLastError();
+    void* page = abort_page_of(flag);
+    if (abort_page_get(page)) {
+      if (cudaHostGetDevicePointer(&dptr, (void*)flag, 0) == cudaSuccess) {
+        ex->abort_page = page;
+        ex->d_abort = dptr;
+        return ncclSuccess;
+      }
+      (void)cudaGetLastError();
+      abort_page_put(page);
+    }
+    INFO(NCCL_INIT,
+         "CUDA executor: rank %d: kernels cannot see the abort flag (it could not be "
+         "mapped); ncclCommAbort will not interrupt a kernel waiting on a peer",
+         ex->comm->rank);
+  }
+  /* No flag, or none that kernels can read: one of ours that nobody sets. */
+  CUDA_EXEC_CHECK(cudaHostAlloc((void**)&ex->own_abort, sizeof(uint32_t),
+                                cudaHostAllocMapped | cudaHostAllocPortable));
+  *ex->own_abort = 0;
+  CUDA_EXEC_CHECK(cudaHostGetDevicePointer(&dptr, ex->own_abort, 0));
+  ex->d_abort = dptr;
+  return ncclSuccess;
+}
+
+/* ---- executor_ops_t ------------------------------------------------------------------------- */
+static ncclResult_t cuda_exec_fini(void* state);
+
+static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
+  cuda_exec_t* ex = NULL;
+  ncclResult_t res = ncclSuccess;
+  CHECK(mem_calloc((void**)&ex, 1, sizeof(*ex)));
+  ex->comm = comm;
+  if (cudaGetDevice(&ex->device) != cudaSuccess) {
+    WARN("CUDA executor: rank %d: no current CUDA device (cudaGetDevice failed)", comm->rank);
+    free(ex);
+    return ncclUnhandledCudaError;
+  }
+  if (cudaStreamCreateWithFlags(&ex->side, cudaStreamNonBlocking) != cudaSuccess) {
+    WARN("CUDA executor: rank %d: cudaStreamCreateWithFlags failed", comm->rank);
+    free(ex);
+    return ncclUnhandledCudaError;
+  }
+  if (cudaEventCreateWithFlags(&ex->done, cudaEventDisableTiming) != cudaSuccess) {
+    ex->done = NULL;
+    WARN("CUDA executor: rank %d: cudaEventCreateWithFlags failed", comm->rank);
+    res = ncclUnhandledCudaError;
+    goto fail;
+  }
+  CHECK_GOTO(abort_map(ex), res, fail);
+  if (cudaHostAlloc((void**)&ex->h_status, sizeof(cuda_status_t),
+                    cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+    ex->h_status = NULL;
+    WARN("CUDA executor: rank %d: cudaHostAlloc of the kernel status block failed", comm->rank);
+    res = ncclUnhandledCudaError;
+    goto fail;
+  }
+  memset((void*)ex->h_status, 0, sizeof(cuda_status_t));
+  if (cudaHostGetDevicePointer((void**)&ex->d_status, ex->h_status, 0) != cudaSuccess) {
+    WARN("CUDA executor: rank %d: cudaHostGetDevicePointer of the status block failed", comm->rank);
+    res = ncclUnhandledCudaError;
+    goto fail;
+  }
+  for (int k = 0; k < 2; k++) {
+    ex->kern[k] = cuda_exec_kernel(k);
+    struct cudaFuncAttributes attr;
+    /* loads the module now, not inside a later stream capture */
+    cudaError_t err = cudaFuncGetAttributes(&attr, ex->kern[k]);
+    if (err != cudaSuccess) {
+      WARN(
+          "CUDA executor: the kernels do not load on device %d: %s (Baton was built for "
+          "BATON_CUDA_ARCHS; rebuild with this GPU's architecture)",
+          ex->device, cudaGetErrorString(err));
+      res = ncclUnhandledCudaError;
+      goto fail;
+    }
+    err = cudaFuncSetAttribute(ex->kern[k], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               CUDA_EXEC_STAGE_BYTES);
+    if (err != cudaSuccess) {
+      WARN("CUDA executor: device %d cannot give the kernel %d bytes of shared memory: %s",
+           ex->device, CUDA_EXEC_STAGE_BYTES, cudaGetErrorString(err));
+      res = ncclUnhandledCudaError;
+      goto fail;
+    }
+    if (attr.maxThreadsPerBlock < CUDA_EXEC_THREADS) {
+      WARN("CUDA executor: the kernel runs at most %d threads per block (%d needed)",
+           attr.maxThreadsPerBlock, CUDA_EXEC_THREADS);
+      res = ncclInternalError;
+      goto fail;
+    }
+  }
+  CHECK_GOTO(cuda_conns_init(ex), res, fail);
+  INFO(NCCL_INIT,
+       "CUDA executor: rank %d on device %d, %d channels, %d threads per block, up "
+       "to %d items per launch",
+       comm->rank, ex->device, comm->nchannels, CUDA_EXEC_THREADS, CUDA_LARGE_WORKS);
+  *state_out = ex;
+  return ncclSuccess;
+fail:
+  cuda_exec_fini(ex);
+  return res;
+}
+
+/* A failure some earlier kernel recorded: reported once, then every launch fails. */
+static ncclResult_t status_check(cuda_exec_t* ex) {
+  const cuda_status_t* s = ex->h_status;
+  int err = s->error;
+  if (err == CUDA_ERR_NONE) return ncclSuccess;
+  if (!ex->status_reported) {
+    ex->status_reported = true;
+    if (err == CUDA_ERR_SIZE) {
+      WARN(
+          "CUDA executor: rank %d channel %d step %llu: a peer sent %d bytes where %d were "
+          "expected; the ranks are running different plans (the communicator must be aborted)",
+          ex->comm->rank, s->channel, s->step, s->got, s->expected);
+    } else {
+      WARN(
+          "CUDA executor: rank %d: a kernel stopped on the abort flag (channel %d); the "
+          "communicator must be destroyed",
+          ex->comm->rank, s->channel);
+    }
+  }
+  return ncclInternalError;
+}
+
+/* A communicator's kernels must run one after the other (each advances the connections'
+ * positions the next one starts from). Launches on one stream are ordered already; when the
+ * user moves to another stream, the new one waits for the last launch. Inside a stream capture
+ * the graph's own order applies and nothing is recorded. */
+static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool* capturing) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  CUDA_EXEC_CHECK(cudaStreamIsCapturing(stream, &cs));
+  *capturing = cs != cudaStreamCaptureStatusNone;
+  if (!*capturing && ex->have_last && ex->last != stream)
+    CUDA_EXEC_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
+  return ncclSuccess;
+}
+
+static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
+  if (capturing) return ncclSuccess;
+  CUDA_EXEC_CHECK(cudaEventRecord(ex->done, stream));
+  ex->last = stream;
+  ex->have_last = true;
+  return ncclSuccess;
+}
+
+static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
+  cuda_exec_t* ex = state;
+  if (plan == NULL || plan->nchannels <= 0) return ncclSuccess;
+  CHECK(status_check(ex));
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+  if (cur != ex->device) CUDA_EXEC_CHECK(cudaSetDevice(ex->device));
+  bool capturing = false;
+  ncclResult_t res = order_before(ex, stream, &capturing);
+  if (res == ncclSuccess) res = cuda_plan_launch(ex, plan, stream);
+  if (res == ncclSuccess) res = order_after(ex, stream, capturing);
+  if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
+  return res;
+}
+
+static ncclResult_t cuda_exec_fini(void* state) {
+  cuda_exec_t* ex = state;
+  if (ex == NULL) return ncclSuccess;
+  ncclResult_t res = ncclSuccess;
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur != ex->device) (void)cudaSetDevice(ex->device);
+  if (ex->side != NULL) (void)cudaStreamSynchronize(ex->side);
+  cuda_conns_fini(ex); /* cudaFree waits for kernels still running */
+  if (ex->h_status != NULL) {
+    if (!ex->status_reported && ex->h_status->error == CUDA_ERR_SIZE) res = status_check(ex);
+    (void)cudaFreeHost(ex->h_status);
+  }
+  cuda_split_free(&ex->split);
+  if (ex->own_abort != NULL) (void)cudaFreeHost(ex->own_abort);
+  if (ex->abort_page != NULL) abort_page_put(ex->abort_page);
+  if (ex->done != NULL) (void)cudaEventDestroy(ex->done);
+  if (ex->side != NULL) (void)cudaStreamDestroy(ex->side);
+  if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
+  free(ex);
+  return res;
+}
+
+const executor_ops_t executor_cuda_ops = {
+    .name = "cuda",
+    .init = cuda_exec_init,
+    .launch = cuda_exec_launch,
+    .fini = cuda_exec_fini,
+};

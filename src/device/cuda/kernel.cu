@@ -1,0 +1,266 @@
+/* The CUDA executor's kernel: one block per channel walks its list of work items in order.
+ *
+ *  - A collective item runs its lane's steps (steps_device.cuh) with the whole block; a tree
+ *    AllReduce splits the block in two halves that run the up lane (reduce towards the root) and
+ *    the down lane (broadcast from the root) concurrently, the root's down step k waiting for its
+ *    up step k through a shared-memory counter.
+ *  - A run of consecutive point-to-point items splits the block into a send half and a receive
+ *    half, each walking its own items in order, so a rank's send to A and its receive from B
+ *    progress together. Sends to self were paired with their receives on the host: a copy.
+ *  - After each item (or run) the block meets at a barrier that also tells every thread whether
+ *    some group stopped (abort flag, or an error reported to the host); then the block returns.
+ * Each connection's position (step) is loaded into shared memory when an item starts and written
+ * back to its device mirror when the item ends, so the next item and the next launch go on from
+ * there. */
+#include <cuda_runtime.h>
+
+#include "device/cuda/steps_device.cuh"
+
+namespace baton {
+
+#define GROUP_WARPS (CUDA_EXEC_GROUP_THREADS / 32)
+enum { BAR_BLOCK = 0, BAR_ALL = 1, BAR_HALF0 = 2, BAR_HALF1 = 3 };
+
+struct block_smem_t {
+  cuda_conn_t conns[2][GRP_CONNS]; /* per group */
+  cuda_conn_t* home[2][GRP_CONNS]; /* their device mirrors (NULL: slot unused) */
+  volatile int stop;
+  volatile unsigned long long up_done; /* tree: up steps the root has finished */
+};
+
+static __device__ __forceinline__ bool block_sync_or(bool pred) {
+  grp_t g;
+  g.bar = BAR_BLOCK;
+  g.nth = CUDA_EXEC_THREADS;
+  return grp_sync_or(g, pred);
+}
+
+extern __shared__ __align__(16) char stage_smem[]; /* CUDA_EXEC_STAGE_BYTES, dynamic */
+
+static __device__ __forceinline__ grp_t group_all(block_smem_t& sm) {
+  grp_t g;
+  g.tid = threadIdx.x;
+  g.nth = CUDA_EXEC_THREADS;
+  g.bar = BAR_ALL;
+  g.conns = sm.conns[0];
+  g.stage = stage_smem;
+  g.stage_bytes = CUDA_EXEC_STAGE_BYTES / GRP_STAGES;
+  return g;
+}
+
+/* The half of the block this thread is in (0: first GROUP_WARPS warps). */
+static __device__ __forceinline__ grp_t group_half(block_smem_t& sm, int& half) {
+  half = threadIdx.x >= CUDA_EXEC_GROUP_THREADS;
+  grp_t g;
+  g.tid = threadIdx.x - half * CUDA_EXEC_GROUP_THREADS;
+  g.nth = CUDA_EXEC_GROUP_THREADS;
+  g.bar = half ? BAR_HALF1 : BAR_HALF0;
+  g.conns = sm.conns[half];
+  g.stage = stage_smem + half * (CUDA_EXEC_STAGE_BYTES / 2);
+  g.stage_bytes = CUDA_EXEC_STAGE_BYTES / 2 / GRP_STAGES;
+  return g;
+}
+
+/* Thread 0 of the group copies the mirrors it will drive into shared memory. */
+static __device__ void conns_load(const grp_t& g, cuda_conn_t** home, cuda_conn_t* const* src) {
+  if (g.tid == 0) {
+    for (int j = 0; j < GRP_CONNS; j++) {
+      home[j] = src[j];
+      if (src[j] != nullptr) g.conns[j] = *src[j];
+    }
+  }
+  grp_sync(g);
+}
+
+static __device__ void conns_store(const grp_t& g, cuda_conn_t* const* home) {
+  if (g.tid == 0) {
+    for (int j = 0; j < GRP_CONNS; j++)
+      if (home[j] != nullptr) home[j]->step = g.conns[j].step;
+  }
+}
+
+/* Runs a lane's steps. gate: wait for the root's up lane before each step; signal: count this
+ * lane's finished steps in up_done. */
+static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, block_smem_t& sm,
+                                             const lane_t& ln, int proto, const red_t& r, bool gate,
+                                             bool signal) {
+  const size_t nops = lane_nops(ln);
+  for (size_t s = 0; s < nops; s++) {
+    if (gate) {
+      bool bad = false;
+      if (g.tid == 0) {
+        const unsigned long long need = s + 1;
+        bad = !spin_until(k, [&] { return sm.up_done >= need; });
+        __threadfence_block();
+      }
+      if (grp_sync_or(g, bad)) return false;
+    }
+    dstep_t st;
+    lane_step(ln, s, st);
+    if (!step_run(k, g, st, proto, r, ln.unit)) return false;
+    if (signal && g.tid == 0) {
+      __threadfence_block(); /* the group's output writes (ordered by the step's last barrier) */
+      sm.up_done = s + 1;
+    }
+  }
+  return true;
+}
+
+static __device__ red_t item_red(const cuda_work_t* w) {
+  red_t r;
+  r.dtype = w->dtype;
+  r.op = w->op;
+  r.scalar = w->scalar;
+  r.div = w->scalar;
+  if (w->op == DEV_OP_PREMULSUM && w->scalar_on_device) {
+    const void* p = w->scalar_ptr;
+    switch (w->esize) {
+      case 1:
+        r.scalar = *(const uint8_t*)p;
+        break;
+      case 2:
+        r.scalar = *(const uint16_t*)p;
+        break;
+      case 4:
+        r.scalar = *(const uint32_t*)p;
+        break;
+      default:
+        r.scalar = *(const uint64_t*)p;
+        break;
+    }
+  }
+  return r;
+}
+
+static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t* ch,
+                                   const cuda_work_t* w) {
+  lane_t ln;
+  ln.func = w->func;
+  ln.unit = w->func == FUNC_SEND || w->func == FUNC_RECV ? 1 : w->esize;
+  ln.sendbuff = w->sendbuff;
+  ln.recvbuff = w->recvbuff;
+  ln.count = w->count;
+  ln.off = w->off;
+  ln.cnt = w->cnt;
+  ln.chunk = w->chunk;
+  ln.n = hdr->nranks;
+  ln.rank = hdr->rank;
+  ln.idx = ch->ring_index;
+  ln.root_idx = w->root;
+  ln.ring = ch->ring_ranks;
+  ln.has_up = ch->tree_up >= 0;
+  ln.ndown = ch->ndown;
+  return ln;
+}
+
+static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_args_hdr_t* hdr,
+                                const cuda_chan_t* ch, const cuda_work_t* w) {
+  lane_t ln = item_lane(hdr, ch, w);
+  const red_t r = item_red(w);
+  if (hdr->nranks == 1) {
+    ln.kind = LANE_LOCAL;
+    return lane_run(k, group_all(sm), sm, ln, PROTO_SIMPLE, r, false, false);
+  }
+  cuda_conn_t* src[GRP_CONNS] = {nullptr, nullptr, nullptr, nullptr};
+  if (w->algo == ALGO_RING) {
+    ln.kind = LANE_RING;
+    const grp_t g = group_all(sm);
+    src[CONN_RING_RECV] = ch->ring_recv;
+    src[CONN_RING_SEND] = ch->ring_send;
+    conns_load(g, sm.home[0], src);
+    bool ok = lane_run(k, g, sm, ln, w->proto, r, false, false);
+    conns_store(g, sm.home[0]);
+    return ok;
+  }
+  /* tree: up lane on the first half, down lane on the second */
+  if (threadIdx.x == 0) sm.up_done = 0;
+  __syncthreads();
+  int half;
+  const grp_t g = group_half(sm, half);
+  const bool root = ch->tree_up < 0;
+  ln.kind = half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN;
+  for (int j = 0; j < ln.ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
+  if (!root) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
+  conns_load(g, sm.home[half], src);
+  bool ok = lane_run(k, g, sm, ln, w->proto, r, half == 1 && root, half == 0 && root);
+  conns_store(g, sm.home[half]);
+  return ok;
+}
+
+/* A run of point-to-point items: sends on the first half, receives on the second. */
+static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_args_hdr_t* hdr,
+                               const cuda_chan_t* ch, const cuda_work_t* works, int nwork) {
+  int half;
+  const grp_t g = group_half(sm, half);
+  const int mine = half == 0 ? FUNC_SEND : FUNC_RECV;
+  for (int i = 0; i < nwork; i++) {
+    const cuda_work_t* w = &works[i];
+    if (w->func != mine) continue;
+    if (w->flags & CUDA_WORK_SELF) {
+      char* dst = w->u.self_dst;
+      copy_multi(w->sendbuff + w->off, &dst, 1, w->cnt, g.tid, g.nth);
+      continue;
+    }
+    lane_t ln = item_lane(hdr, ch, w);
+    ln.kind = half == 0 ? LANE_SEND : LANE_RECV;
+    red_t r;
+    r.dtype = w->dtype;
+    r.op = DEV_OP_SUM;
+    r.scalar = r.div = 0;
+    cuda_conn_t* src[GRP_CONNS] = {w->u.conn, nullptr, nullptr, nullptr};
+    conns_load(g, sm.home[half], src);
+    bool ok = lane_run(k, g, sm, ln, w->proto, r, false, false);
+    conns_store(g, sm.home[half]);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
+                                               const cuda_work_t* works) {
+  __shared__ block_smem_t sm;
+  const int b = blockIdx.x;
+  const int c = hdr->chan_id[b];
+  if (threadIdx.x == 0) {
+    sm.stop = 0;
+    sm.up_done = 0;
+  }
+  __syncthreads();
+  kctx_t k;
+  k.abort_flag = hdr->abort_flag;
+  k.status = hdr->status;
+  k.stop = &sm.stop;
+  k.channel = c;
+  const cuda_chan_t* ch = hdr->chans + c;
+  const int end = hdr->first[b + 1];
+  for (int i = hdr->first[b]; i < end;) {
+    bool ok;
+    const int func = works[i].func;
+    if (func == FUNC_SEND || func == FUNC_RECV) {
+      int j = i + 1;
+      while (j < end && (works[j].func == FUNC_SEND || works[j].func == FUNC_RECV)) j++;
+      ok = p2p_run(k, sm, hdr, ch, works + i, j - i);
+      i = j;
+    } else {
+      ok = coll_run(k, sm, hdr, ch, &works[i]);
+      i++;
+    }
+    if (block_sync_or(!ok)) return; /* also orders this item's writes before the next item */
+  }
+}
+
+}  // namespace baton
+
+__global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
+    baton_exec_small(const __grid_constant__ cuda_args_small_t args) {
+  baton::exec_block(&args.hdr, args.works);
+}
+
+__global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
+    baton_exec_large(const __grid_constant__ cuda_args_large_t args) {
+  baton::exec_block(&args.hdr, args.works);
+}
+
+extern "C" const void* cuda_exec_kernel(int large) {
+  return large ? (const void*)baton_exec_large : (const void*)baton_exec_small;
+}

@@ -1,0 +1,594 @@
+/* One step over the connection FIFOs, on the GPU: the device twin of src/device/host/prims.c.
+ * Included by kernel.cu only.
+ *
+ * A step is run by a group of threads (the whole block, or half of it when an item splits into
+ * two concurrent directions). It receives at most one slot from each of up to TREE_MAX_CHILDREN
+ * peers, combines them with this rank's data (reduce_device.cuh), writes the user's output and
+ * fills one slot to each of up to TREE_MAX_CHILDREN peers.
+ *
+ * Wire format and ordering (conn_fifo_t in device.h; identical to the host executor's):
+ *   Simple  thread 0 of the group waits for tail >= step+1 on every receive FIFO (ld.acquire.sys)
+ *           and checks sizes[] (unless NET), and for head + NCCL_STEPS >= step+1 on every send
+ *           FIFO; a barrier releases the group; the data moves with 16-byte accesses; a barrier;
+ *           thread 0 fences (fence.sc.sys), writes sizes[] and publishes tail (st.release.sys)
+ *           per send FIFO and head per receive FIFO.
+ *   LL      16-byte lines {data0, flag0, data1, flag1}, flag = (uint32_t)(step+1), 8 data bytes
+ *           a line, written with one 16-byte volatile store and polled with one 16-byte volatile
+ *           load until both flags match. A step writes at least one line (an empty step is one
+ *           line of zeros). sizes[] = 16 * lines; tail is published (after a system fence when
+ *           a proxy reads the FIFO), head after the group has read every line.
+ *   LL128   128-byte lines: 120 data bytes, then a 64-bit flag = step+1. A warp moves four lines
+ *           per instruction: 8 consecutive lanes per line, 16 bytes each, the eighth lane's
+ *           second word being the flag. NVLink delivers a warp's 128-byte aligned line store
+ *           whole, so a reader that sees the flag (in the same load instruction) sees the line.
+ * Reductions: Simple reduces straight from the slots; LL and LL128 first copy a round of received
+ * lines into shared-memory stages (as many as a stage holds), reduce with the same function into
+ * the output and a result stage, then pack the result into the send FIFOs' lines.
+ * Every wait is a bounded spin: every SPIN_CHECK iterations it looks at the block's stop flag (set
+ * when another group failed), and every SPIN_ABORT_CHECKS looks at the abort flag too; it gives
+ * up if either is set, and the group learns of it at its next barrier (bar.red.or), so every
+ * thread leaves the same way. */
+#ifndef BATON_DEVICE_CUDA_PRIMS_DEVICE_CUH
+#define BATON_DEVICE_CUDA_PRIMS_DEVICE_CUH
+
+#include "device/cuda/reduce_device.cuh"
+
+namespace baton {
+
+#define SPIN_CHECK 1024      /* spins between looks at the block's stop flag */
+#define SPIN_ABORT_CHECKS 64 /* looks at the stop flag between reads of the abort flag */
+
+/* ---- Memory operations --------------------------------------------------------------------------
+ */
+static __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+static __device__ __forceinline__ int ld_volatile_s32(const int* p) {
+  int v;
+  asm volatile("ld.volatile.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void st_volatile_s32(int* p, int v) {
+  asm volatile("st.volatile.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+static __device__ __forceinline__ uint4 ld_volatile_v4(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+static __device__ __forceinline__ void st_volatile_v4(void* p, uint4 v) {
+  asm volatile("st.volatile.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+static __device__ __forceinline__ void ld_volatile_v2u64(const void* p, uint64_t& a, uint64_t& b) {
+  asm volatile("ld.volatile.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+}
+static __device__ __forceinline__ void st_volatile_v2u64(void* p, uint64_t a, uint64_t b) {
+  asm volatile("st.volatile.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+}
+
+static __device__ __forceinline__ size_t min_size_t(size_t a, size_t b) {
+  return a < b ? a : b;
+}
+
+/* Up to 8 bytes (16 for the wide forms) of user memory at any alignment; bytes past n read as 0. */
+static __device__ __forceinline__ uint64_t load8(const char* p, int n) {
+  if (n >= 8 && ((uintptr_t)p & 7) == 0) return *reinterpret_cast<const uint64_t*>(p);
+  if (n >= 8 && ((uintptr_t)p & 3) == 0) {
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
+    return (uint64_t)q[0] | (uint64_t)q[1] << 32;
+  }
+  uint64_t v = 0;
+  for (int i = 0; i < n && i < 8; i++) v |= (uint64_t)(uint8_t)p[i] << (8 * i);
+  return v;
+}
+static __device__ __forceinline__ void store8(char* p, uint64_t v, int n) {
+  if (n >= 8 && ((uintptr_t)p & 7) == 0) {
+    *reinterpret_cast<uint64_t*>(p) = v;
+  } else if (n >= 8 && ((uintptr_t)p & 3) == 0) {
+    uint32_t* q = reinterpret_cast<uint32_t*>(p);
+    q[0] = (uint32_t)v;
+    q[1] = (uint32_t)(v >> 32);
+  } else {
+    for (int i = 0; i < n && i < 8; i++) p[i] = (char)(v >> (8 * i));
+  }
+}
+static __device__ __forceinline__ uint4 load16(const char* p, int n) {
+  if (n >= 16 && ((uintptr_t)p & 15) == 0) return *reinterpret_cast<const uint4*>(p);
+  uint64_t lo = load8(p, n), hi = n > 8 ? load8(p + 8, n - 8) : 0;
+  return make_uint4((uint32_t)lo, (uint32_t)(lo >> 32), (uint32_t)hi, (uint32_t)(hi >> 32));
+}
+static __device__ __forceinline__ void store16(char* p, uint4 v, int n) {
+  if (n >= 16 && ((uintptr_t)p & 15) == 0) {
+    *reinterpret_cast<uint4*>(p) = v;
+    return;
+  }
+  store8(p, (uint64_t)v.x | (uint64_t)v.y << 32, n);
+  if (n > 8) store8(p + 8, (uint64_t)v.z | (uint64_t)v.w << 32, n - 8);
+}
+
+/* ---- Groups, barriers, stopping ------------------------------------------------------------- */
+struct kctx_t {
+  const volatile uint32_t* abort_flag;
+  cuda_status_t* status;
+  volatile int* stop; /* shared: some thread of the block gave up */
+  int channel;
+};
+
+/* A group of threads running steps together; conns are its connections' mirrors, in shared
+ * memory (their step advances there; the item writes it back to device memory at its end). */
+struct grp_t {
+  int tid, nth, bar;
+  cuda_conn_t* conns;
+  char* stage;     /* shared memory: GRP_STAGES stages of stage_bytes (LL/LL128 reductions) */
+  int stage_bytes; /* a multiple of 256 */
+};
+#define GRP_STAGES (TREE_MAX_CHILDREN + 1) /* one per received slot, one for the result */
+
+static __device__ __forceinline__ void grp_sync(const grp_t& g) {
+  asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.nth) : "memory");
+}
+/* Barrier returning whether any thread of the group passed true. */
+static __device__ __forceinline__ bool grp_sync_or(const grp_t& g, bool pred) {
+  unsigned r;
+  asm volatile(
+      "{\n\t.reg .pred pin, pout;\n\t"
+      "setp.ne.u32 pin, %1, 0;\n\t"
+      "bar.red.or.pred pout, %2, %3, pin;\n\t"
+      "selp.u32 %0, 1, 0, pout;\n\t}"
+      : "=r"(r)
+      : "r"((unsigned)pred), "r"(g.bar), "r"(g.nth)
+      : "memory");
+  return r != 0;
+}
+
+static __device__ void report(const kctx_t& k, int err, int expected, int got, uint64_t step) {
+  *k.stop = 1;
+  cuda_status_t* s = k.status;
+  if (s->error != CUDA_ERR_NONE) return;
+  s->channel = k.channel;
+  s->expected = expected;
+  s->got = got;
+  s->step = step;
+  __threadfence_system();
+  s->error = err;
+}
+
+/* The block's stop flag every time; the abort flag (host memory, read over PCIe by every waiting
+ * thread) only every SPIN_ABORT_CHECKS calls of the same thread: once seen it stops the block. */
+static __device__ __forceinline__ bool should_stop(const kctx_t& k, int& checks) {
+  if (*k.stop != 0) return true;
+  if (++checks < SPIN_ABORT_CHECKS) return false;
+  checks = 0;
+  if (*k.abort_flag == 0) return false;
+  report(k, CUDA_ERR_ABORT, 0, 0, 0); /* also sets the block's stop flag */
+  return true;
+}
+
+/* Spins until ready() or a stop; false on a stop. */
+template <typename F>
+static __device__ __forceinline__ bool spin_until(const kctx_t& k, F ready) {
+  int n = 0, checks = 0;
+  while (!ready()) {
+    if (++n == SPIN_CHECK) {
+      n = 0;
+      if (should_stop(k, checks)) return false;
+    }
+  }
+  return true;
+}
+
+/* ---- Steps ---------------------------------------------------------------------------------- */
+/* One step, as host_step_t: recv[] / send[] index the group's conns. */
+struct dstep_t {
+  const char* local;
+  char* out;
+  size_t nelem; /* units */
+  int nrecv, nsend;
+  int recv[TREE_MAX_CHILDREN];
+  int send[TREE_MAX_CHILDREN];
+  bool reduce, postop;
+};
+
+static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto) {
+  size_t slot = (size_t)(c.buff_bytes[proto] / NCCL_STEPS);
+  return c.buffs[proto] + (size_t)(c.step % NCCL_STEPS) * slot;
+}
+
+/* Thread 0: every send FIFO has a free slot. */
+static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t& st) {
+  for (int j = 0; j < st.nsend; j++) {
+    const cuda_conn_t& c = g.conns[st.send[j]];
+    const uint64_t need = c.step + 1;
+    if (!spin_until(k, [&] { return ld_acquire_sys(c.head) + NCCL_STEPS >= need; })) return false;
+  }
+  return true;
+}
+
+/* Thread 0: head for every received slot; tail (and sizes) for every filled one. */
+static __device__ void publish(const grp_t& g, const dstep_t& st, int proto, int sizes_bytes) {
+  bool fence = proto == PROTO_SIMPLE;
+  for (int j = 0; j < st.nsend; j++) fence |= (g.conns[st.send[j]].flags & CONN_FLAG_NET) != 0;
+  if (fence && st.nsend > 0) __threadfence_system();
+  for (int j = 0; j < st.nsend; j++) {
+    cuda_conn_t& c = g.conns[st.send[j]];
+    st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
+    if (fence)
+      st_release_sys(c.tail, c.step + 1);
+    else
+      st_volatile_u64(c.tail, c.step + 1);
+    c.step++;
+  }
+  for (int j = 0; j < st.nrecv; j++) {
+    cuda_conn_t& c = g.conns[st.recv[j]];
+    if (proto == PROTO_SIMPLE)
+      st_release_sys(c.head, c.step + 1);
+    else
+      st_volatile_u64(c.head, c.step + 1);
+    c.step++;
+  }
+}
+
+/* Untyped copy of nbytes from src to every dst, as wide as the pointers allow. */
+template <typename V>
+static __device__ __forceinline__ void copy_wide(const char* src, char* const* dst, int ndst,
+                                                 size_t nv, int tid, int nth) {
+  enum { U = 4 };
+  const V* s = reinterpret_cast<const V*>(src);
+  for (size_t base = (size_t)tid; base < nv; base += (size_t)nth * U) {
+    V x[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      size_t i = base + (size_t)u * nth;
+      if (i < nv) x[u] = s[i];
+    }
+    for (int d = 0; d < ndst; d++) {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        size_t i = base + (size_t)u * nth;
+        if (i < nv) reinterpret_cast<V*>(dst[d])[i] = x[u];
+      }
+    }
+  }
+}
+
+static __device__ void copy_multi(const char* src, char* const* dst, int ndst, size_t nbytes,
+                                  int tid, int nth) {
+  if (ndst == 0 || nbytes == 0) return;
+  uintptr_t a = (uintptr_t)src;
+  for (int d = 0; d < ndst; d++) a |= (uintptr_t)dst[d];
+  size_t done;
+  if ((a & 15) == 0) {
+    copy_wide<uint4>(src, dst, ndst, nbytes / 16, tid, nth);
+    done = nbytes / 16 * 16;
+  } else if ((a & 7) == 0) {
+    copy_wide<uint64_t>(src, dst, ndst, nbytes / 8, tid, nth);
+    done = nbytes / 8 * 8;
+  } else if ((a & 3) == 0) {
+    copy_wide<uint32_t>(src, dst, ndst, nbytes / 4, tid, nth);
+    done = nbytes / 4 * 4;
+  } else {
+    done = 0;
+  }
+  for (size_t i = done + (size_t)tid; i < nbytes; i += (size_t)nth)
+    for (int d = 0; d < ndst; d++) dst[d][i] = src[i];
+}
+
+/* The reduction of a step: a.dst[0] is the output whenever the step finishes (postop), so
+ * SUMPOSTDIV sums into it, divides it once, and copies it to the other destinations. */
+static __device__ void reduce_step(const grp_t& g, rc_args& a, const red_t& r, size_t unit,
+                                   bool postop) {
+  if (!(postop && r.op == DEV_OP_SUMPOSTDIV && r.div > 1 && a.ndst > 0)) {
+    reduce_copy(a, r, g.tid, g.nth);
+    return;
+  }
+  const int ndst = a.ndst;
+  a.ndst = 1;
+  reduce_copy(a, r, g.tid, g.nth);
+  grp_sync(g);
+  postdiv(a.dst[0], a.nelem, r, g.tid, g.nth);
+  grp_sync(g);
+  copy_multi(a.dst[0], a.dst + 1, ndst - 1, a.nelem * unit, g.tid, g.nth);
+}
+
+/* ---- Simple ------------------------------------------------------------------------------------
+ */
+static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                                const red_t& r, size_t unit) {
+  const size_t nbytes = st.nelem * unit;
+  bool bad = false;
+  if (g.tid == 0) {
+    for (int j = 0; j < st.nrecv && !bad; j++) {
+      const cuda_conn_t& c = g.conns[st.recv[j]];
+      const uint64_t need = c.step + 1;
+      bad = !spin_until(k, [&] { return ld_acquire_sys(c.tail) >= need; });
+      if (!bad && !(c.flags & CONN_FLAG_NET)) {
+        int got = ld_volatile_s32(c.sizes + c.step % NCCL_STEPS);
+        if (got != (int)nbytes) {
+          report(k, CUDA_ERR_SIZE, (int)nbytes, got, c.step);
+          bad = true;
+        }
+      }
+    }
+    if (!bad) bad = !wait_send(k, g, st);
+  }
+  if (grp_sync_or(g, bad)) return false;
+
+  if (nbytes > 0) {
+    if (st.reduce) {
+      rc_args a;
+      a.nsrc = 0;
+      a.ndst = 0;
+      a.has_local = st.local != nullptr;
+      a.nelem = st.nelem;
+      if (a.has_local) a.src[a.nsrc++] = st.local;
+      for (int j = 0; j < st.nrecv; j++)
+        a.src[a.nsrc++] = slot_of(g.conns[st.recv[j]], PROTO_SIMPLE);
+      if (st.out != nullptr) a.dst[a.ndst++] = st.out;
+      for (int j = 0; j < st.nsend; j++)
+        a.dst[a.ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
+      reduce_step(g, a, r, unit, st.postop);
+    } else {
+      const char* src = st.local != nullptr ? st.local : slot_of(g.conns[st.recv[0]], PROTO_SIMPLE);
+      char* dst[RC_MAX];
+      int ndst = 0;
+      if (st.out != nullptr && st.out != src) dst[ndst++] = st.out;
+      for (int j = 0; j < st.nsend; j++) dst[ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
+      copy_multi(src, dst, ndst, nbytes, g.tid, g.nth);
+    }
+  }
+  grp_sync(g);
+  if (g.tid == 0) publish(g, st, PROTO_SIMPLE, (int)nbytes);
+  return true;
+}
+
+/* ---- LL ----------------------------------------------------------------------------------------
+ */
+/* The thread's wait for line i of c's current slot; false on a stop. */
+static __device__ __forceinline__ bool ll_read(const kctx_t& k, const cuda_conn_t& c, size_t i,
+                                               uint64_t& word) {
+  const char* line = slot_of(c, PROTO_LL) + i * sizeof(ll_line_t);
+  const uint32_t flag = (uint32_t)(c.step + 1);
+  uint4 v;
+  bool ok = spin_until(k, [&] {
+    v = ld_volatile_v4(line);
+    return v.y == flag && v.w == flag;
+  });
+  word = (uint64_t)v.x | (uint64_t)v.z << 32;
+  return ok;
+}
+
+static __device__ __forceinline__ void ll_write(const cuda_conn_t& c, size_t i, uint64_t word) {
+  const uint32_t flag = (uint32_t)(c.step + 1);
+  st_volatile_v4(slot_of(c, PROTO_LL) + i * sizeof(ll_line_t),
+                 make_uint4((uint32_t)word, flag, (uint32_t)(word >> 32), flag));
+}
+
+static __device__ __forceinline__ uint64_t low_bytes(uint64_t w, int n) {
+  return n >= 8 ? w : n <= 0 ? 0 : w & (~0ull >> (64 - 8 * n));
+}
+
+/* A step without arithmetic: each thread forwards its lines (received or local) to the output
+ * and the send FIFOs. Also the empty step (one line of zeros). */
+static __device__ bool ll_copy_lines(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                     size_t nbytes) {
+  const size_t nlines = nbytes == 0 ? 1 : (nbytes + 7) / 8;
+  const bool to_out = st.out != nullptr && st.out != st.local;
+  for (size_t i = (size_t)g.tid; i < nlines; i += (size_t)g.nth) {
+    const int valid = nbytes > i * 8 ? (int)min_size_t(nbytes - i * 8, 8) : 0;
+    uint64_t w = 0;
+    if (st.nrecv > 0 && !ll_read(k, g.conns[st.recv[0]], i, w)) return false;
+    if (st.local != nullptr) w = load8(st.local + i * 8, valid); /* the host's choice too */
+    w = low_bytes(w, valid);
+    if (to_out && valid > 0) store8(st.out + i * 8, w, valid);
+    for (int j = 0; j < st.nsend; j++) ll_write(g.conns[st.send[j]], i, w);
+  }
+  return true;
+}
+
+/* A reduction step, in rounds of one stage: received lines -> stages, reduce_step (the Simple
+ * arithmetic) -> output and the result stage, result stage -> send lines. */
+static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                       const red_t& r, size_t unit, size_t nbytes) {
+  const size_t rb_max = (size_t)g.stage_bytes;
+  char* res = g.stage + (size_t)TREE_MAX_CHILDREN * rb_max;
+  for (size_t r0 = 0; r0 < nbytes; r0 += rb_max) {
+    const size_t rb = min_size_t(rb_max, nbytes - r0), l0 = r0 / 8, nl = (rb + 7) / 8;
+    bool bad = false;
+    for (size_t i = (size_t)g.tid; i < nl && !bad; i += (size_t)g.nth) {
+      for (int j = 0; j < st.nrecv && !bad; j++) {
+        uint64_t w;
+        bad = !ll_read(k, g.conns[st.recv[j]], l0 + i, w);
+        reinterpret_cast<uint64_t*>(g.stage + (size_t)j * rb_max)[i] = w;
+      }
+    }
+    if (grp_sync_or(g, bad)) return false;
+    rc_args a;
+    a.nsrc = a.ndst = 0;
+    a.has_local = st.local != nullptr;
+    a.nelem = rb / unit;
+    if (a.has_local) a.src[a.nsrc++] = st.local + r0;
+    for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * rb_max;
+    if (st.out != nullptr) a.dst[a.ndst++] = st.out + r0;
+    if (st.nsend > 0) a.dst[a.ndst++] = res;
+    reduce_step(g, a, r, unit, st.postop);
+    grp_sync(g);
+    for (size_t i = (size_t)g.tid; i < nl && st.nsend > 0; i += (size_t)g.nth) {
+      const int valid = (int)min_size_t(rb - i * 8, 8);
+      const uint64_t w = low_bytes(reinterpret_cast<const uint64_t*>(res)[i], valid);
+      for (int j = 0; j < st.nsend; j++) ll_write(g.conns[st.send[j]], l0 + i, w);
+    }
+  }
+  return true;
+}
+
+static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                            const red_t& r, size_t unit) {
+  const size_t nbytes = st.nelem * unit;
+  const size_t nlines = nbytes == 0 ? 1 : (nbytes + 7) / 8;
+  bool bad = false;
+  if (g.tid == 0) bad = !wait_send(k, g, st);
+  if (grp_sync_or(g, bad)) return false;
+  if (st.reduce && nbytes > 0)
+    bad = !ll_reduce_lines(k, g, st, r, unit, nbytes);
+  else
+    bad = !ll_copy_lines(k, g, st, nbytes);
+  if (grp_sync_or(g, bad)) return false;
+  if (g.tid == 0) publish(g, st, PROTO_LL, (int)(nlines * sizeof(ll_line_t)));
+  return true;
+}
+
+/* ---- LL128 -------------------------------------------------------------------------------------
+ */
+/* Warp-wide wait for the lines base + (lane >> 3) of c's current slot, lines below nlines; every
+ * lane gets its 16 bytes of its line (the eighth lane: data word, flag). false (warp-uniform) on
+ * a stop. */
+static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_conn_t& c,
+                                                  size_t line, bool active, int pos, uint64_t& a,
+                                                  uint64_t& b) {
+  const char* p = slot_of(c, PROTO_LL128) + line * LL128_LINE_BYTES + (size_t)pos * 16;
+  const uint64_t flag = c.step + 1;
+  a = b = 0;
+  int n = 0, checks = 0;
+  for (;;) {
+    if (active) ld_volatile_v2u64(p, a, b);
+    const bool ok = !active || pos != 7 || b == flag;
+    if (__all_sync(0xffffffffu, ok)) return true;
+    if (++n == SPIN_CHECK) {
+      n = 0;
+      if (__any_sync(0xffffffffu, should_stop(k, checks))) return false;
+    }
+  }
+}
+
+static __device__ __forceinline__ void ll128_write(const cuda_conn_t& c, size_t line, int pos,
+                                                   uint64_t a, uint64_t b) {
+  char* p = slot_of(c, PROTO_LL128) + line * LL128_LINE_BYTES + (size_t)pos * 16;
+  st_volatile_v2u64(p, a, pos == 7 ? c.step + 1 : b);
+}
+
+/* Lines handled by a warp per pass: 4 (8 lanes a line). */
+static __device__ bool ll128_copy_lines(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                        size_t nbytes) {
+  const size_t nlines = nbytes == 0 ? 1 : (nbytes + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
+  const int lane = g.tid & 31, warp = g.tid >> 5, nwarps = g.nth >> 5;
+  const int pos = lane & 7, width = pos == 7 ? 8 : 16;
+  const bool to_out = st.out != nullptr && st.out != st.local;
+  for (size_t base = (size_t)warp * 4; base < nlines; base += (size_t)nwarps * 4) {
+    const size_t line = base + (size_t)(lane >> 3);
+    const bool active = line < nlines;
+    const size_t off = line * LL128_DATA_BYTES + (size_t)pos * 16;
+    const int valid = active && nbytes > off ? (int)min_size_t(nbytes - off, (size_t)width) : 0;
+    uint64_t a = 0, b = 0;
+    if (st.nrecv > 0 && !ll128_read(k, g.conns[st.recv[0]], line, active, pos, a, b)) return false;
+    if (st.local != nullptr && valid > 0) {
+      uint4 v = load16(st.local + off, valid);
+      a = (uint64_t)v.x | (uint64_t)v.y << 32;
+      b = (uint64_t)v.z | (uint64_t)v.w << 32;
+    }
+    if (to_out && valid > 0)
+      store16(st.out + off,
+              make_uint4((uint32_t)a, (uint32_t)(a >> 32), (uint32_t)b, (uint32_t)(b >> 32)),
+              valid);
+    __syncwarp(); /* a line's 8 lanes store in one instruction (NVLink delivers it whole) */
+    if (active)
+      for (int j = 0; j < st.nsend; j++) ll128_write(g.conns[st.send[j]], line, pos, a, b);
+  }
+  return true;
+}
+
+static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                          const red_t& r, size_t unit, size_t nbytes) {
+  /* a round: a whole number of lines, an even number so rounds start 16-byte aligned */
+  const size_t round_lines = (size_t)g.stage_bytes / LL128_DATA_BYTES / 2 * 2;
+  const size_t rb_max = round_lines * LL128_DATA_BYTES;
+  const size_t stride = (size_t)g.stage_bytes;
+  char* res = g.stage + (size_t)TREE_MAX_CHILDREN * stride;
+  const int lane = g.tid & 31, warp = g.tid >> 5, nwarps = g.nth >> 5;
+  const int pos = lane & 7;
+  for (size_t r0 = 0; r0 < nbytes; r0 += rb_max) {
+    const size_t rb = min_size_t(rb_max, nbytes - r0), l0 = r0 / LL128_DATA_BYTES;
+    const size_t nl = (rb + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
+    bool bad = false;
+    for (size_t base = (size_t)warp * 4; base < nl && !bad; base += (size_t)nwarps * 4) {
+      const size_t li = base + (size_t)(lane >> 3);
+      const bool active = li < nl;
+      for (int j = 0; j < st.nrecv && !bad; j++) {
+        uint64_t a, b;
+        bad = !ll128_read(k, g.conns[st.recv[j]], l0 + li, active, pos, a, b);
+        if (bad || !active) continue;
+        uint64_t* s = reinterpret_cast<uint64_t*>(g.stage + (size_t)j * stride +
+                                                  li * LL128_DATA_BYTES + (size_t)pos * 16);
+        s[0] = a;
+        if (pos != 7) s[1] = b;
+      }
+    }
+    if (grp_sync_or(g, bad)) return false;
+    rc_args a;
+    a.nsrc = a.ndst = 0;
+    a.has_local = st.local != nullptr;
+    a.nelem = rb / unit;
+    if (a.has_local) a.src[a.nsrc++] = st.local + r0;
+    for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * stride;
+    if (st.out != nullptr) a.dst[a.ndst++] = st.out + r0;
+    if (st.nsend > 0) a.dst[a.ndst++] = res;
+    reduce_step(g, a, r, unit, st.postop);
+    grp_sync(g);
+    if (st.nsend == 0) continue;
+    for (size_t base = (size_t)warp * 4; base < nl; base += (size_t)nwarps * 4) {
+      const size_t li = base + (size_t)(lane >> 3);
+      __syncwarp();
+      if (li >= nl) continue;
+      const uint64_t* s =
+          reinterpret_cast<const uint64_t*>(res + li * LL128_DATA_BYTES + (size_t)pos * 16);
+      const uint64_t w0 = s[0], w1 = pos != 7 ? s[1] : 0;
+      for (int j = 0; j < st.nsend; j++) ll128_write(g.conns[st.send[j]], l0 + li, pos, w0, w1);
+    }
+  }
+  return true;
+}
+
+static __device__ __noinline__ bool step_ll128(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                               const red_t& r, size_t unit) {
+  const size_t nbytes = st.nelem * unit;
+  const size_t nlines = nbytes == 0 ? 1 : (nbytes + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
+  bool bad = false;
+  if (g.tid == 0) bad = !wait_send(k, g, st);
+  if (grp_sync_or(g, bad)) return false;
+  if (st.reduce && nbytes > 0)
+    bad = !ll128_reduce_lines(k, g, st, r, unit, nbytes);
+  else
+    bad = !ll128_copy_lines(k, g, st, nbytes);
+  if (grp_sync_or(g, bad)) return false;
+  if (g.tid == 0) publish(g, st, PROTO_LL128, (int)(nlines * LL128_LINE_BYTES));
+  return true;
+}
+
+/* Runs one step; false when the group must stop (abort, or an error reported). */
+static __device__ __forceinline__ bool step_run(const kctx_t& k, const grp_t& g, const dstep_t& st,
+                                                int proto, const red_t& r, size_t unit) {
+  switch (proto) {
+    case PROTO_LL:
+      return step_ll(k, g, st, r, unit);
+    case PROTO_LL128:
+      return step_ll128(k, g, st, r, unit);
+    default:
+      return step_simple(k, g, st, r, unit);
+  }
+}
+
+}  // namespace baton
+
+#endif /* BATON_DEVICE_CUDA_PRIMS_DEVICE_CUH */

@@ -1,0 +1,587 @@
+#!/usr/bin/env bash
+# Baton's GPU verification harness: run on the device machine from the repository root
+# (tests/gpu/README.md). Builds Baton and nccl-tests, then runs the selected stages, each command
+# under a timeout and inside one overall time budget, and compares Baton with the stock NCCL
+# that the machine's PyTorch carries, same binaries, same run:
+#   unit       GPU test binaries under $BUILD_DIR/tests/gpu (test_cuda_exec, ...)
+#   exec       baton-perf's own checked sweep of every collective (Baton, and stock as a control)
+#   nccltests  nccl-tests correctness (#wrong) on Baton: -g N and -t N, forced algo/proto,
+#              every datatype x op, other roots, CUDA graphs
+#   perf       nccl-tests sweeps under stock and Baton, communicator init/destroy times
+#   torch      torchrun checks under stock and Baton (LD_PRELOAD), DDP loss comparison,
+#              torch all_reduce sweep
+# Output: $OUT/summary.txt (also printed last), $OUT/perf.md, $OUT/env.log, $OUT/results.tsv,
+# $OUT/logs.tar.gz (every log). Exit status 0 only when no check failed.
+#
+# Environment: STAGES (default unit,exec,nccltests,perf,torch; the build always runs), FULL=1
+# (long sweeps), BUDGET_S (540), NGPUS (all), BUILD_DIR (build-gpu), CORR_MAX, CORR_ITERS,
+# PERF_MAX_AR, PERF_MAX, PERF_ITERS, PERF_WARMUP, PERF_COLLS, BENCH_FACTOR, STOCK_NCCL_LIB, T_* limits,
+# BATON_COMMIT.
+
+# NVLink multicast must never be used on these machines (KINDS.md): first thing, for every child.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 2
+GPU_DIR=$ROOT/tests/gpu
+T0=$SECONDS
+
+# ---- configuration ----------------------------------------------------------------------------
+STAGES=${STAGES:-unit,exec,nccltests,perf,torch}
+FULL=${FULL:-0}
+BUDGET_S=${BUDGET_S:-540}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+BUILD=$ROOT/$BUILD_DIR
+OUT=${OUT:-$BUILD/out}
+WORK=${WORK:-/tmp/baton-gpu}
+LOGS=$WORK/logs
+RESULTS=$OUT/results.tsv
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export PATH=$CUDA_HOME/bin:$PATH
+if [ "$FULL" = 1 ]; then
+  d_corr_max=256M d_corr_iters=20 d_perf_max=8G d_bench_factor=2
+else
+  d_corr_max=64M d_corr_iters=5 d_perf_max=1G d_bench_factor=4
+fi
+CORR_MAX=${CORR_MAX:-$d_corr_max}
+CORR_ITERS=${CORR_ITERS:-$d_corr_iters}
+PERF_MAX_AR=${PERF_MAX_AR:-8G}
+PERF_MAX=${PERF_MAX:-$d_perf_max}
+PERF_ITERS=${PERF_ITERS:-20}
+PERF_WARMUP=${PERF_WARMUP:-5}
+PERF_COLLS=${PERF_COLLS:-all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv}
+BENCH_FACTOR=${BENCH_FACTOR:-$d_bench_factor}
+RESERVE_S=25   # kept back for the report at the end
+MIN_RUN_S=15   # a command that would get less than this is skipped instead
+# Per-command limits (seconds); the budget can cut them shorter.
+T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
+T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
+
+mkdir -p "$OUT"
+rm -rf "$WORK"
+mkdir -p "$LOGS"/{build,unit,exec,nccltests,perf,init,torch}
+: >"$RESULTS"
+declare -A STAGE_SECS=()
+
+# ---- helpers ----------------------------------------------------------------------------------
+elapsed() { echo $((SECONDS - T0)); }
+remaining() { echo $((BUDGET_S - (SECONDS - T0))); }
+selected() { [[ ",$STAGES," == *",$1,"* ]]; }
+
+# record STAGE NAME STATUS NOTE   (STATUS: PASS FAIL SKIP, or MET/MISS for perf targets)
+record() {
+  local note=${4:-}
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${note//$'\t'/ }" >>"$RESULTS"
+  if [ "$3" = FAIL ]; then echo "  FAIL $1/$2: $note"; fi
+}
+
+pack_logs() { tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs 2>/dev/null || true; }
+
+# run_logged LOG LIMIT CMD...: CMD under timeout(1), output to LOG. Returns CMD's status (124 or
+# 137 when it ran out of time) or 200 when the budget had no room left for it.
+run_logged() {
+  local log=$1 limit=$2
+  shift 2
+  local left=$(($(remaining) - RESERVE_S))
+  if ((left < MIN_RUN_S)); then
+    echo "# skipped: time budget spent ($(elapsed)s of ${BUDGET_S}s)" >"$log"
+    return 200
+  fi
+  ((limit > left)) && limit=$left
+  local start=$SECONDS rc
+  echo "# $(date -u +%H:%M:%S) limit ${limit}s: $*" >"$log"
+  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  echo "# rc=$rc after $((SECONDS - start))s" >>"$log"
+  return "$rc"
+}
+
+# status_of RC: the word for a finished command.
+status_of() {
+  case $1 in
+    0) echo PASS ;;
+    200) echo SKIP ;;
+    *) echo FAIL ;;
+  esac
+}
+why() {
+  case $1 in
+    124 | 137) echo "timed out" ;;
+    200) echo "no time left in the budget" ;;
+    *) echo "exit $1" ;;
+  esac
+}
+
+# banner_lib LOG: ours / stock / none, from the NCCL_DEBUG=VERSION banner.
+banner_lib() {
+  local v
+  v=$(grep -o -m1 'NCCL version [^ ]*' "$1" 2>/dev/null)
+  if [ -z "$v" ]; then
+    echo none
+  elif grep -qi 'NCCL version [^ ]*baton' "$1"; then
+    echo ours
+  else
+    echo stock
+  fi
+}
+
+# lib_env LIB: sets LENV, the environment that makes dynamically linked programs load LIB's
+# libnccl.so.2. LD_PRELOAD as well as LD_LIBRARY_PATH, because binaries built by CMake carry a
+# RUNPATH to the build tree.
+lib_env() {
+  local dir lib
+  if [ "$1" = ours ]; then dir=$OURS_DIR lib=$OURS_LIB; else dir=$STOCK_DIR lib=$STOCK_NCCL_LIB; fi
+  LENV=("LD_LIBRARY_PATH=$dir:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    "LD_PRELOAD=$lib" "NCCL_DEBUG=VERSION")
+}
+
+stage_begin() {
+  STAGE_START=$SECONDS
+  echo "== $1 ($(elapsed)s elapsed)"
+}
+stage_end() {
+  STAGE_SECS[$1]=$((SECONDS - STAGE_START))
+  pack_logs
+}
+
+# ---- environment ------------------------------------------------------------------------------
+NGPUS=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+COMMIT=${BATON_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+if [ -z "${STOCK_NCCL_LIB:-}" ]; then
+  STOCK_NCCL_LIB=$(python3 -c 'import os, nvidia.nccl
+for p in nvidia.nccl.__path__:
+    f = os.path.join(p, "lib", "libnccl.so.2")
+    if os.path.exists(f):
+        print(f)
+        break' 2>/dev/null)
+  STOCK_NCCL_LIB=${STOCK_NCCL_LIB:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2}
+fi
+STOCK_DIR=$(dirname "$STOCK_NCCL_LIB")
+STOCK_HOME=$(dirname "$STOCK_DIR")
+OURS_LIB="" OURS_DIR=""
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "commit: $COMMIT"
+  echo "stages: $STAGES  FULL=$FULL  budget ${BUDGET_S}s"
+  echo "GPUs: $NGPUS ($GPU_NAME)"
+  echo "stock libnccl: $STOCK_NCCL_LIB"
+  echo "--- nvidia-smi -L"
+  nvidia-smi -L
+  echo "--- nvidia-smi topo -m"
+  nvidia-smi topo -m
+  echo "--- nvidia-smi nvlink -s (GPU 0)"
+  nvidia-smi nvlink -s -i 0 2>&1 | head -20
+  echo "--- nvcc --version"
+  nvcc --version
+  echo "--- tools"
+  cmake --version | head -1
+  gcc --version | head -1
+  echo "nproc: $(nproc)"
+  echo "pkg-config: $(pkg-config --version 2>/dev/null || echo missing); libcheck: $(pkg-config --modversion check 2>/dev/null || echo missing)"
+  python3 -c 'import torch; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
+  echo "--- multicast switches"
+  env | grep -E '^(NCCL_NVLS_ENABLE|TORCH_SYMM_MEM_DISABLE_MULTICAST|NVSHMEM_DISABLE_NVLS)='
+} >"$OUT/env.log" 2>&1
+
+# ---- build (always) ---------------------------------------------------------------------------
+have_check() {
+  command -v pkg-config >/dev/null 2>&1 || return 1
+  pkg-config --exists check && return 0
+  # libcheck carried in by tests/gpu/stage_deps.sh (the image may not have it).
+  local deps=$ROOT/third_party/gpu-deps/check/lib/pkgconfig
+  if [ -d "$deps" ]; then
+    export PKG_CONFIG_PATH=$deps${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    pkg-config --exists check && return 0
+  fi
+  return 1
+}
+
+build_baton() {
+  local testing=OFF rc log=$LOGS/build/baton.log
+  if have_check; then testing=ON; fi
+  local start=$SECONDS
+  run_logged "$log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release \
+    -DBATON_CUDA_ARCHS=90 -DBATON_GPU_TESTS=ON -DBUILD_TESTING=$testing && \
+    cmake --build '$BUILD' -j$(nproc) --target nccl baton-perf"
+  rc=$?
+  BUILD_LIB_S=$((SECONDS - start))
+  OURS_LIB=$(find "$BUILD" -maxdepth 2 -name libnccl.so.2 2>/dev/null | head -1)
+  if [ "$rc" != 0 ] || [ -z "$OURS_LIB" ]; then
+    record build libnccl FAIL "$(why "$rc"); see logs/build/baton.log"
+    return 1
+  fi
+  OURS_LIB=$(cd "$(dirname "$OURS_LIB")" && pwd)/libnccl.so.2
+  OURS_DIR=$(dirname "$OURS_LIB")
+  record build libnccl PASS "${BUILD_LIB_S}s (Release, sm_90)"
+  if ! selected unit; then
+    :
+  elif [ "$testing" = ON ]; then
+    build_gpu_tests
+  else
+    record build gpu-tests SKIP "libcheck not found, so BUILD_TESTING=OFF and tests/ is not configured (run tests/gpu/stage_deps.sh here, carry third_party)"
+  fi
+  return 0
+}
+
+# Only the targets of tests/gpu/test_*.{c,cu} (the CPU unit tests are CI's job, not worth the lease).
+build_gpu_tests() {
+  local help src name start rc
+  local -a targets=()
+  help=$(cmake --build "$BUILD" --target help 2>/dev/null)
+  for src in "$ROOT"/tests/gpu/test_*.c "$ROOT"/tests/gpu/test_*.cu; do
+    [ -f "$src" ] || continue
+    name=$(basename "$src")
+    name=${name%.*}
+    if grep -q "\.\.\. $name\$" <<<"$help"; then targets+=("$name"); fi
+  done
+  if [ "${#targets[@]}" = 0 ]; then
+    record build gpu-tests SKIP "no tests/gpu/test_* target configured"
+    return
+  fi
+  start=$SECONDS
+  run_logged "$LOGS/build/gpu-tests.log" "$T_BUILD" cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}"
+  rc=$?
+  record build gpu-tests "$(status_of "$rc")" "${targets[*]}: $((SECONDS - start))s$([ "$rc" = 0 ] || echo ", $(why "$rc")")"
+}
+
+NT_SRC=$ROOT/third_party/nccl-tests
+NT_BIN=""
+build_nccl_tests() {
+  if [ ! -f "$NT_SRC/src/Makefile" ]; then
+    record build nccl-tests SKIP "third_party/nccl-tests absent: call the device tool with carry [\"third_party\"]"
+    return 1
+  fi
+  local home=$BUILD/nccl-home out=$BUILD/nccl-tests note rc
+  local gencode="-gencode=arch=compute_90,code=sm_90"
+  rm -rf "$home"
+  mkdir -p "$home/include" "$home/lib"
+  cp include/nccl.h "$home/include/"
+  if [ -f include/nccl_device.h ]; then
+    cp -r include/nccl_device* "$home/include/"
+    note="headers: ours"
+  else
+    cp -r "$STOCK_HOME"/include/nccl_device* "$home/include/"
+    note="headers: our nccl.h + stock nccl_device.h (Baton ships none)"
+  fi
+  ln -sf "$OURS_LIB" "$home/lib/libnccl.so"
+  local sum
+  sum=$(md5sum <"$home/include/nccl.h" | cut -c1-32)
+  if [ -f "$out/.nccl-h-sum" ] && [ "$(cat "$out/.nccl-h-sum")" != "$sum" ]; then rm -rf "$out"; fi
+  local start=$SECONDS
+  run_logged "$LOGS/build/nccl-tests.log" "$T_NTBUILD" make -C "$NT_SRC" -j"$(nproc)" MPI=0 \
+    CUDA_HOME="$CUDA_HOME" NCCL_HOME="$home" BUILDDIR="$out" NVCC_GENCODE="$gencode"
+  rc=$?
+  if [ "$rc" != 0 ] && [ "$rc" != 200 ]; then
+    # Our header (or a symbol nccl-tests links against) broke the build: build against stock's
+    # headers and library instead; the binaries still load either library at run time.
+    home=$BUILD/nccl-home-stock out=$BUILD/nccl-tests-stockhdr
+    rm -rf "$home" "$out"
+    mkdir -p "$home/lib"
+    cp -r "$STOCK_HOME/include" "$home/"
+    ln -sf "$STOCK_NCCL_LIB" "$home/lib/libnccl.so"
+    sum=stock
+    run_logged "$LOGS/build/nccl-tests-stockhdr.log" "$T_NTBUILD" make -C "$NT_SRC" -j"$(nproc)" \
+      MPI=0 CUDA_HOME="$CUDA_HOME" NCCL_HOME="$home" BUILDDIR="$out" NVCC_GENCODE="$gencode"
+    rc=$?
+    note="headers: STOCK (build against ours failed, see logs/build/nccl-tests.log)"
+    record build nccl-tests-ours-headers FAIL "see logs/build/nccl-tests.log"
+  fi
+  if [ "$rc" != 0 ] || [ ! -x "$out/all_reduce_perf" ]; then
+    record build nccl-tests FAIL "$(why "$rc")"
+    return 1
+  fi
+  echo "$sum" >"$out/.nccl-h-sum"
+  NT_BIN=$out
+  record build nccl-tests PASS "$((SECONDS - start))s, $note"
+  {
+    echo "--- which libnccl nccl-tests loads"
+    for lib in stock ours; do
+      lib_env "$lib"
+      echo "$lib: $(env "${LENV[@]}" ldd "$NT_BIN/all_reduce_perf" | grep -i nccl | tr -s ' \t' ' ')"
+    done
+  } >>"$OUT/env.log" 2>&1
+  return 0
+}
+
+stage_begin build
+BUILD_OK=0 NT_OK=0
+if build_baton; then
+  BUILD_OK=1
+  if selected nccltests || selected perf; then build_nccl_tests && NT_OK=1; fi
+fi
+echo "ours libnccl: ${OURS_LIB:-none}" >>"$OUT/env.log"
+stage_end build
+
+# ---- unit: GPU test binaries ------------------------------------------------------------------
+stage_unit() {
+  local found=0 t name rc
+  for t in "$BUILD"/tests/gpu/test_*; do
+    if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
+    found=1
+    name=$(basename "$t")
+    run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN "$t"
+    rc=$?
+    record unit "$name" "$(status_of "$rc")" "$(why "$rc"): $(grep -v '^# ' "$LOGS/unit/$name.log" | tail -n 1 | cut -c1-150)"
+  done
+  [ "$found" = 1 ] || record unit gpu-tests SKIP "no $BUILD_DIR/tests/gpu/test_* binaries (BATON_GPU_TESTS target not built?)"
+}
+
+# ---- exec: baton-perf's own checked sweep ------------------------------------------------------
+BPERF=$BUILD/tools/baton-perf
+stage_exec() {
+  local lib rc log
+  if [ ! -x "$BPERF" ]; then
+    record exec baton-perf SKIP "no $BPERF"
+    return
+  fi
+  for lib in ours stock; do
+    lib_env "$lib"
+    log=$LOGS/exec/baton-perf.$lib.log
+    run_logged "$log" "$T_EXEC" env "${LENV[@]}" "$BPERF" -c all -b 8 -e "$CORR_MAX" -f 8 -i 5 -w 1
+    rc=$?
+    local got
+    got=$(banner_lib "$log")
+    if [ "$rc" = 0 ] && [ "$got" != "$lib" ]; then
+      record exec "baton-perf.$lib" FAIL "ran on the $got library"
+    else
+      record exec "baton-perf.$lib" "$(status_of "$rc")" "$(grep -m1 -o '[0-9]* wrong values in total' "$log" || why "$rc")$([ "$lib" = stock ] && echo ' (control: checks the tool)')"
+    fi
+  done
+}
+
+# ---- nccltests: correctness on Baton ----------------------------------------------------------
+# nt_case NAME "ENV=v ..." BINARY ARGS...: one nccl-tests run on Baton, judged by #wrong,
+# failure lines, exit status and the library banner.
+nt_case() {
+  local name=$1 extra=$2 bin=$3
+  shift 3
+  local log=$LOGS/nccltests/$name.log rc verdict
+  local -a envs=()
+  [ -n "$extra" ] && read -r -a envs <<<"$extra"
+  if [ ! -x "$NT_BIN/$bin" ]; then
+    record nccltests "$name" SKIP "no $bin"
+    return
+  fi
+  lib_env ours
+  run_logged "$log" "$T_CORR" env "${LENV[@]}" "${envs[@]}" "$NT_BIN/$bin" "$@"
+  rc=$?
+  if [ "$rc" = 200 ]; then
+    record nccltests "$name" SKIP "$(why 200)"
+    return
+  fi
+  if verdict=$(python3 "$GPU_DIR/parse_nccl_tests.py" check "$log" --expect-lib ours); then
+    record nccltests "$name" PASS "$verdict"
+  else
+    record nccltests "$name" FAIL "$verdict"
+  fi
+}
+
+stage_nccltests() {
+  local n=$NGPUS b algo proto
+  local common=(-b 8 -e "$CORR_MAX" -f 4 -c 1 -n "$CORR_ITERS" -w 1)
+  local all_bins=(all_reduce all_gather broadcast reduce reduce_scatter alltoall scatter gather sendrecv hypercube alltoallv)
+  for b in "${all_bins[@]}"; do
+    nt_case "$b.g$n" "" "${b}_perf" "${common[@]}" -g "$n"
+  done
+  local thread_bins=(all_reduce all_gather sendrecv)
+  [ "$FULL" = 1 ] && thread_bins=("${all_bins[@]}")
+  for b in "${thread_bins[@]}"; do
+    nt_case "$b.t$n" "" "${b}_perf" "${common[@]}" -t "$n" -g 1
+  done
+  for algo in Ring Tree; do
+    for proto in Simple LL LL128; do
+      nt_case "all_reduce.$algo.$proto" "NCCL_ALGO=$algo NCCL_PROTO=$proto" all_reduce_perf "${common[@]}" -g "$n"
+    done
+  done
+  if [ "$FULL" = 1 ]; then
+    for proto in Simple LL LL128; do
+      for b in all_gather reduce_scatter broadcast reduce; do
+        nt_case "$b.Ring.$proto" "NCCL_ALGO=Ring NCCL_PROTO=$proto" "${b}_perf" "${common[@]}" -g "$n"
+      done
+    done
+  fi
+  local dtype_bins=(all_reduce)
+  [ "$FULL" = 1 ] && dtype_bins=(all_reduce reduce_scatter reduce all_gather broadcast)
+  for b in "${dtype_bins[@]}"; do
+    nt_case "$b.all-types-ops" "" "${b}_perf" -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all -g "$n"
+  done
+  nt_case "broadcast.root$((n - 1))" "" broadcast_perf "${common[@]}" -g "$n" -r $((n - 1))
+  nt_case "reduce.root$((n - 1))" "" reduce_perf "${common[@]}" -g "$n" -r $((n - 1))
+  nt_case "all_reduce.graph" "" all_reduce_perf -b 8 -e "$CORR_MAX" -f 8 -c 1 -n 5 -w 1 -G 5 -g "$n"
+  nt_case "all_reduce.blocking" "" all_reduce_perf -b 8 -e 1M -f 8 -c 1 -n 5 -w 1 -z 1 -g "$n"
+}
+
+# ---- perf: stock vs ours, same binary, same run -----------------------------------------------
+stage_perf() {
+  local n=$NGPUS coll lib rc max log i
+  if [ "$NT_OK" = 1 ]; then
+    for coll in $PERF_COLLS; do
+      max=$PERF_MAX
+      [ "$coll" = all_reduce ] && max=$PERF_MAX_AR
+      for lib in stock ours; do
+        log=$LOGS/perf/$coll.$lib.log
+        lib_env "$lib"
+        run_logged "$log" "$T_PERF" env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e "$max" -f 2 -c 0 \
+          -n "$PERF_ITERS" -w "$PERF_WARMUP" -g "$n"
+        rc=$?
+        if [ "$rc" = 0 ]; then
+          local v
+          if v=$(python3 "$GPU_DIR/parse_nccl_tests.py" check "$log" --expect-lib "$lib"); then
+            record perf "$coll.$lib" PASS "$v"
+          else
+            record perf "$coll.$lib" FAIL "$v"
+          fi
+        else
+          record perf "$coll.$lib" "$(status_of "$rc")" "$(why "$rc")"
+        fi
+      done
+    done
+  else
+    record perf nccl-tests SKIP "nccl-tests not built"
+  fi
+  # Communicator init / first all-reduce / destroy: ctypes timer (no torch), then baton-perf.
+  for lib in stock ours; do
+    local libpath=$STOCK_NCCL_LIB
+    [ "$lib" = ours ] && libpath=$OURS_LIB
+    log=$LOGS/init/ctypes.$lib.log
+    run_logged "$log" "$T_INIT" env NCCL_DEBUG=VERSION python3 "$GPU_DIR/nccl_init_time.py" \
+      --lib "$libpath" --ngpus "$n" --reps 4 --timeout $((T_INIT - 10))
+    rc=$?
+    record perf "init-time.$lib" "$(status_of "$rc")" "$(grep -m1 '^INIT_SUMMARY' "$log" | cut -d' ' -f2- || true)$([ "$rc" = 0 ] || echo " $(why "$rc")")"
+    if [ -x "$BPERF" ]; then
+      lib_env "$lib"
+      for i in 1 2 3; do
+        run_logged "$LOGS/init/bperf.$lib.$i.log" 60 env "${LENV[@]}" "$BPERF" -b 8 -e 8 -f 2 -i 1 -w 0 -c allreduce
+      done
+    fi
+  done
+}
+
+# ---- torch: PyTorch on stock and on Baton (LD_PRELOAD) -----------------------------------------
+torch_run() { # torch_run NAME LIB [ENV=v ...] -- SCRIPT ARGS...
+  local name=$1 lib=$2
+  shift 2
+  local -a envs=()
+  while [ "$1" != -- ]; do
+    envs+=("$1")
+    shift
+  done
+  shift
+  local log=$LOGS/torch/$name.log rc
+  local -a base=(-u LD_PRELOAD PYTHONUNBUFFERED=1 NCCL_DEBUG=VERSION OMP_NUM_THREADS=1
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 "BATON_OURS_LIB=$OURS_LIB" "BATON_STOCK_LIB=$STOCK_NCCL_LIB"
+    "BATON_EXPECT_LIB=$lib")
+  [ "$lib" = ours ] && base+=("LD_PRELOAD=$OURS_LIB")
+  run_logged "$log" "$T_TORCH" env "${base[@]}" "${envs[@]}" python3 -m torch.distributed.run \
+    --standalone --nproc_per_node="$NGPUS" "$@"
+  rc=$?
+  local got note
+  got=$(banner_lib "$log")
+  note=$(grep -m1 -E '^(TORCH_SUITE|destroy_process_group)' "$log" || true)
+  if [ "$rc" = 0 ] && [ "$got" != "$lib" ]; then
+    record torch "$name" FAIL "banner says $got library"
+  elif [ "$rc" = 0 ]; then
+    record torch "$name" PASS "$note"
+  else
+    record torch "$name" "$(status_of "$rc")" "$(why "$rc"); $(grep -m1 -E 'FAIL|Error|error' "$log" | cut -c1-160)"
+  fi
+}
+
+stage_torch() {
+  local suite=$GPU_DIR/torch/suite.py bench=$GPU_DIR/torch/bench_allreduce.py lib
+  for lib in stock ours; do
+    torch_run "suite.$lib" "$lib" -- "$suite" --losses "$LOGS/torch/ddp_losses.$lib.txt"
+  done
+  # Results whose right value is whatever stock does (see ctx.probe): must match line for line.
+  local ps po
+  ps=$(grep '^ABI_PROBE' "$LOGS/torch/suite.stock.log" 2>/dev/null | sort)
+  po=$(grep '^ABI_PROBE' "$LOGS/torch/suite.ours.log" 2>/dev/null | sort)
+  if [ -n "$ps" ] && [ -n "$po" ]; then
+    if [ "$ps" = "$po" ]; then
+      record torch abi-probes PASS "$(wc -l <<<"$ps") results identical to stock's"
+    else
+      record torch abi-probes FAIL "differs from stock: $(diff <(echo "$ps") <(echo "$po") | grep '^>' | head -1 | cut -c1-150)"
+    fi
+  fi
+  local variants=(ours)
+  [ "$FULL" = 1 ] && variants=(stock ours)
+  for lib in "${variants[@]}"; do
+    torch_run "no-device-id.$lib" "$lib" -- "$suite" --no-device-id --tests collectives,groups,p2p
+    torch_run "nonblocking.$lib" "$lib" TORCH_NCCL_USE_COMM_NONBLOCKING=1 -- "$suite" \
+      --tests collectives,groups,p2p
+  done
+  if [ -f "$LOGS/torch/ddp_losses.stock.txt" ] || [ -f "$LOGS/torch/ddp_losses.ours.txt" ]; then
+    local v rc
+    v=$(python3 "$GPU_DIR/torch/compare_losses.py" "$LOGS/torch/ddp_losses.stock.txt" "$LOGS/torch/ddp_losses.ours.txt")
+    rc=$?
+    record torch ddp-losses-vs-stock "$(status_of "$rc")" "$v"
+    LOSSES_LINE=$v
+  fi
+  for lib in stock ours; do
+    torch_run "bench.$lib" "$lib" -- "$bench" --max-bytes 256M --factor "$BENCH_FACTOR"
+  done
+}
+
+# ---- stages -----------------------------------------------------------------------------------
+LOSSES_LINE=""
+for stage in unit exec nccltests perf torch; do
+  selected "$stage" || continue
+  stage_begin "$stage"
+  if [ "$BUILD_OK" != 1 ]; then
+    record "$stage" all SKIP "Baton did not build"
+  elif [ "$stage" = nccltests ] && [ "$NT_OK" != 1 ]; then
+    record nccltests all SKIP "nccl-tests not built"
+  else
+    "stage_$stage"
+  fi
+  stage_end "$stage"
+done
+
+# ---- report -----------------------------------------------------------------------------------
+COMPARE_OUT=""
+if selected perf || selected torch; then
+  COMPARE_OUT=$(python3 "$GPU_DIR/parse_nccl_tests.py" compare --dir "$LOGS" --out "$OUT/perf.md" \
+    --ngpus "$NGPUS" 2>&1)
+  echo "$COMPARE_OUT" >"$LOGS/compare.log"
+  while IFS=$'\t' read -r tag st name status note; do
+    [ "$tag" = RESULT ] && record "$st" "$name" "$status" "$note"
+  done <<<"$COMPARE_OUT"
+fi
+
+stage_status() {
+  awk -F'\t' -v st="$1" '$1 == st { n[$3]++ }
+    END { if (n["FAIL"]) print "FAIL"; else if (n["PASS"] || n["MET"] || n["MISS"]) print "PASS";
+          else if (n["SKIP"]) print "SKIP"; else print "-" }' "$RESULTS"
+}
+stage_counts() {
+  awk -F'\t' -v st="$1" '$1 == st { n[$3]++; if ($3 == "FAIL" && nf++ < 6) f = f " " $2 }
+    END { s = (n["PASS"] + 0) " pass"; if (n["FAIL"]) s = s ", " n["FAIL"] " fail:" f;
+          if (n["SKIP"]) s = s ", " n["SKIP"] " skip"; if (n["MISS"]) s = s ", targets missed " n["MISS"];
+          if (n["MET"]) s = s ", targets met " n["MET"]; print s }' "$RESULTS"
+}
+
+{
+  echo
+  echo "== Baton GPU verification: commit $COMMIT, ${NGPUS}x ${GPU_NAME:-?}, $(elapsed)s (budget ${BUDGET_S}s), FULL=$FULL"
+  printf '%-10s %-5s %5s  %s\n' stage res secs notes
+  for st in build unit exec nccltests perf torch; do
+    [ "$st" = build ] || selected "$st" || continue
+    printf '%-10s %-5s %5s  %s\n' "$st" "$(stage_status "$st")" "${STAGE_SECS[$st]:--}" "$(stage_counts "$st")"
+  done
+  awk -F'\t' '$1 == "build" { print "  build " $2 ": " $3 ", " $4 }' "$RESULTS"
+  if [ -n "$COMPARE_OUT" ]; then
+    echo "-- ours/stock (perf.md has the tables)"
+    sed -n '/^SUMMARY$/,$p' <<<"$COMPARE_OUT" | tail -n +2
+  fi
+  [ -n "$LOSSES_LINE" ] && echo "-- DDP $LOSSES_LINE"
+  if grep -q $'\tFAIL\t' "$RESULTS"; then
+    echo "-- failures (first 15; results.tsv has all)"
+    awk -F'\t' '$3 == "FAIL" && n++ < 15 { print substr($1 " " $2 ": " $4, 1, 200) }' "$RESULTS"
+  fi
+} | tee "$OUT/summary.txt"
+cp "$RESULTS" "$LOGS/" 2>/dev/null
+pack_logs
+! grep -q $'\tFAIL\t' "$RESULTS"
