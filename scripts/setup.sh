@@ -8,11 +8,11 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 command -v nvcc >/dev/null || { echo "setup: nvcc not found; install the CUDA toolkit first" >&2; exit 1; }
-need=""
+need=()
 for pkg in cmake make gcc g++ pkg-config check libhwloc-dev libnuma-dev libibverbs-dev iproute2; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need="$need $pkg"
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
-if [ -n "$need" ]; then
+if [ "${#need[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi

@@ -22,8 +22,8 @@
  * Stock exports pncclX as the strong symbol and ncclX as a weak alias of it. Use as:
  *   NCCL_API(ncclResult_t, ncclGetVersion, int* version) { ... }                              */
 #define BATON_EXPORT __attribute__((visibility("default")))
-#define NCCL_API(ret, func, ...)                                                                 \
-  BATON_EXPORT ret func(__VA_ARGS__) __attribute__((weak, alias("p" #func)));                    \
+#define NCCL_API(ret, func, ...)                                              \
+  BATON_EXPORT ret func(__VA_ARGS__) __attribute__((weak, alias("p" #func))); \
   BATON_EXPORT ret p##func(__VA_ARGS__)
 
 /* ---- Logging ---------------------------------------------------------------------------------
@@ -82,13 +82,15 @@ void log_version_banner(void);
 
 #define LOG_ENABLED(lvl) (log_level < 0 || log_level >= (lvl))
 #define WARN(...) log_emit(NCCL_LOG_WARN, NCCL_ALL, __func__, __LINE__, __VA_ARGS__)
-#define INFO(flags, ...)                                                                         \
-  do {                                                                                           \
-    if (LOG_ENABLED(NCCL_LOG_INFO)) log_emit(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__); \
+#define INFO(flags, ...)                                                 \
+  do {                                                                   \
+    if (LOG_ENABLED(NCCL_LOG_INFO))                                      \
+      log_emit(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define TRACE(flags, ...)                                                                        \
-  do {                                                                                           \
-    if (LOG_ENABLED(NCCL_LOG_TRACE)) log_emit(NCCL_LOG_TRACE, (flags), __func__, __LINE__, __VA_ARGS__); \
+#define TRACE(flags, ...)                                                 \
+  do {                                                                    \
+    if (LOG_ENABLED(NCCL_LOG_TRACE))                                      \
+      log_emit(NCCL_LOG_TRACE, (flags), __func__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 /* ---- Checking macros --------------------------------------------------------------------------
@@ -96,31 +98,33 @@ void log_version_banner(void);
  * INFO breadcrumb "file:line -> code" so a failing call reads as a backtrace at NCCL_DEBUG=INFO.
  * ncclInProgress is not an error. */
 #define RESULT_IS_ERROR(r) ((r) != ncclSuccess && (r) != ncclInProgress)
-#define CHECK(call)                                                                              \
-  do {                                                                                           \
-    ncclResult_t check_res_ = (call);                                                            \
-    if (RESULT_IS_ERROR(check_res_)) {                                                           \
-      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)check_res_);                        \
-      return check_res_;                                                                         \
-    }                                                                                            \
+#define CHECK(call)                                                       \
+  do {                                                                    \
+    ncclResult_t check_res_ = (call);                                     \
+    if (RESULT_IS_ERROR(check_res_)) {                                    \
+      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)check_res_); \
+      return check_res_;                                                  \
+    }                                                                     \
   } while (0)
-#define CHECK_GOTO(call, res, label)                                                             \
-  do {                                                                                           \
-    (res) = (call);                                                                              \
-    if (RESULT_IS_ERROR(res)) {                                                                  \
-      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)(res));                             \
-      goto label;                                                                                \
-    }                                                                                            \
+#define CHECK_GOTO(call, res, label)                                 \
+  do {                                                               \
+    (res) = (call);                                                  \
+    if (RESULT_IS_ERROR(res)) {                                      \
+      INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)(res)); \
+      goto label;                                                    \
+    }                                                                \
   } while (0)
-/* A system call returning -1 on failure: retried on EINTR, WARN with errno text, ncclSystemError. */
-#define SYS_CHECK(call, name)                                                                    \
-  do {                                                                                           \
-    int sys_ret_;                                                                                \
-    do { sys_ret_ = (int)(call); } while (sys_ret_ == -1 && errno == EINTR);                     \
-    if (sys_ret_ == -1) {                                                                        \
-      WARN("Call to %s failed: %s", (name), strerror(errno));                                    \
-      return ncclSystemError;                                                                    \
-    }                                                                                            \
+/* A system call returning -1 on failure: retried on EINTR; WARN with errno text, ncclSystemError */
+#define SYS_CHECK(call, name)                                 \
+  do {                                                        \
+    int sys_ret_;                                             \
+    do {                                                      \
+      sys_ret_ = (int)(call);                                 \
+    } while (sys_ret_ == -1 && errno == EINTR);               \
+    if (sys_ret_ == -1) {                                     \
+      WARN("Call to %s failed: %s", (name), strerror(errno)); \
+      return ncclSystemError;                                 \
+    }                                                         \
   } while (0)
 
 /* ---- Parameters ---------------------------------------------------------------------------------
@@ -139,9 +143,9 @@ typedef enum {
 #undef PARAM_ENUM_ROW
 
 typedef struct param_desc {
-  const char* name;    /* "NCCL_BUFFSIZE" */
+  const char* name; /* "NCCL_BUFFSIZE" */
   param_type_t type;
-  const char* def;     /* default as text; NULL: unset (param_str returns NULL, param_int -> 0) */
+  const char* def; /* default as text; NULL: unset (param_str returns NULL, param_int -> 0) */
   const char* doc;
 } param_desc_t;
 
@@ -192,8 +196,8 @@ typedef struct cu_driver {
   CUresult (*mem_map)(CUdeviceptr ptr, size_t size, size_t offset,
                       CUmemGenericAllocationHandle handle, unsigned long long flags);
   CUresult (*mem_unmap)(CUdeviceptr ptr, size_t size);
-  CUresult (*mem_address_reserve)(CUdeviceptr* ptr, size_t size, size_t alignment,
-                                  CUdeviceptr addr, unsigned long long flags);
+  CUresult (*mem_address_reserve)(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                  unsigned long long flags);
   CUresult (*mem_address_free)(CUdeviceptr ptr, size_t size);
   CUresult (*mem_set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc,
                              size_t count);
@@ -217,22 +221,22 @@ bool cu_mem_fd_supported(int ordinal);
 const char* cu_error_text(CUresult res);
 
 /* A driver call through cu_driver(): WARN with its text and return ncclUnhandledCudaError. */
-#define CU_CHECK(call)                                                                           \
-  do {                                                                                           \
-    CUresult cu_res_ = (call);                                                                   \
-    if (cu_res_ != CUDA_SUCCESS) {                                                               \
-      WARN("CUDA driver call %s failed: %s", #call, cu_error_text(cu_res_));                     \
-      return ncclUnhandledCudaError;                                                             \
-    }                                                                                            \
+#define CU_CHECK(call)                                                       \
+  do {                                                                       \
+    CUresult cu_res_ = (call);                                               \
+    if (cu_res_ != CUDA_SUCCESS) {                                           \
+      WARN("CUDA driver call %s failed: %s", #call, cu_error_text(cu_res_)); \
+      return ncclUnhandledCudaError;                                         \
+    }                                                                        \
   } while (0)
 /* A runtime call: WARN with the runtime's text and return ncclUnhandledCudaError. */
-#define CUDA_CHECK(call)                                                                         \
-  do {                                                                                           \
-    cudaError_t cuda_res_ = (call);                                                              \
-    if (cuda_res_ != cudaSuccess) {                                                              \
-      WARN("CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_res_));                     \
-      return ncclUnhandledCudaError;                                                             \
-    }                                                                                            \
+#define CUDA_CHECK(call)                                                     \
+  do {                                                                       \
+    cudaError_t cuda_res_ = (call);                                          \
+    if (cuda_res_ != cudaSuccess) {                                          \
+      WARN("CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_res_)); \
+      return ncclUnhandledCudaError;                                         \
+    }                                                                        \
   } while (0)
 
 #endif /* BATON_BASE_H */

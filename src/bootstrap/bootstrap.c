@@ -494,7 +494,7 @@ ncclResult_t bootstrap_init(const bootstrap_handle_t* handles, int nhandles, int
   *out = b;
   return ncclSuccess;
 fail:
-  bootstrap_close(b);
+  (void)bootstrap_close(b); /* releases what init made; cannot fail. res is the error */
   return res;
 }
 

@@ -41,7 +41,7 @@ const char* socket_addr_format(const socket_addr_t* addr, char* buf, size_t len)
  * Blocking TCP sockets whose waits are bounded and watch an abort flag. */
 typedef struct socket_conn {
   int fd;
-  socket_addr_t addr;           /* peer address (or own address for a listener) */
+  socket_addr_t addr;            /* peer address (or own address for a listener) */
   volatile uint32_t* abort_flag; /* may be NULL */
 } socket_conn_t;
 

@@ -15,14 +15,22 @@
 
 /* ---- Address text ---------------------------------------------------------------------------- */
 
+/* The numeric host part of an IPv4 or IPv6 address; "" for another family. */
+static void addr_host_text(const socket_addr_t* addr, char host[INET6_ADDRSTRLEN]) {
+  host[0] = '\0';
+  if (addr->sa.sa_family == AF_INET)
+    inet_ntop(AF_INET, &addr->sin.sin_addr, host, INET6_ADDRSTRLEN);
+  else if (addr->sa.sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &addr->sin6.sin6_addr, host, INET6_ADDRSTRLEN);
+}
+
 const char* socket_addr_format(const socket_addr_t* addr, char* buf, size_t len) {
-  char host[INET6_ADDRSTRLEN] = "";
+  char host[INET6_ADDRSTRLEN];
   if (len == 0) return buf;
+  addr_host_text(addr, host);
   if (addr->sa.sa_family == AF_INET) {
-    inet_ntop(AF_INET, &addr->sin.sin_addr, host, sizeof(host));
     snprintf(buf, len, "%s:%u", host, (unsigned)ntohs(addr->sin.sin_port));
   } else if (addr->sa.sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &addr->sin6.sin6_addr, host, sizeof(host));
     snprintf(buf, len, "[%s]:%u", host, (unsigned)ntohs(addr->sin6.sin6_port));
   } else {
     snprintf(buf, len, "<address family %d>", (int)addr->sa.sa_family);
@@ -254,13 +262,14 @@ static int iface_family_from_param(const char* text) {
   return AF_UNSPEC;
 }
 
+/* "name:address<0>" of one chosen interface: longest name, ':', longest IPv6 text, "<0>". */
+#define IFACE_DESC_MAX (SOCKET_IFNAME_MAX + 1 + INET6_ADDRSTRLEN + 3)
 static void iface_describe(const socket_iface_t* c, char* buf, size_t len) {
-  char host[INET6_ADDRSTRLEN] = "";
-  if (c->addr.sa.sa_family == AF_INET)
-    inet_ntop(AF_INET, &c->addr.sin.sin_addr, host, sizeof(host));
-  else
-    inet_ntop(AF_INET6, &c->addr.sin6.sin6_addr, host, sizeof(host));
-  snprintf(buf, len, "%s:%s<0>", c->name, host);
+  char host[INET6_ADDRSTRLEN];
+  addr_host_text(&c->addr, host); /* the list holds IPv4 and IPv6 interfaces only */
+  /* The precision states the name field's bound: called on an element of iface_chosen, gcc
+   * otherwise takes the name for a string as long as the rest of the array. */
+  snprintf(buf, len, "%.*s:%s<0>", (int)sizeof(c->name), c->name, host);
 }
 
 ncclResult_t socket_default_interfaces(const socket_iface_t** out, int* nout) {
@@ -293,7 +302,7 @@ ncclResult_t socket_default_interfaces(const socket_iface_t** out, int* nout) {
   char line[512] = "";
   size_t used = 0;
   for (int i = 0; i < n && used < sizeof(line); i++) {
-    char one[64];
+    char one[IFACE_DESC_MAX];
     iface_describe(&iface_chosen[i], one, sizeof(one));
     used += (size_t)snprintf(line + used, sizeof(line) - used, "%s%s", i ? " " : "", one);
   }

@@ -35,7 +35,8 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
 /* ==== Within src/collectives =====================================================================
  */
 
-#define COLL_DEFAULT_NCHANNELS 2 /* host executor */
+#define COLL_DEFAULT_NCHANNELS 2     /* host executor */
+#define COLL_GPU_DEFAULT_NCHANNELS 4 /* CUDA executor when the topology has no opinion */
 #define COLL_MIN_CHANNEL_BYTES \
   (16 << 10) /* an operation gets one more channel per this many bytes */
 
@@ -47,7 +48,8 @@ typedef struct coll_task {
   dev_redop_t op;
   const void* sendbuff;
   void* recvbuff;
-  size_t count; /* as work_t.count: per-rank for AllGather/ReduceScatter, else total */
+  size_t count;        /* as work_t.count: per-rank for AllGather/ReduceScatter, else total */
+  cudaStream_t stream; /* the user's stream (CUDA executor; the host executor ignores it) */
   /* Filled by the planner. */
   uint8_t algo, proto;
   int nchannels;
@@ -79,6 +81,8 @@ typedef struct coll_filter {
 struct coll_comm {
   struct ncclComm* comm;
   int rank, nranks;
+  bool gpu;      /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  bool ll128_ok; /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   int nchannels;
   int min_channels; /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
   int nhosts;
@@ -93,6 +97,7 @@ struct coll_comm {
   const executor_ops_t* executor;
   void* exec_state;
   topo_tuning_t tuning;
+  topo_system_t* topo; /* GPU: this host's GPUs, identical on every rank of the host */
   coll_filter_t filter;
   size_t slot_data_bytes[PROTO_COUNT]; /* payload bytes of one FIFO slot per protocol */
 
@@ -116,6 +121,15 @@ struct coll_comm {
   int order_cap;
   uint8_t* conn_mark; /* nchannels * nranks * 2 */
   plan_t plan;
+  bool planned;           /* cc->plan holds the running group's plan (group.c planned it already) */
+  int plan_nreqs;         /* and its connection requests in cc->reqs */
+  ncclResult_t group_res; /* group.c: the result of planning this comm's part of the group */
+
+  /* GPU: the running group's other streams, joined to the launch stream with events. */
+  cudaStream_t* streams;
+  int nstreams, streams_cap;
+  cudaEvent_t* events;
+  int nevents;
 
   /* Nonblocking mode: the group running on its own thread. */
   pthread_t job_thread;
@@ -168,13 +182,60 @@ ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t);
 /* Turns the running tasks into cc->plan and the connection requests they need. Tasks that stay
- * local (nranks == 1, send/recv to self) are done here, before the executor runs. */
+ * local (nranks == 1, send/recv to self) become work items too: the executor runs them (on the
+ * GPU's buffers for the CUDA executor), never a host copy here. */
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs);
 
 /* ---- comm.c --------------------------------------------------------------------------------- */
 /* Connects what reqs lists (skipping what exists) and points the executor's FIFO tables at it. */
 ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs, int nreqs);
-/* Plans, connects and runs the tasks in cc->running; empties the list. */
+/* Plans the tasks in cc->running into cc->plan (cc->planned, cc->plan_nreqs); no CUDA call, no
+ * peer involved. On failure the list is emptied. */
+ncclResult_t coll_comm_plan(struct coll_comm* cc);
+/* Plans (unless coll_comm_plan did), connects and runs the tasks in cc->running; empties the
+ * list. The CUDA executor's launch is asynchronous: this returns without waiting for the GPU. */
 ncclResult_t coll_comm_run(struct coll_comm* cc);
+
+/* ---- gpu.c: what a GPU communicator adds (pure functions first) --------------------------- */
+/* Whether the ranks run on GPUs: all of them (*gpu = true) or none (false). A mix is
+ * ncclInvalidUsage after a WARN naming a rank of each kind (every rank sees the same peers, so all
+ * fail alike). */
+ncclResult_t coll_gpu_check_peers(const peer_info_t* peers, int nranks, bool* gpu);
+/* What one rank proposes for its communicator; every rank's proposal is allgathered and merged. */
+typedef struct coll_gpu_params {
+  int32_t nchannels;   /* channels wanted (topology, or the GPU default), already clamped */
+  int32_t ll128;       /* 1: LL128 is safe on every connection this rank can see */
+  double pair_bw_gbs;  /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
+  double intra_lat_us; /* per-hop latency inside the host */
+} coll_gpu_params_t;
+/* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
+int coll_nchannels_clamp(int want);
+/* This rank's proposal from its host's topology (NULL: unknown) and the peers (pure, apart from
+ * reading NCCL_* parameters). */
+void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
+                           int rank, int nhosts, coll_gpu_params_t* out);
+/* The communicator's values: fewest channels, LL128 only if every rank allows it, slowest pair
+ * bandwidth, largest latency (pure). */
+void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out);
+/* One topology per host: the lowest rank of each host detects it, sends it as XML to the other
+ * ranks of its host, and every rank of the host (that one too) uses the parsed copy. */
+ncclResult_t coll_topo_agree(bootstrap_t* b, const peer_info_t* peers, int nranks, int rank,
+                             topo_system_t** out);
+/* Allgathers every rank's proposal and merges them (every rank must call). */
+ncclResult_t coll_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
+                                   const coll_gpu_params_t* mine, coll_gpu_params_t* out);
+/* coll_comm_init's GPU part, before channels exist: topology, channel count, LL128 and tuning. */
+ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm);
+/* Makes dev current on this thread (saving the previous one in *saved), and back. */
+ncclResult_t coll_device_enter(int dev, int* saved);
+void coll_device_leave(int dev, int saved);
+/* Relaxed stream-capture mode for setup work that may happen while the user captures a graph. */
+enum cudaStreamCaptureMode coll_capture_relax(void);
+void coll_capture_restore(enum cudaStreamCaptureMode mode);
+/* The launch stream of the running group (its first task's), after making it wait for the group's
+ * other streams; coll_gpu_join_after makes those wait for the launch. */
+ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch);
+ncclResult_t coll_gpu_join_after(struct coll_comm* cc, cudaStream_t launch);
+void coll_gpu_free(struct coll_comm* cc);
 
 #endif /* BATON_COLLECTIVES_H */

@@ -83,19 +83,27 @@ static ncclResult_t comm_channels_init(struct coll_comm* cc) {
   return ncclSuccess;
 }
 
-static void comm_channels_log(const struct coll_comm* cc) {
-  if (!LOG_ENABLED(NCCL_LOG_INFO)) return;
+/* Stock's "Channel 00/24 : 0 1" and "Trees [0] ..." lines. */
+static ncclResult_t comm_channels_log(const struct coll_comm* cc) {
+  if (!LOG_ENABLED(NCCL_LOG_INFO)) return ncclSuccess;
+  int* up = NULL;
+  int* down = NULL;
+  CHECK(MEM_CALLOC(&up, (size_t)cc->nchannels));
+  if (mem_calloc((void**)&down, (size_t)cc->nchannels * TOPO_TREE_MAX_CHILDREN, sizeof(int)) !=
+      ncclSuccess) {
+    free(up);
+    return ncclSystemError;
+  }
   for (int c = 0; c < cc->nchannels; c++) {
     const dev_channel_t* ch = &cc->channels[c];
-    char line[1024];
-    size_t len = 0;
-    for (int i = 0; i < cc->nranks && len + 16 < sizeof(line); i++)
-      len += (size_t)snprintf(line + len, sizeof(line) - len, " %d", ch->ring_ranks[i]);
-    INFO(NCCL_INIT, "Channel %02d/%02d :%s", c, cc->nchannels, line);
-    INFO(NCCL_INIT, "Channel %02d: ring %d -> %d -> %d, tree %d: up %d down %d/%d/%d", c,
-         ch->ring_prev, cc->rank, ch->ring_next, c % 2, ch->tree_up, ch->tree_down[0],
-         ch->tree_down[1], ch->tree_down[2]);
+    up[c] = ch->tree_up;
+    for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++)
+      down[(size_t)c * TOPO_TREE_MAX_CHILDREN + k] = k < TREE_MAX_CHILDREN ? ch->tree_down[k] : -1;
   }
+  topo_log_graph(cc->rank, cc->nranks, cc->nchannels, cc->ring_ranks, up, down);
+  free(down);
+  free(up);
+  return ncclSuccess;
 }
 
 static ncclResult_t comm_transport_init(struct coll_comm* cc, struct ncclComm* comm) {
@@ -107,6 +115,9 @@ static ncclResult_t comm_transport_init(struct coll_comm* cc, struct ncclComm* c
   t->bootstrap = comm->bootstrap;
   t->abort_flag = comm->abort_flag;
   t->comm_hash = comm->comm_hash;
+  t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
+  t->no_ll128 = !cc->ll128_ok;
+  t->topo = cc->topo;
   t->buff_bytes[PROTO_SIMPLE] = (int)param_int(PARAM_BUFFSIZE);
   t->buff_bytes[PROTO_LL] = (int)param_int(PARAM_LL_BUFFSIZE);
   t->buff_bytes[PROTO_LL128] = (int)param_int(PARAM_LL128_BUFFSIZE);
@@ -151,32 +162,36 @@ static ncclResult_t comm_connect_all(struct coll_comm* cc) {
   return res;
 }
 
-ncclResult_t coll_comm_init(struct ncclComm* comm) {
-  struct coll_comm* cc;
-  CHECK(MEM_CALLOC(&cc, 1));
-  pthread_mutex_init(&cc->lock, NULL);
-  comm->coll = cc; /* from here on coll_comm_free releases whatever was set up */
-  cc->comm = comm;
-  cc->rank = comm->rank;
-  cc->nranks = comm->nranks;
-  cc->nchannels = comm_param_channels();
+static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) {
+  CHECK(coll_gpu_check_peers(comm->peers, cc->nranks, &cc->gpu));
+  if (cc->gpu && comm->cuda_dev < 0) {
+    WARN("Rank %d: every rank has a CUDA device but this communicator has none", cc->rank);
+    return ncclInternalError;
+  }
+  CHECK(MEM_CALLOC(&cc->host_of, (size_t)cc->nranks));
+  cc->nhosts = comm_hosts(comm->peers, cc->nranks, cc->host_of);
+  if (cc->gpu) {
+    CHECK(coll_gpu_setup(cc, comm)); /* nchannels, LL128, tuning */
+  } else {
+    cc->nchannels = comm_param_channels();
+    cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
+                                 .nhosts = cc->nhosts,
+                                 .nchannels = cc->nchannels,
+                                 .intra_bw_gbs = COLL_HOST_INTRA_BW_GBS,
+                                 .inter_bw_gbs = COLL_HOST_INTER_BW_GBS,
+                                 .intra_lat_us = COLL_HOST_INTRA_LAT_US,
+                                 .inter_lat_us = COLL_HOST_INTER_LAT_US,
+                                 .gpu = false};
+  }
   if (param_is_set(PARAM_MIN_NCHANNELS)) {
     int64_t m = param_int(PARAM_MIN_NCHANNELS);
     cc->min_channels = m < 1 ? 1 : m > cc->nchannels ? cc->nchannels : (int)m;
   }
-  CHECK(MEM_CALLOC(&cc->host_of, (size_t)cc->nranks));
-  cc->nhosts = comm_hosts(comm->peers, cc->nranks, cc->host_of);
   CHECK(comm_channels_init(cc));
+  /* The executor is chosen before the transports exist: they allocate for it. */
+  cc->executor = cc->gpu ? &executor_cuda_ops : &executor_host_ops;
   CHECK(comm_transport_init(cc, comm));
   CHECK(coll_filter_init(&cc->filter));
-  cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
-                               .nhosts = cc->nhosts,
-                               .nchannels = cc->nchannels,
-                               .intra_bw_gbs = COLL_HOST_INTRA_BW_GBS,
-                               .inter_bw_gbs = COLL_HOST_INTER_BW_GBS,
-                               .intra_lat_us = COLL_HOST_INTRA_LAT_US,
-                               .inter_lat_us = COLL_HOST_INTER_LAT_US,
-                               .gpu = false};
   cc->exec = (exec_comm_t){.rank = cc->rank,
                            .nranks = cc->nranks,
                            .nchannels = cc->nchannels,
@@ -185,20 +200,51 @@ ncclResult_t coll_comm_init(struct ncclComm* comm) {
                            .peer_check = comm_peer_check,
                            .proxy_wake = comm_proxy_wake,
                            .arg = cc};
-  cc->executor = &executor_host_ops;
   CHECK(cc->executor->init(&cc->exec, &cc->exec_state));
   INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
-  comm_channels_log(cc);
+  CHECK(comm_channels_log(cc));
   if (cc->nranks > 1 && param_int(PARAM_RUNTIME_CONNECT) == 0) CHECK(comm_connect_all(cc));
   return ncclSuccess;
+}
+
+ncclResult_t coll_comm_init(struct ncclComm* comm) {
+  struct coll_comm* cc;
+  CHECK(MEM_CALLOC(&cc, 1));
+  pthread_mutex_init(&cc->lock, NULL);
+  comm->coll = cc; /* from here on coll_comm_free releases whatever was set up */
+  cc->comm = comm;
+  cc->rank = comm->rank;
+  cc->nranks = comm->nranks;
+  /* A GPU communicator's CUDA work (executor, transports) happens on its device, whichever
+   * thread runs this (the caller's, or an init job's). */
+  int saved = -1;
+  if (comm->cuda_dev >= 0) CHECK(coll_device_enter(comm->cuda_dev, &saved));
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (comm->cuda_dev >= 0) mode = coll_capture_relax();
+  ncclResult_t res = comm_init_body(cc, comm);
+  if (comm->cuda_dev >= 0) {
+    coll_capture_restore(mode);
+    coll_device_leave(comm->cuda_dev, saved);
+  }
+  return res;
 }
 
 ncclResult_t coll_comm_finalize(struct ncclComm* comm) {
   struct coll_comm* cc = comm->coll;
   if (cc == NULL) return ncclSuccess;
   ncclResult_t res = coll_job_join(cc);
-  return RESULT_IS_ERROR(res) ? res : ncclSuccess;
+  if (RESULT_IS_ERROR(res)) return res;
+  /* The CUDA executor's launches complete on the GPU: wait for them (kernels stop early once the
+   * abort flag is set). */
+  if (cc->exec_state != NULL && cc->executor->wait != NULL) {
+    int saved = -1;
+    if (cc->gpu) CHECK(coll_device_enter(comm->cuda_dev, &saved));
+    res = cc->executor->wait(cc->exec_state);
+    if (cc->gpu) coll_device_leave(comm->cuda_dev, saved);
+    if (RESULT_IS_ERROR(res)) return res;
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t coll_comm_free(struct ncclComm* comm) {
@@ -207,6 +253,8 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   ncclResult_t res = ncclSuccess;
   coll_group_forget(cc);
   (void)coll_job_join(cc);
+  int saved = -1;
+  bool entered = cc->gpu && coll_device_enter(comm->cuda_dev, &saved) == ncclSuccess;
   if (cc->exec_state != NULL) {
     ncclResult_t r = cc->executor->fini(cc->exec_state);
     if (res == ncclSuccess) res = r;
@@ -215,6 +263,10 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
     ncclResult_t r = transport_ctx_free(&cc->tctx);
     if (res == ncclSuccess) res = r;
   }
+  topo_system_free(cc->topo); /* after the transports, which looked paths up in it */
+  cc->topo = NULL;
+  coll_gpu_free(cc);
+  if (entered) coll_device_leave(comm->cuda_dev, saved);
   coll_user_ops_free(cc);
   free(cc->pending.items);
   free(cc->running.items);
@@ -234,7 +286,13 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
 
 ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs, int nreqs) {
   if (nreqs == 0) return ncclSuccess;
-  CHECK(transport_connect(&cc->tctx, reqs, nreqs));
+  /* Connections appear on first use, which may be inside the user's graph capture: allocating
+   * and registering memory is legal then only in relaxed mode. */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cc->gpu) mode = coll_capture_relax();
+  ncclResult_t res = transport_connect(&cc->tctx, reqs, nreqs);
+  if (cc->gpu) coll_capture_restore(mode);
+  CHECK(res);
   for (int k = 0; k < nreqs; k++) {
     const conn_request_t* r = &reqs[k];
     conn_t* conn = transport_conn(&cc->tctx, r->channel, r->peer, r->is_send);
@@ -249,15 +307,43 @@ ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs,
   return ncclSuccess;
 }
 
-ncclResult_t coll_comm_run(struct coll_comm* cc) {
-  ncclResult_t res = ncclSuccess;
-  int nreqs = 0;
-  CHECK_GOTO(coll_plan_build(cc, &cc->running, &nreqs), res, out);
-  CHECK_GOTO(coll_comm_connect(cc, cc->reqs, nreqs), res, out);
+ncclResult_t coll_comm_plan(struct coll_comm* cc) {
+  cc->planned = false;
+  ncclResult_t res = coll_plan_build(cc, &cc->running, &cc->plan_nreqs);
+  if (res != ncclSuccess) {
+    cc->running.n = 0;
+    return res;
+  }
+  cc->planned = true;
+  return ncclSuccess;
+}
+
+static ncclResult_t comm_launch(struct coll_comm* cc) {
   bool any = false;
   for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
-  if (any) CHECK_GOTO(cc->executor->launch(cc->exec_state, &cc->plan, NULL), res, out);
+  if (!any) return ncclSuccess;
+  if (!cc->gpu) return cc->executor->launch(cc->exec_state, &cc->plan, NULL);
+  cudaStream_t stream = NULL;
+  CHECK(coll_gpu_join_before(cc, &stream));
+  CHECK(cc->executor->launch(cc->exec_state, &cc->plan, stream));
+  return coll_gpu_join_after(cc, stream);
+}
+
+ncclResult_t coll_comm_run(struct coll_comm* cc) {
+  ncclResult_t res = ncclSuccess;
+  int saved = -1;
+  bool entered = false;
+  if (!cc->planned) CHECK_GOTO(coll_comm_plan(cc), res, out);
+  cc->planned = false;
+  if (cc->gpu) {
+    CHECK_GOTO(coll_device_enter(cc->comm->cuda_dev, &saved), res, out);
+    entered = true;
+  }
+  CHECK_GOTO(coll_comm_connect(cc, cc->reqs, cc->plan_nreqs), res, out);
+  CHECK_GOTO(comm_launch(cc), res, out);
 out:
+  if (entered) coll_device_leave(cc->comm->cuda_dev, saved);
+  cc->planned = false;
   cc->running.n = 0;
   return res;
 }

@@ -80,13 +80,15 @@ static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
 }
 
 static ncclResult_t enqueue_p2p(struct coll_comm* cc, int func, const void* sendbuff,
-                                void* recvbuff, size_t count, ncclDataType_t dtype, int peer) {
+                                void* recvbuff, size_t count, ncclDataType_t dtype, int peer,
+                                cudaStream_t stream) {
   coll_task_t t = {.func = (uint8_t)func,
                    .dtype = (uint8_t)dtype,
                    .root = peer,
                    .sendbuff = sendbuff,
                    .recvbuff = recvbuff,
-                   .count = count};
+                   .count = count,
+                   .stream = stream};
   return coll_task_append(cc, &t);
 }
 
@@ -99,23 +101,27 @@ static ncclResult_t enqueue_tasks(const coll_args_t* a, const dev_redop_t* op) {
   switch (a->func) {
     case COLL_ALLTOALL:
       for (int r = 0; r < nranks; r++) {
-        CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r));
-        CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r));
+        CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r,
+                          a->stream));
+        CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r,
+                          a->stream));
       }
       return ncclSuccess;
     case COLL_GATHER:
-      CHECK(enqueue_p2p(cc, FUNC_SEND, sb, NULL, a->count, a->dtype, a->root));
+      CHECK(enqueue_p2p(cc, FUNC_SEND, sb, NULL, a->count, a->dtype, a->root, a->stream));
       if (rank == a->root) {
         for (int r = 0; r < nranks; r++)
-          CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r));
+          CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r,
+                            a->stream));
       }
       return ncclSuccess;
     case COLL_SCATTER:
       if (rank == a->root) {
         for (int r = 0; r < nranks; r++)
-          CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r));
+          CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r,
+                            a->stream));
       }
-      CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb, a->count, a->dtype, a->root));
+      CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb, a->count, a->dtype, a->root, a->stream));
       return ncclSuccess;
     default: {
       coll_task_t t = {.func = (uint8_t)a->func,
@@ -124,7 +130,8 @@ static ncclResult_t enqueue_tasks(const coll_args_t* a, const dev_redop_t* op) {
                        .op = *op,
                        .sendbuff = a->sendbuff,
                        .recvbuff = a->recvbuff,
-                       .count = a->count};
+                       .count = a->count,
+                       .stream = a->stream};
       return coll_task_append(cc, &t);
     }
   }

@@ -2,10 +2,17 @@
  *
  * Groups nest per thread. Each call appends a task to its communicator and puts the communicator
  * on this thread's group list; the outermost ncclGroupEnd runs every listed communicator's tasks.
- * One blocking communicator runs on the calling thread; several run on one thread each (a process
- * may hold several ranks of one communicator, which must progress together); a nonblocking one
- * always runs on its own thread and ncclGroupEnd returns ncclInProgress, its completion showing in
- * comm->async_error (ncclCommGetAsyncError). */
+ * Host executor: one blocking communicator runs on the calling thread; several run on one thread
+ * each (a process may hold several ranks of one communicator, which must progress together); a
+ * nonblocking one always runs on its own thread and ncclGroupEnd returns ncclInProgress, its
+ * completion showing in comm->async_error (ncclCommGetAsyncError).
+ * CUDA executor: launches are asynchronous, so every communicator of the group is planned and
+ * launched on the calling thread, unless a connection must be made first (both ranks of a pair
+ * take part in it at once): then each communicator connects and launches on its own thread as
+ * above. ncclGroupEnd never waits for the GPU.
+ * Communicators created inside a group (ncclCommInitRank* between ncclGroupStart and End, as
+ * nccl-tests does for several GPUs of one thread) initialize on their own threads; the outermost
+ * ncclGroupEnd waits for the blocking ones. */
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
@@ -14,6 +21,8 @@ static __thread int group_depth;
 static __thread struct coll_comm* group_head;
 static __thread struct coll_comm* group_tail;
 static __thread ncclResult_t group_error;
+static __thread ncclComm_t* group_inits; /* communicators initializing inside the open group */
+static __thread int group_ninits, group_inits_cap;
 
 int coll_group_depth(void) {
   return group_depth;
@@ -60,8 +69,10 @@ void coll_group_forget(struct coll_comm* cc) {
   struct coll_comm* prev = NULL;
   for (struct coll_comm* it = group_head; it; prev = it, it = it->group_next) {
     if (it != cc) continue;
-    if (prev) prev->group_next = it->group_next;
-    else group_head = it->group_next;
+    if (prev)
+      prev->group_next = it->group_next;
+    else
+      group_head = it->group_next;
     if (group_tail == it) group_tail = prev;
     break;
   }
@@ -94,8 +105,8 @@ static bool group_error_is_fatal(ncclResult_t res) {
          res == ncclUnhandledCudaError;
 }
 
-static ncclResult_t group_run_comm(struct coll_comm* cc) {
-  ncclResult_t res = coll_comm_run(cc);
+/* A communicator's part of the group is over: its result goes where the user looks for it. */
+static void group_publish(struct coll_comm* cc, ncclResult_t res) {
   ncclComm_t comm = cc->comm;
   if (!comm->config.blocking) {
     atomic_store(&comm->async_error, RESULT_IS_ERROR(res) ? (int)res : (int)ncclSuccess);
@@ -103,12 +114,17 @@ static ncclResult_t group_run_comm(struct coll_comm* cc) {
     int expected = ncclSuccess;
     atomic_compare_exchange_strong(&comm->async_error, &expected, (int)res);
   }
+}
+
+static ncclResult_t group_run_comm(struct coll_comm* cc) {
+  ncclResult_t res = coll_comm_run(cc);
+  group_publish(cc, res);
   return res;
 }
 
 static void* group_thread(void* arg) {
   struct coll_comm* cc = arg;
-  log_set_device(cc->comm->cuda_dev);
+  log_set_device(cc->comm->cuda_dev); /* coll_comm_run makes the device current itself */
   log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
   cc->job_result = group_run_comm(cc);
   log_bind_error_sink(NULL, 0);
@@ -125,6 +141,95 @@ static ncclResult_t group_thread_start(struct coll_comm* cc) {
   return ncclSuccess;
 }
 
+/* GPU communicators: plans every one on this thread. Returns whether they can also launch here
+ * (no connection to make). A failed plan is published and leaves that communicator out. */
+static bool group_plan_all(struct coll_comm* head, ncclResult_t* res) {
+  bool need_connect = false;
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
+    ncclResult_t r = coll_comm_plan(cc);
+    log_bind_error_sink(NULL, 0);
+    if (r != ncclSuccess) {
+      cc->group_res = r;
+      group_publish(cc, r);
+      if (*res == ncclSuccess) *res = r;
+      continue;
+    }
+    need_connect |= cc->plan_nreqs > 0;
+  }
+  return !need_connect;
+}
+
+static ncclResult_t group_launch_all(struct coll_comm* head, ncclResult_t res) {
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    if (cc->group_res != ncclSuccess) continue;
+    log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
+    ncclResult_t r = group_run_comm(cc);
+    log_bind_error_sink(NULL, 0);
+    if (RESULT_IS_ERROR(r) && res == ncclSuccess) res = r;
+  }
+  return res;
+}
+
+ncclResult_t coll_group_add_init(ncclComm_t comm) {
+  if (group_ninits == group_inits_cap) {
+    int cap = group_inits_cap ? 2 * group_inits_cap : 8;
+    ncclComm_t* p = realloc(group_inits, (size_t)cap * sizeof(*p));
+    if (p == NULL) {
+      WARN("Out of memory recording %d communicators created in one group", cap);
+      return ncclSystemError;
+    }
+    group_inits = p;
+    group_inits_cap = cap;
+  }
+  group_inits[group_ninits++] = comm;
+  return ncclSuccess;
+}
+
+bool coll_group_open(void) {
+  return group_depth > 0;
+}
+
+/* The communicators created in the group: waits for the blocking ones, aborting all of them once
+ * one fails or when `abort` (a create call of the group failed): the others would wait for the
+ * missing rank forever. ncclInProgress when a nonblocking one was among them, else the first
+ * failure. */
+static ncclResult_t group_wait_inits(bool abort) {
+  int n = group_ninits;
+  ncclComm_t* comms = group_inits;
+  ncclResult_t res = ncclSuccess;
+  bool any_nonblocking = false, failed = abort;
+  group_ninits = 0;
+  if (abort) /* a create call of the group failed: its rank will never join */
+    for (int j = 0; j < n; j++) __atomic_store_n(comms[j]->abort_flag, 1, __ATOMIC_RELEASE);
+  for (int i = 0; i < n; i++) {
+    if (!comms[i]->config.blocking) {
+      any_nonblocking = true;
+      continue;
+    }
+    while (comms[i]->job != NULL && !comm_job_wait_done(comms[i]->job, 100)) {
+      for (int j = 0; j < n && !failed; j++)
+        failed = RESULT_IS_ERROR(atomic_load(&comms[j]->async_error));
+      if (failed)
+        for (int j = 0; j < n; j++) __atomic_store_n(comms[j]->abort_flag, 1, __ATOMIC_RELEASE);
+    }
+  }
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    ncclResult_t r = (ncclResult_t)atomic_load(&comms[i]->async_error);
+    if (comms[i]->config.blocking && RESULT_IS_ERROR(r)) {
+      WARN(
+          "ncclGroupEnd: rank %d of the communicators created in this group failed to "
+          "initialize: %s",
+          comms[i]->rank, comms[i]->last_error);
+      res = r;
+    }
+  }
+  if (res == ncclSuccess && any_nonblocking) res = ncclInProgress;
+  return res;
+}
+
+static ncclResult_t group_run(struct coll_comm* head);
+
 ncclResult_t coll_group_end(void) {
   if (group_depth == 0) {
     WARN("ncclGroupEnd: called without a matching ncclGroupStart");
@@ -133,13 +238,20 @@ ncclResult_t coll_group_end(void) {
   if (--group_depth > 0) return ncclSuccess;
   ncclResult_t err = group_error;
   group_error = ncclSuccess;
+  ncclResult_t inits = group_ninits > 0 ? group_wait_inits(err != ncclSuccess) : ncclSuccess;
   struct coll_comm* head = group_take();
+  if (err == ncclSuccess && RESULT_IS_ERROR(inits)) err = inits;
   if (err != ncclSuccess) {
     /* An operation of the group failed its checks (WARNed then): nothing of the group runs. */
     group_drop(head);
     return err;
   }
+  ncclResult_t res = group_run(head);
+  return res == ncclSuccess ? inits : res; /* ncclInProgress: a nonblocking init still runs */
+}
 
+/* Runs the tasks of every communicator in head's list. */
+static ncclResult_t group_run(struct coll_comm* head) {
   int ncomms = 0;
   bool any_nonblocking = false;
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
@@ -160,7 +272,17 @@ ncclResult_t coll_group_end(void) {
   }
 
   ncclResult_t res = ncclSuccess;
+  bool all_gpu = true;
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    all_gpu = all_gpu && cc->gpu;
+    cc->group_res = ncclSuccess;
+  }
+  if (all_gpu) {
+    bool inline_ok = group_plan_all(head, &res);
+    if (inline_ok) return group_launch_all(head, res);
+  }
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    if (cc->group_res != ncclSuccess) continue; /* its planning failed (published already) */
     if (!cc->comm->config.blocking) atomic_store(&cc->comm->async_error, (int)ncclInProgress);
     ncclResult_t r = group_thread_start(cc);
     if (r != ncclSuccess) {
@@ -239,6 +361,8 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   if (--group_depth > 0) return ncclSuccess;
   ncclResult_t err = group_error;
   group_error = ncclSuccess;
+  ncclResult_t inits = group_ninits > 0 ? group_wait_inits(err != ncclSuccess) : ncclSuccess;
+  if (err == ncclSuccess && RESULT_IS_ERROR(inits)) err = inits;
   struct coll_comm* head = group_take();
   double est = 0;
   if (err == ncclSuccess) {

@@ -85,7 +85,7 @@ static bool plan_algo_supported(int func, int algo) {
 }
 
 static bool plan_proto_supported(const struct coll_comm* cc, int proto) {
-  if (proto == PROTO_LL128) return cc->tuning.gpu;
+  if (proto == PROTO_LL128) return cc->ll128_ok; /* every rank agreed on it (gpu.c) */
   return proto == PROTO_LL || proto == PROTO_SIMPLE;
 }
 

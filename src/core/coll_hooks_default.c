@@ -16,3 +16,16 @@ __attribute__((weak)) ncclResult_t coll_comm_free(ncclComm_t comm) {
   (void)comm;
   return ncclSuccess;
 }
+
+__attribute__((weak)) bool coll_group_open(void) {
+  return false; /* no groups without a collectives layer */
+}
+
+__attribute__((weak)) ncclResult_t coll_group_add_init(ncclComm_t comm) {
+  (void)comm;
+  return ncclSuccess;
+}
+
+__attribute__((weak)) void coll_group_set_error(ncclResult_t res) {
+  (void)res;
+}

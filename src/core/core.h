@@ -84,6 +84,16 @@ void comm_scope_end(void);
 ncclResult_t coll_comm_init(ncclComm_t comm);
 ncclResult_t coll_comm_finalize(ncclComm_t comm);
 ncclResult_t coll_comm_free(ncclComm_t comm);
+/* Init inside a group (ncclGroupStart ... ncclCommInitRank* ... ncclGroupEnd, how one thread
+ * creates several ranks): coll_group_open() says whether this thread has a group open; if so,
+ * init starts the communicator's init job on its own thread and hands the communicator to
+ * coll_group_add_init, and the outermost ncclGroupEnd waits for it (blocking config) or returns
+ * ncclInProgress (nonblocking). */
+bool coll_group_open(void);
+ncclResult_t coll_group_add_init(ncclComm_t comm);
+/* A create call inside the open group failed: the group fails, and ncclGroupEnd aborts the
+ * communicators created in it (they would wait for the missing rank). */
+void coll_group_set_error(ncclResult_t res);
 
 /* ==== Private to src/core =======================================================================
  */

@@ -190,18 +190,33 @@ static ncclResult_t comm_init_entry(ncclComm_t* newcomm, int nranks, const ncclU
                                     int nids, int rank, const ncclConfig_t* config,
                                     const char* api) {
   log_version_banner();
-  CHECK(arg_check_ptr(newcomm, api, "newcomm"));
+  bool grouped = coll_group_open(); /* the other ranks may be created later in this group */
   ncclComm_t comm;
   comm_job_t* job;
-  CHECK(comm_init_prepare(nranks, ids, nids, rank, config, COMM_DEV_CURRENT, api, &comm, &job));
-  ncclResult_t res;
-  if (comm->config.blocking) {
+  ncclResult_t res = arg_check_ptr(newcomm, api, "newcomm");
+  if (res == ncclSuccess)
+    res = comm_init_prepare(nranks, ids, nids, rank, config, COMM_DEV_CURRENT, api, &comm, &job);
+  if (res != ncclSuccess) {
+    if (grouped) coll_group_set_error(res);
+    return res;
+  }
+  if (comm->config.blocking && !grouped) {
     res = comm_job_start(job, true);
     comm_job_release(job);
   } else {
     res = comm_init_start_async(comm, job);
   }
+  if (grouped && !RESULT_IS_ERROR(res)) {
+    ncclResult_t r = coll_group_add_init(comm);
+    if (r != ncclSuccess) {
+      (void)comm_abort_and_wait(comm);
+      res = r;
+    } else if (comm->config.blocking) {
+      res = ncclSuccess; /* ncclGroupEnd waits for it */
+    }
+  }
   if (RESULT_IS_ERROR(res)) {
+    if (grouped) coll_group_set_error(res);
     comm_free(comm);
     return res;
   }

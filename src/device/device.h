@@ -141,6 +141,9 @@ typedef struct executor_ops {
    * kernel launch on the stream and returns. */
   ncclResult_t (*launch)(void* state, const plan_t* plan, cudaStream_t stream);
   ncclResult_t (*fini)(void* state);
+  /* Returns once every plan launched so far has completed (host: at once; cuda: the last launch
+   * made outside a stream capture has finished on the GPU). */
+  ncclResult_t (*wait)(void* state);
 } executor_ops_t;
 
 extern const executor_ops_t executor_host_ops;

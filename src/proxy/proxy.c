@@ -361,11 +361,9 @@ static void* proxy_main(void* arg) {
       for (int i = 0; i < p->nconns; i++) {
         proxy_conn_t* c = p->conns[i];
         if (((proxy_priv_t*)c->priv)->failed) continue;
-        if (c->is_send)
-          send_progress(p, c, &progressed, &busy);
-        else
-          recv_progress(p, c, &progressed, &busy);
-        if (atomic_load(&p->error) != ncclSuccess) break;
+        ncclResult_t res = c->is_send ? send_progress(p, c, &progressed, &busy)
+                                      : recv_progress(p, c, &progressed, &busy);
+        if (res != ncclSuccess) break; /* proxy_fail logged it and set p->error */
       }
       pthread_mutex_unlock(&p->conn_lock);
     }
@@ -414,13 +412,23 @@ ncclResult_t proxy_create(volatile uint32_t* abort_flag, proxy_state_t** out) {
   return ncclSuccess;
 }
 
+/* Teardown: a registration the network fails to release leaves nothing to undo here; note it
+ * (the plugin reports its own cause) and go on. */
+static void proxy_dereg(proxy_conn_t* c, void** mh) {
+  if (*mh == NULL) return;
+  ncclResult_t res = c->net->deregMr(c->net_comm, *mh);
+  if (res != ncclSuccess)
+    INFO(NCCL_NET | NCCL_PROXY, "Proxy: NET/%s deregMr for rank %d returned %d at teardown",
+         c->net->name, c->peer, (int)res);
+  *mh = NULL;
+}
+
 static void proxy_conn_release(proxy_conn_t* c) {
   proxy_priv_t* pv = c->priv;
   if (pv == NULL) return;
-  if (pv->mh_hdrs) c->net->deregMr(c->net_comm, pv->mh_hdrs);
-  if (pv->mh_bounce) c->net->deregMr(c->net_comm, pv->mh_bounce);
-  for (int i = 0; i < PROTO_COUNT; i++)
-    if (pv->mh_buffs[i]) c->net->deregMr(c->net_comm, pv->mh_buffs[i]);
+  proxy_dereg(c, &pv->mh_hdrs);
+  proxy_dereg(c, &pv->mh_bounce);
+  for (int i = 0; i < PROTO_COUNT; i++) proxy_dereg(c, &pv->mh_buffs[i]);
   free(pv->hdrs);
   free(pv->bounce);
   free(pv);

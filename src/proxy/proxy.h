@@ -19,12 +19,12 @@ typedef struct proxy_state proxy_state_t;
  * The caller keeps the proxy_conn_t, its FIFO and its net comm alive until proxy_destroy; the
  * proxy registers the buffers with the network (regMr) and deregisters them in proxy_destroy. */
 typedef struct proxy_conn {
-  conn_fifo_t* fifo;     /* the executor-side FIFO (same memory the executor polls) */
+  conn_fifo_t* fifo; /* the executor-side FIFO (same memory the executor polls) */
   int is_send;
-  void* net_comm;        /* ncclNet send or recv comm */
+  void* net_comm; /* ncclNet send or recv comm */
   const ncclNet_t* net;
   int peer;
-  void* priv;            /* proxy-private progress state */
+  void* priv; /* proxy-private progress state */
 } proxy_conn_t;
 
 /* Starts the thread (named "baton-proxy"); it stops progressing once *abort_flag is set. */

@@ -100,7 +100,7 @@ ncclResult_t transport_ctx_init(transport_ctx_t* ctx) {
   CHECK(ctx_buff_size(ctx->buff_bytes[PROTO_SIMPLE], PARAM_BUFFSIZE, &sizes[PROTO_SIMPLE]));
   CHECK(ctx_buff_size(ctx->buff_bytes[PROTO_LL], PARAM_LL_BUFFSIZE, &sizes[PROTO_LL]));
   /* LL128 only pays off on GPUs; the host executor never uses it. */
-  if (ctx->cuda_exec)
+  if (ctx->cuda_exec && !ctx->no_ll128)
     CHECK(ctx_buff_size(ctx->buff_bytes[PROTO_LL128], PARAM_LL128_BUFFSIZE, &sizes[PROTO_LL128]));
   conn_t** send = NULL;
   conn_t** recv = NULL;

@@ -41,6 +41,8 @@ typedef struct transport_ctx {
    * must be device-accessible (false: the host executor; P2P is then never chosen). All ranks of
    * a communicator must agree. */
   bool cuda_exec;
+  bool no_ll128;                 /* with cuda_exec: the planner never uses LL128 (no NVLink path),
+                                    so FIFOs get no LL128 buffer */
   const topo_system_t* topo;     /* this host's GPUs (topo_system_detect), NULL: paths unknown */
 } transport_ctx_t;
 

@@ -1,10 +1,12 @@
 /* Collective operations with independently computed expected results. Conversions for the
- * low-precision types are written here from the formats' definitions (not the library's). */
+ * low-precision types are the tests' own (here and in ref_numbers.c), written from the formats'
+ * definitions, not the library's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "itest.h"
+#include "ref_numbers.h"
 
 const ncclDataType_t itest_all_types[12] = {
     ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
@@ -43,50 +45,24 @@ static bool type_signed(ncclDataType_t t) {
   return t == ncclInt8 || t == ncclInt32 || t == ncclInt64;
 }
 
-/* ---- Minifloats: 1 sign bit, ebits exponent bits, mbits mantissa bits ------------------------ */
-typedef struct minifloat {
-  int ebits, mbits, bias;
-  bool ieee_special; /* all-ones exponent is inf/NaN (half, bf16, e5m2); e4m3 only has NaN 0x7f */
-} minifloat_t;
-
-static const minifloat_t mf_half = {5, 10, 15, true};
-static const minifloat_t mf_bf16 = {8, 7, 127, true};
-static const minifloat_t mf_e4m3 = {4, 3, 7, false};
-static const minifloat_t mf_e5m2 = {5, 2, 15, true};
-
-static const minifloat_t* type_minifloat(ncclDataType_t t) {
+/* ---- Minifloats: the reference formats of ref_numbers.h ------------------------------------- */
+static const ref_fmt_t* type_minifloat(ncclDataType_t t) {
   switch (t) {
     case ncclFloat16:
-      return &mf_half;
+      return &ref_fmt_half;
     case ncclBfloat16:
-      return &mf_bf16;
+      return &ref_fmt_bf16;
     case ncclFloat8e4m3:
-      return &mf_e4m3;
+      return &ref_fmt_e4m3;
     case ncclFloat8e5m2:
-      return &mf_e5m2;
+      return &ref_fmt_e5m2;
     default:
       return NULL;
   }
 }
 
-static double mf_decode(const minifloat_t* f, uint32_t bits) {
-  uint32_t sign = bits >> (f->ebits + f->mbits) & 1;
-  uint32_t e = bits >> f->mbits & ((1u << f->ebits) - 1);
-  uint32_t m = bits & ((1u << f->mbits) - 1);
-  double v;
-  if (f->ieee_special && e == (1u << f->ebits) - 1) {
-    v = m ? NAN : INFINITY;
-  } else if (!f->ieee_special && e == (1u << f->ebits) - 1 && m == (1u << f->mbits) - 1) {
-    v = NAN;
-  } else if (e == 0) {
-    v = ldexp((double)m, 1 - f->bias - f->mbits);
-  } else {
-    v = ldexp(1.0 + ldexp((double)m, -f->mbits), (int)e - f->bias);
-  }
-  return sign ? -v : v;
-}
-
-static uint32_t mf_encode(const minifloat_t* f, double v) {
+/* Nearest even by arithmetic on the exponent (saturation is not needed by the tests). */
+static uint32_t mf_encode(const ref_fmt_t* f, double v) {
   uint32_t sign = signbit(v) ? 1u : 0u;
   double a = fabs(v);
   uint32_t bits = 0;
@@ -130,9 +106,9 @@ double itest_decode(ncclDataType_t t, const void* p) {
       return *(const double*)p;
     case ncclFloat16:
     case ncclBfloat16:
-      return mf_decode(type_minifloat(t), *(const uint16_t*)p);
+      return ref_fmt_decode(type_minifloat(t), *(const uint16_t*)p);
     default:
-      return mf_decode(type_minifloat(t), *(const uint8_t*)p);
+      return ref_fmt_decode(type_minifloat(t), *(const uint8_t*)p);
   }
 }
 
@@ -191,7 +167,7 @@ static double type_min_subnormal(ncclDataType_t t) {
     case ncclFloat64:
       return ldexp(1, -1074);
     default: {
-      const minifloat_t* f = type_minifloat(t);
+      const ref_fmt_t* f = type_minifloat(t);
       return ldexp(1, 1 - f->bias - f->mbits);
     }
   }

@@ -474,7 +474,9 @@ torch_run() { # torch_run NAME LIB [ENV=v ...] -- SCRIPT ARGS...
   local -a base=(-u LD_PRELOAD PYTHONUNBUFFERED=1 NCCL_DEBUG=VERSION OMP_NUM_THREADS=1
     CUBLAS_WORKSPACE_CONFIG=:4096:8 "BATON_OURS_LIB=$OURS_LIB" "BATON_STOCK_LIB=$STOCK_NCCL_LIB"
     "BATON_EXPECT_LIB=$lib")
-  [ "$lib" = ours ] && base+=("LD_PRELOAD=$OURS_LIB")
+  # torch preloads nvidia/nccl/lib/libnccl.so.2 from the first sys.path entry that has one:
+  # $BUILD/python holds a link to our library there, so torch maps the very file LD_PRELOAD names.
+  [ "$lib" = ours ] && base+=("LD_PRELOAD=$OURS_LIB" "PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH}")
   run_logged "$log" "$T_TORCH" env "${base[@]}" "${envs[@]}" python3 -m torch.distributed.run \
     --standalone --nproc_per_node="$NGPUS" "$@"
   rc=$?

@@ -7,14 +7,7 @@
 
 #include "core/core.h"
 #include "fork_ranks.h"
-
-static ncclComm_t one_rank_comm(void) {
-  ncclUniqueId id;
-  ncclComm_t comm = NULL;
-  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-  return comm;
-}
+#include "unit.h"
 
 /* The call's result, and the text ncclGetLastError(comm) gives right after it. */
 #define EXPECT_ERR(call, code, comm, needle)                                                 \
@@ -228,7 +221,7 @@ END_TEST
 /* ---- Queries and lifecycle calls on a live comm ------------------------------------------------
  */
 START_TEST(test_query_args) {
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   int n = -7;
   ncclResult_t st;
   EXPECT_ERR(ncclCommCount(NULL, &n), ncclInvalidArgument, NULL, "ncclCommCount: argument comm");
@@ -248,7 +241,7 @@ START_TEST(test_query_args) {
 END_TEST
 
 START_TEST(test_split_args) {
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   ncclComm_t child = SENTINEL;
   ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
   bad.magic = 0;
@@ -269,7 +262,7 @@ START_TEST(test_split_args) {
 END_TEST
 
 START_TEST(test_shrink_args) {
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   ncclComm_t child = SENTINEL;
   int self[1] = {0}, outside[1] = {5}, twice[2] = {0, 0};
   EXPECT_ERR(ncclCommShrink(NULL, self, 1, &child, NULL, 0), ncclInvalidArgument, NULL,
@@ -300,7 +293,7 @@ START_TEST(test_lifecycle_args) {
   ck_assert_int_eq(ncclCommAbort(NULL), ncclSuccess);
   ck_assert_int_eq(ncclCommRevoke(NULL, 0), ncclSuccess);
   EXPECT_ERR(ncclGetVersion(NULL), ncclInvalidArgument, NULL, "version");
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   EXPECT_ERR(ncclCommRevoke(comm, 3), ncclInvalidArgument, comm, "revokeFlags 3");
   check_still_works(comm);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
@@ -310,8 +303,8 @@ END_TEST
 /* A destroyed comm's shell stays mapped (quarantine) with a poisoned magic: using it again is
  * reported, not undefined. */
 START_TEST(test_use_after_destroy) {
-  ncclComm_t comm = one_rank_comm();
-  ncclComm_t aborted = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
+  ncclComm_t aborted = unit_one_rank_comm();
   int n;
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
   ck_assert_int_eq(ncclCommAbort(aborted), ncclSuccess);
@@ -380,9 +373,5 @@ int main(void) {
   tcase_add_test(tc, test_use_after_destroy);
   tcase_add_test(tc, test_comm_works_after_bad_calls);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return unit_run_suite(s);
 }

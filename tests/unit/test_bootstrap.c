@@ -11,6 +11,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "fork_ranks.h"
+#include "unit.h"
 
 #define MAX_RANKS 16
 #define MAX_ROOTS 4
@@ -722,9 +723,5 @@ int main(void) {
   tcase_add_test(tc, root_rejects_inconsistent_registrations);
   tcase_add_test(tc, root_times_out_and_exits);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
+#include "unit.h"
 
 START_TEST(test_split_covers_exactly) {
   const size_t totals[] = {0, 1, 2, 15, 16, 17, 1000, 1001, 123457};
@@ -142,9 +143,5 @@ static Suite* plan_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(plan_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(plan_suite());
 }

@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "fork_ranks.h"
+#include "unit.h"
 
 #define TIMEOUT_MS 20000
 
@@ -33,6 +34,14 @@ static world_t world_make(int nids) {
   w.results = (volatile int*)shared + 64;
   w.victim = -1;
   return w;
+}
+
+/* Runs fn on n forked ranks that share a world with nids unique ids; every rank must set its
+ * result to 1. */
+static void run_world(int nids, int n, fork_rank_fn fn) {
+  world_t w = world_make(nids);
+  ck_assert_int_eq(fork_ranks_run(n, fn, &w, TIMEOUT_MS), 0);
+  for (int i = 0; i < n; i++) ck_assert_int_eq(w.results[i], 1);
 }
 
 static double seconds_since(uint64_t t0) {
@@ -139,9 +148,7 @@ static int rank_init_scalable(int rank, int n, void* arg) {
 }
 
 START_TEST(test_init_scalable) {
-  world_t w = world_make(2);
-  ck_assert_int_eq(fork_ranks_run(4, rank_init_scalable, &w, TIMEOUT_MS), 0);
-  for (int i = 0; i < 4; i++) ck_assert_int_eq(w.results[i], 1);
+  run_world(2, 4, rank_init_scalable);
 }
 END_TEST
 
@@ -335,9 +342,7 @@ static int rank_split(int rank, int n, void* arg) {
 }
 
 START_TEST(test_split_colors_keys) {
-  world_t w = world_make(1);
-  ck_assert_int_eq(fork_ranks_run(4, rank_split, &w, TIMEOUT_MS), 0);
-  for (int i = 0; i < 4; i++) ck_assert_int_eq(w.results[i], 1);
+  run_world(1, 4, rank_split);
 }
 END_TEST
 
@@ -364,9 +369,7 @@ static int rank_split_nocolor(int rank, int n, void* arg) {
 }
 
 START_TEST(test_split_nocolor) {
-  world_t w = world_make(1);
-  ck_assert_int_eq(fork_ranks_run(4, rank_split_nocolor, &w, TIMEOUT_MS), 0);
-  for (int i = 0; i < 4; i++) ck_assert_int_eq(w.results[i], 1);
+  run_world(1, 4, rank_split_nocolor);
 }
 END_TEST
 
@@ -392,9 +395,7 @@ static int rank_split_nonblocking(int rank, int n, void* arg) {
 }
 
 START_TEST(test_split_nonblocking) {
-  world_t w = world_make(1);
-  ck_assert_int_eq(fork_ranks_run(3, rank_split_nonblocking, &w, TIMEOUT_MS), 0);
-  for (int i = 0; i < 3; i++) ck_assert_int_eq(w.results[i], 1);
+  run_world(1, 3, rank_split_nonblocking);
 }
 END_TEST
 
@@ -455,16 +456,8 @@ END_TEST
 
 /* ---- Revoke, finalize, destroy -----------------------------------------------------------------
  */
-static ncclComm_t one_rank_comm(void) {
-  ncclUniqueId id;
-  ncclComm_t comm = NULL;
-  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-  return comm;
-}
-
 START_TEST(test_revoke) {
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   ck_assert_int_eq(comm_check_ready(comm, "test"), ncclSuccess);
   comm_scope_end();
   ck_assert_int_eq(ncclCommRevoke(comm, 1), ncclInvalidArgument);
@@ -509,14 +502,12 @@ static int rank_revoke_shrink(int rank, int n, void* arg) {
 }
 
 START_TEST(test_revoke_then_shrink) {
-  world_t w = world_make(1);
-  ck_assert_int_eq(fork_ranks_run(3, rank_revoke_shrink, &w, TIMEOUT_MS), 0);
-  for (int i = 0; i < 3; i++) ck_assert_int_eq(w.results[i], 1);
+  run_world(1, 3, rank_revoke_shrink);
 }
 END_TEST
 
 START_TEST(test_finalize_then_destroy) {
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   ck_assert_int_eq(ncclCommFinalize(comm), ncclSuccess);
   ck_assert_int_eq(atomic_load(&comm->state), COMM_STATE_FINALIZED);
   ck_assert_int_eq(comm_check_ready(comm, "ncclAllReduce"), ncclInvalidUsage);
@@ -562,7 +553,7 @@ END_TEST
 START_TEST(test_init_log_lines) {
   char path[256];
   fork_ranks_log_to_file("INFO", path, sizeof(path));
-  ncclComm_t comm = one_rank_comm();
+  ncclComm_t comm = unit_one_rank_comm();
   char ptr[32];
   snprintf(ptr, sizeof(ptr), "comm %p ", (void*)comm);
   const char* const banner[] = {"NCCL version 2.28.9", NULL};
@@ -612,9 +603,5 @@ int main(void) {
   tcase_add_test(tc, test_comm_id_env);
   tcase_add_test(tc, test_init_log_lines);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return unit_run_suite(s);
 }

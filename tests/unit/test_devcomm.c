@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "unit.h"
 
 /* As declared by NCCL 2.28's nccl_device/core.h and ll_a2a.h (not part of nccl.h). */
 typedef struct ncclTeam {
@@ -177,9 +178,5 @@ static Suite* devcomm_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(devcomm_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(devcomm_suite());
 }

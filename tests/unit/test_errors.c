@@ -7,6 +7,7 @@
 
 #include "core/core.h"
 #include "fork_ranks.h"
+#include "unit.h"
 
 START_TEST(test_version) {
   int v = 0;
@@ -72,16 +73,8 @@ END_TEST
 
 /* ---- Last error per communicator ----------------------------------------------------------------
  */
-static ncclComm_t one_rank_comm(void) {
-  ncclUniqueId id;
-  ncclComm_t comm = NULL;
-  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
-  ck_assert_int_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
-  return comm;
-}
-
 START_TEST(test_last_error_per_comm) {
-  ncclComm_t a = one_rank_comm(), b = one_rank_comm();
+  ncclComm_t a = unit_one_rank_comm(), b = unit_one_rank_comm();
   ck_assert_str_eq(a->last_error, "");
   ck_assert_int_eq(ncclCommCount(a, NULL), ncclInvalidArgument);
   ck_assert_int_eq(ncclCommUserRank(b, NULL), ncclInvalidArgument);
@@ -154,9 +147,5 @@ int main(void) {
   tcase_add_test(tc, test_last_error_per_comm);
   tcase_add_test(tc, test_nonblocking_init_failure);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return unit_run_suite(s);
 }

@@ -14,6 +14,7 @@
 
 #include "fork_ranks.h"
 #include "transport/transport.h"
+#include "unit.h"
 
 #define WAIT_MS 20000
 
@@ -157,9 +158,5 @@ static Suite* fd_pass_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(fd_pass_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(fd_pass_suite());
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "bootstrap/bootstrap.h"
+#include "unit.h"
 
 static socket_iface_t fake(const char* name, const char* ip) {
   socket_iface_t c;
@@ -225,9 +226,5 @@ int main(void) {
   tcase_add_test(tc2, addr_parse_and_format);
   tcase_add_test(tc2, host_interfaces_and_env);
   suite_add_tcase(s, tc2);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

@@ -7,44 +7,24 @@
 #endif
 #include <check.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "unit.h"
 
 static char tmp_dir[256];
 static char log_path[512];
 
-static char* read_file(const char* path) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) return NULL;
-  char* text = NULL;
-  size_t len = 0;
-  FILE* mem = open_memstream(&text, &len);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) fwrite(buf, 1, n, mem);
-  fclose(mem);
-  fclose(f);
-  return text;
-}
-
 /* The log so far (lines are flushed as written, so the file can be read while open). */
 static char* read_log(void) {
-  char* text = read_file(log_path);
+  char* text = unit_read_file(log_path);
   return text ? text : strdup("");
 }
 
 static bool contains(const char* text, const char* needle) {
   return strstr(text, needle) != NULL;
-}
-
-static int count_occurrences(const char* text, const char* needle) {
-  int count = 0;
-  for (const char* p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) count++;
-  return count;
 }
 
 /* "<host>:<pid>:<tid> " of the calling thread. */
@@ -75,26 +55,15 @@ static void redirect_stdout(const char* path) {
 
 static void setup(void) {
   snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/baton_log_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-  for (int i = 0; i < PARAM_COUNT; i++) unsetenv(param_describe((param_id_t)i)->name);
-  setenv("HOME", tmp_dir, 1);
-  char etc[512];
-  snprintf(etc, sizeof(etc), "%s/etc_nccl.conf", tmp_dir);
-  param_set_system_conf_path(etc);
+  unit_sandbox_enter(tmp_dir);
   snprintf(log_path, sizeof(log_path), "%s/nccl.log", tmp_dir);
   setenv("NCCL_DEBUG_FILE", log_path, 1);
   log_set_device(-1);
   log_reset();
-  log_clear_last_error();
-}
-
-static int remove_entry(const char* path, const struct stat* st, int flag, struct FTW* ftw) {
-  return remove(path);
 }
 
 static void teardown(void) {
-  log_reset();
-  nftw(tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  unit_sandbox_leave(tmp_dir);
 }
 
 START_TEST(test_info_line_format) {
@@ -150,7 +119,8 @@ START_TEST(test_trace_line_format) {
 }
 END_TEST
 
-/* Emits one line of each kind; returns the captured text (stdout and the log file together). */
+/* Emits one line of each kind; returns the captured text: what went to stdout, then the log
+ * file's contents. */
 static char* emit_all_levels(const char* level) {
   char out_path[512];
   snprintf(out_path, sizeof(out_path), "%s/stdout.txt", tmp_dir);
@@ -161,11 +131,13 @@ static char* emit_all_levels(const char* level) {
   INFO(NCCL_INIT, "probe-info");
   TRACE(NCCL_INIT, "probe-trace");
   fflush(stdout);
-  char* out = read_file(out_path);
+  char* out = unit_read_file(out_path);
   char* file = read_log();
-  char* both = NULL;
-  ck_assert_int_ge(asprintf(&both, "%s%s", out ? out : "", file), 0);
-  free(out);
+  if (out == NULL) return file;
+  const size_t out_len = strlen(out), file_len = strlen(file);
+  char* both = realloc(out, out_len + file_len + 1);
+  ck_assert_ptr_nonnull(both);
+  memcpy(both + out_len, file, file_len + 1);
   free(file);
   return both;
 }
@@ -225,7 +197,7 @@ START_TEST(test_banner_once) {
   log_version_banner();
   log_version_banner();
   char* text = read_log();
-  ck_assert_int_eq(count_occurrences(text, "NCCL version "), 1);
+  ck_assert_int_eq(unit_count(text, "NCCL version "), 1);
   ck_assert(contains(text, "+baton-"));
   free(text);
 }
@@ -269,7 +241,7 @@ START_TEST(test_debug_file_expansion) {
   setenv("NCCL_DEBUG_FILE", pattern, 1);
   set_debug("INFO", "INIT");
   INFO(NCCL_INIT, "expanded");
-  char* text = read_file(expect_path);
+  char* text = unit_read_file(expect_path);
   ck_assert_msg(text != NULL, "%s was not created", expect_path);
   ck_assert(contains(text, "NCCL INFO expanded\n"));
   free(text);
@@ -285,7 +257,7 @@ START_TEST(test_debug_file_bad_path_falls_back_to_stdout) {
   setenv("NCCL_DEBUG_FILE", bad, 1);
   set_debug("INFO", "INIT");
   INFO(NCCL_INIT, "to stdout");
-  char* text = read_file(out_path);
+  char* text = unit_read_file(out_path);
   ck_assert_ptr_nonnull(text);
   ck_assert(contains(text, "NCCL INFO to stdout\n"));
   ck_assert_msg(contains(text, "NCCL WARN NCCL_DEBUG_FILE: cannot open") && contains(text, bad),
@@ -461,9 +433,5 @@ int main(void) {
   tcase_add_test(tc, test_reset_debug_init);
   tcase_add_test(tc, test_emit_before_init_as_plugin_logger);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

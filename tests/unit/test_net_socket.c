@@ -9,17 +9,13 @@
 
 #include "fork_ranks.h"
 #include "transport/net.h"
+#include "unit.h"
 
 #define WAIT_NS (10ull * 1000000000ull)
 
-static void set_param(const char* name, const char* value) {
-  setenv(name, value, 1);
-  param_reload();
-}
-
 static const ncclNet_t* socket_net(void) {
-  set_param("NCCL_SOCKET_IFNAME", "lo");
-  set_param("NCCL_NET_PLUGIN", "none");
+  unit_set_param("NCCL_SOCKET_IFNAME", "lo");
+  unit_set_param("NCCL_NET_PLUGIN", "none");
   net_select_reset();
   const ncclNet_t* net = NULL;
   int ndev = 0;
@@ -168,8 +164,8 @@ START_TEST(messages_arrive_in_order) {
 END_TEST
 
 START_TEST(large_messages_split_over_streams) {
-  set_param("NCCL_NSOCKS_PERTHREAD", "2");
-  set_param("NCCL_SOCKET_NTHREADS", "2");
+  unit_set_param("NCCL_NSOCKS_PERTHREAD", "2");
+  unit_set_param("NCCL_SOCKET_NTHREADS", "2");
   const ncclNet_t* net = socket_net();
   pair_t p = connect_pair(net);
   const size_t big = 8u << 20;
@@ -209,8 +205,8 @@ START_TEST(large_messages_split_over_streams) {
 END_TEST
 
 START_TEST(default_uses_one_stream) {
-  set_param("NCCL_NSOCKS_PERTHREAD", "1");
-  set_param("NCCL_SOCKET_NTHREADS", "1");
+  unit_set_param("NCCL_NSOCKS_PERTHREAD", "1");
+  unit_set_param("NCCL_SOCKET_NTHREADS", "1");
   const ncclNet_t* net = socket_net();
   pair_t p = connect_pair(net);
   size_t n = 3u << 20;
@@ -272,8 +268,8 @@ static void closed_sender_case(void) {
 
 START_TEST(closed_sender_fails_receive) {
   closed_sender_case();
-  set_param("NCCL_NSOCKS_PERTHREAD", "2");
-  set_param("NCCL_SOCKET_NTHREADS", "2");
+  unit_set_param("NCCL_NSOCKS_PERTHREAD", "2");
+  unit_set_param("NCCL_SOCKET_NTHREADS", "2");
   closed_sender_case();
 }
 END_TEST
@@ -334,22 +330,22 @@ START_TEST(wrong_magic_is_rejected) {
   ck_assert_int_eq(res, ncclSystemError);
   ck_assert_ptr_null(recv);
   ck_assert_ptr_nonnull(strstr(log_last_error(), "magic"));
-  net->closeSend(send);
-  net->closeListen(listen);
+  ck_assert_int_eq(net->closeSend(send), ncclSuccess);
+  ck_assert_int_eq(net->closeListen(listen), ncclSuccess);
 }
 END_TEST
 
 /* ---- Selection ------------------------------------------------------------------------------ */
 static ncclResult_t select_with(const char* plugin, const char* forced, const ncclNet_t** out) {
-  set_param("NCCL_SOCKET_IFNAME", "lo");
+  unit_set_param("NCCL_SOCKET_IFNAME", "lo");
   if (plugin)
-    set_param("NCCL_NET_PLUGIN", plugin);
+    unit_set_param("NCCL_NET_PLUGIN", plugin);
   else {
     unsetenv("NCCL_NET_PLUGIN");
     param_reload();
   }
   if (forced)
-    set_param("NCCL_NET", forced);
+    unit_set_param("NCCL_NET", forced);
   else {
     unsetenv("NCCL_NET");
     param_reload();
@@ -466,9 +462,5 @@ int main(void) {
   tcase_add_test(tc, forced_network_must_exist);
   tcase_add_test(tc, v8_plugin_is_loaded_and_adapted);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

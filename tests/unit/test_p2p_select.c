@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "transport/transport.h"
+#include "unit.h"
 
 /* Two GPUs joined by NVLink, plus two PCIe GPUs under one switch and one on another CPU. */
 static const char* const topo_xml =
@@ -61,14 +62,6 @@ static void teardown(void) {
   sys = NULL;
 }
 
-static void set_param(const char* name, const char* value) {
-  if (value)
-    setenv(name, value, 1);
-  else
-    unsetenv(name);
-  param_reload();
-}
-
 static p2p_verdict_t policy(int a, int b) {
   ctx.rank = a;
   p2p_verdict_t v = transport_p2p_policy(&ctx, &peers[a], &peers[b]);
@@ -103,7 +96,7 @@ START_TEST(test_policy_levels) {
   for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
     topo_path_t level;
     ck_assert_int_eq(topo_path_parse(levels[l], &level), ncclSuccess);
-    set_param("NCCL_P2P_LEVEL", levels[l]);
+    unit_set_param("NCCL_P2P_LEVEL", levels[l]);
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
       ck_assert_int_eq(topo_system_path(sys, peers[pairs[i].a].bus_id, peers[pairs[i].b].bus_id),
                        pairs[i].path);
@@ -116,9 +109,9 @@ START_TEST(test_policy_levels) {
 END_TEST
 
 START_TEST(test_policy_switches) {
-  set_param("NCCL_P2P_DISABLE", "1");
+  unit_set_param("NCCL_P2P_DISABLE", "1");
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_NO_DISABLED);
-  set_param("NCCL_P2P_DISABLE", "0");
+  unit_set_param("NCCL_P2P_DISABLE", "0");
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_OK);
   ctx.cuda_exec = false; /* the host executor cannot read GPU memory */
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_NO_HOST_EXEC);
@@ -128,7 +121,7 @@ START_TEST(test_policy_switches) {
   ctx.topo = NULL;
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_NO_PATH);
   ck_assert_int_eq(policy(R_NV0, R_SAME), P2P_OK);
-  set_param("NCCL_P2P_LEVEL", "SYS");
+  unit_set_param("NCCL_P2P_LEVEL", "SYS");
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_OK);
 }
 END_TEST
@@ -229,9 +222,5 @@ static Suite* p2p_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(p2p_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(p2p_suite());
 }

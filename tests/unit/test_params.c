@@ -5,21 +5,14 @@
 #define _GNU_SOURCE
 #endif
 #include <check.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "base/base.h"
+#include "unit.h"
 
 static char tmp_dir[256];
-
-static void write_file(const char* path, const char* text) {
-  FILE* f = fopen(path, "w");
-  ck_assert_msg(f != NULL, "cannot create %s", path);
-  fputs(text, f);
-  fclose(f);
-}
 
 static char* tmp_path(const char* name) {
   static char paths[8][512];
@@ -29,45 +22,15 @@ static char* tmp_path(const char* name) {
   return p;
 }
 
-static char* read_file(const char* path) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) return NULL;
-  char* text = NULL;
-  size_t len = 0;
-  FILE* mem = open_memstream(&text, &len);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) fwrite(buf, 1, n, mem);
-  fclose(mem);
-  fclose(f);
-  return text;
-}
-
-static int count_occurrences(const char* text, const char* needle) {
-  int count = 0;
-  for (const char* p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) count++;
-  return count;
-}
-
 /* Every test starts from: no NCCL_* in the environment, $HOME and the system conf file pointing
  * into an empty temp dir, nothing cached. */
 static void setup(void) {
   snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/baton_params_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-  for (int i = 0; i < PARAM_COUNT; i++) unsetenv(param_describe((param_id_t)i)->name);
-  setenv("HOME", tmp_dir, 1);
-  param_set_system_conf_path(tmp_path("etc_nccl.conf"));
-  log_reset();
-  log_clear_last_error();
-}
-
-static int remove_entry(const char* path, const struct stat* st, int flag, struct FTW* ftw) {
-  return remove(path);
+  unit_sandbox_enter(tmp_dir);
 }
 
 static void teardown(void) {
-  log_reset();
-  nftw(tmp_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+  unit_sandbox_leave(tmp_dir);
 }
 
 static int64_t default_int(param_id_t id) {
@@ -112,7 +75,7 @@ END_TEST
 
 START_TEST(test_env_beats_conf_file) {
   const char* conf = tmp_path("user.conf");
-  write_file(conf, "NCCL_BUFFSIZE=1111\nNCCL_NTHREADS=64\nNCCL_SOCKET_IFNAME=eth\n");
+  unit_write_file(conf, "NCCL_BUFFSIZE=1111\nNCCL_NTHREADS=64\nNCCL_SOCKET_IFNAME=eth\n");
   setenv("NCCL_CONF_FILE", conf, 1);
   setenv("NCCL_BUFFSIZE", "2222", 1);
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
@@ -126,10 +89,10 @@ START_TEST(test_env_beats_conf_file) {
 END_TEST
 
 START_TEST(test_conf_file_precedence) {
-  write_file(tmp_path("user.conf"), "NCCL_NTHREADS=1\n");
-  write_file(tmp_path(".nccl.conf"), "NCCL_NTHREADS=2\nNCCL_MIN_NCHANNELS=2\n");
-  write_file(tmp_path("etc_nccl.conf"),
-             "NCCL_NTHREADS=3\nNCCL_MIN_NCHANNELS=3\nNCCL_MAX_NCHANNELS=3\n");
+  unit_write_file(tmp_path("user.conf"), "NCCL_NTHREADS=1\n");
+  unit_write_file(tmp_path(".nccl.conf"), "NCCL_NTHREADS=2\nNCCL_MIN_NCHANNELS=2\n");
+  unit_write_file(tmp_path("etc_nccl.conf"),
+                  "NCCL_NTHREADS=3\nNCCL_MIN_NCHANNELS=3\nNCCL_MAX_NCHANNELS=3\n");
 
   /* No NCCL_CONF_FILE: ~/.nccl.conf, then /etc/nccl.conf. */
   param_reload();
@@ -160,19 +123,19 @@ START_TEST(test_conf_file_precedence) {
 END_TEST
 
 START_TEST(test_conf_file_syntax) {
-  write_file(tmp_path(".nccl.conf"),
-             "# a comment line\n"
-             "\n"
-             "   \t \n"
-             "# NCCL_MIN_NCHANNELS=99\n"
-             "   NCCL_NTHREADS   =   128   \n"
-             "\tNCCL_SOCKET_IFNAME = eth0,ib0 \r\n"
-             "this line has no equals sign\n"
-             "NCCL_NOT_A_ROW=5\n"
-             "NCCL_IB_HCA=\n"
-             "NCCL_MAX_NCHANNELS=0x10\n"
-             "NCCL_NTHREADS=256\n" /* the first occurrence wins */
-             "NCCL_TOPO_FILE=/path/with=equals");
+  unit_write_file(tmp_path(".nccl.conf"),
+                  "# a comment line\n"
+                  "\n"
+                  "   \t \n"
+                  "# NCCL_MIN_NCHANNELS=99\n"
+                  "   NCCL_NTHREADS   =   128   \n"
+                  "\tNCCL_SOCKET_IFNAME = eth0,ib0 \r\n"
+                  "this line has no equals sign\n"
+                  "NCCL_NOT_A_ROW=5\n"
+                  "NCCL_IB_HCA=\n"
+                  "NCCL_MAX_NCHANNELS=0x10\n"
+                  "NCCL_NTHREADS=256\n" /* the first occurrence wins */
+                  "NCCL_TOPO_FILE=/path/with=equals");
   param_reload();
   ck_assert_int_eq(param_int(PARAM_NTHREADS), 128);
   ck_assert_str_eq(param_str(PARAM_SOCKET_IFNAME), "eth0,ib0");
@@ -232,7 +195,7 @@ END_TEST
 
 START_TEST(test_bad_int_in_conf_file_names_file) {
   const char* conf = tmp_path("bad.conf");
-  write_file(conf, "NCCL_BUFFSIZE=lots\n");
+  unit_write_file(conf, "NCCL_BUFFSIZE=lots\n");
   setenv("NCCL_CONF_FILE", conf, 1);
   param_reload();
   ck_assert_int_eq(param_int(PARAM_BUFFSIZE), default_int(PARAM_BUFFSIZE));
@@ -271,7 +234,7 @@ END_TEST
 START_TEST(test_env_lines_logged_once) {
   const char* log_path = tmp_path("env.log");
   const char* conf = tmp_path("user.conf");
-  write_file(conf, "NCCL_MAX_NCHANNELS=4\nNCCL_MIN_NCHANNELS=1\n");
+  unit_write_file(conf, "NCCL_MAX_NCHANNELS=4\nNCCL_MIN_NCHANNELS=1\n");
   setenv("NCCL_CONF_FILE", conf, 1);
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_DEBUG_SUBSYS", "ENV", 1);
@@ -283,24 +246,23 @@ START_TEST(test_env_lines_logged_once) {
     ck_assert_int_eq(param_int(PARAM_BUFFSIZE), 1234);
     ck_assert_int_eq(param_int(PARAM_MAX_NCHANNELS), 4);
   }
-  char* text = read_file(log_path);
+  char* text = unit_read_file(log_path);
   ck_assert_ptr_nonnull(text);
-  ck_assert_int_eq(count_occurrences(text, "NCCL INFO NCCL_BUFFSIZE set by environment to 1234\n"),
-                   1);
+  ck_assert_int_eq(unit_count(text, "NCCL INFO NCCL_BUFFSIZE set by environment to 1234\n"), 1);
   char expect[1024];
   snprintf(expect, sizeof(expect), "NCCL INFO NCCL_MAX_NCHANNELS set by config file %s to 4\n",
            conf);
-  ck_assert_int_eq(count_occurrences(text, expect), 1);
-  ck_assert_int_eq(count_occurrences(text, "NCCL_NTHREADS"), 0);
-  ck_assert_int_eq(count_occurrences(text, "NCCL_MIN_NCHANNELS"), 0);
+  ck_assert_int_eq(unit_count(text, expect), 1);
+  ck_assert_int_eq(unit_count(text, "NCCL_NTHREADS"), 0);
+  ck_assert_int_eq(unit_count(text, "NCCL_MIN_NCHANNELS"), 0);
   free(text);
 
   /* A reload logs the rows again, once. */
   param_reload();
   ck_assert_int_eq(param_int(PARAM_BUFFSIZE), 1234);
   ck_assert_int_eq(param_int(PARAM_BUFFSIZE), 1234);
-  text = read_file(log_path);
-  ck_assert_int_eq(count_occurrences(text, "NCCL_BUFFSIZE set by environment to 1234"), 2);
+  text = unit_read_file(log_path);
+  ck_assert_int_eq(unit_count(text, "NCCL_BUFFSIZE set by environment to 1234"), 2);
   free(text);
 }
 END_TEST
@@ -351,9 +313,5 @@ int main(void) {
   tcase_add_test(tc, test_env_lines_logged_once);
   tcase_add_test(tc, test_concurrent_first_read);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

@@ -1,119 +1,27 @@
 /* Host reductions (src/device/host/reduce.c): every datatype x operation against a reference
  * computed here, independently: integers in 64-bit arithmetic reduced modulo the width, float in
- * double, double in long double, and the low-precision types decoded with ldexp and rounded by a
- * nearest-value search over all of the type's values (ties to the even encoding). Also the
- * conversions on known bit patterns and exhaustively, and aliasing of the output with an input.
- * Random inputs use a fresh seed per test, printed on failure (BATON_TEST_SEED=<n> replays one). */
+ * double, double in long double, and the low-precision types decoded and rounded by the reference
+ * formats of tests/common/ref_numbers.h. Also SUMPOSTDIV's division, integer and float edge cases,
+ * aliasing of the output with an input, and a large buffer. The conversions themselves are tested
+ * in test_reduce_conv.c. Random inputs use a fresh seed per test, printed on failure
+ * (BATON_TEST_SEED=<n> replays one). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/base.h"
 #include "device/device.h"
+#include "ref_numbers.h"
+#include "unit.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "load_raw/store_raw below assume a little-endian host"
 #endif
 
-/* ---- Random numbers ------------------------------------------------------------------------ */
-static uint64_t rng_state;
 static unsigned long long test_seed;
-
-static void seed_rng(void) {
-  const char* env = getenv("BATON_TEST_SEED");
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  test_seed = env ? strtoull(env, NULL, 0)
-                  : ((unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 30) ^
-                     ((unsigned long long)getpid() << 16));
-  rng_state = test_seed | 1;
-}
-
-static uint64_t rng_next(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 0x2545F4914F6CDD1Dull;
-}
-
-static int rng_int(int lo, int hi) {
-  return lo + (int)(rng_next() % (uint64_t)(hi - lo + 1));
-}
-
-/* ---- Reference formats --------------------------------------------------------------------- */
-typedef struct fmt {
-  const char* name;
-  int ebits, mbits, bias;
-  bool ieee;      /* all-ones exponent: infinity (mantissa 0) or NaN */
-  bool satfinite; /* conversions saturate to the largest finite value */
-  int nvals;      /* non-negative finite values: encodings 0 .. nvals-1, increasing */
-  double* vals;
-} fmt_t;
-
-static fmt_t fmt_half = {"half", 5, 10, 15, true, false, 0, NULL};
-static fmt_t fmt_bf16 = {"bf16", 8, 7, 127, true, false, 0, NULL};
-static fmt_t fmt_e4m3 = {"e4m3", 4, 3, 7, false, true, 0, NULL};
-static fmt_t fmt_e5m2 = {"e5m2", 5, 2, 15, true, true, 0, NULL};
-
-static double fmt_decode(const fmt_t* f, uint32_t bits) {
-  const int sign = (bits >> (f->ebits + f->mbits)) & 1;
-  const int e = (int)((bits >> f->mbits) & ((1u << f->ebits) - 1));
-  const int m = (int)(bits & ((1u << f->mbits) - 1));
-  const int emax = (1 << f->ebits) - 1;
-  double v;
-  if (f->ieee && e == emax)
-    v = m == 0 ? INFINITY : NAN;
-  else if (!f->ieee && e == emax && m == (1 << f->mbits) - 1)
-    v = NAN;
-  else if (e == 0)
-    v = ldexp(m, 1 - f->bias - f->mbits);
-  else
-    v = ldexp(m + (1 << f->mbits), e - f->bias - f->mbits);
-  return sign ? -v : v;
-}
-
-static void fmt_init(fmt_t* f) {
-  if (f->vals != NULL) return;
-  const uint32_t npos = 1u << (f->ebits + f->mbits);
-  f->vals = malloc(sizeof(double) * npos);
-  ck_assert_ptr_nonnull(f->vals);
-  f->nvals = 0;
-  for (uint32_t b = 0; b < npos && isfinite(fmt_decode(f, b)); b++)
-    f->vals[f->nvals++] = fmt_decode(f, b);
-}
-
-static uint32_t fmt_sign_bit(const fmt_t* f) {
-  return 1u << (f->ebits + f->mbits);
-}
-
-/* Nearest encoding of x, ties to the even encoding; overflow to infinity or, satfinite, to max. */
-static uint32_t fmt_round(const fmt_t* f, double x) {
-  const uint32_t sign = signbit(x) ? fmt_sign_bit(f) : 0;
-  const int top = f->nvals - 1;
-  if (isnan(x)) return sign | (fmt_sign_bit(f) - 1); /* all ones: a NaN in every format here */
-  const double a = fabs(x);
-  if (a >= f->vals[top]) {
-    if (f->satfinite || a == f->vals[top]) return sign | (uint32_t)top;
-    const double half_ulp = (f->vals[top] - f->vals[top - 1]) / 2;
-    return sign | (a >= f->vals[top] + half_ulp ? (uint32_t)top + 1 : (uint32_t)top);
-  }
-  int lo = 0, hi = top; /* vals[lo] <= a < vals[hi] */
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (f->vals[mid] <= a)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  const double dlo = a - f->vals[lo], dhi = f->vals[hi] - a;
-  if (dlo < dhi || (dlo == dhi && lo % 2 == 0)) return sign | (uint32_t)lo;
-  return sign | (uint32_t)hi;
-}
 
 /* ---- Datatypes as the test sees them -------------------------------------------------------- */
 typedef enum { TK_INT, TK_UINT, TK_FLOAT, TK_DOUBLE, TK_LOWP } tkind_t;
@@ -122,7 +30,7 @@ typedef struct tinfo {
   const char* name;
   size_t size;
   tkind_t kind;
-  fmt_t* fmt;
+  ref_fmt_t* fmt;
 } tinfo_t;
 
 static const tinfo_t types[] = {
@@ -132,12 +40,12 @@ static const tinfo_t types[] = {
     {ncclUint32, "uint32", 4, TK_UINT, NULL},
     {ncclInt64, "int64", 8, TK_INT, NULL},
     {ncclUint64, "uint64", 8, TK_UINT, NULL},
-    {ncclFloat16, "half", 2, TK_LOWP, &fmt_half},
+    {ncclFloat16, "half", 2, TK_LOWP, &ref_fmt_half},
     {ncclFloat32, "float", 4, TK_FLOAT, NULL},
     {ncclFloat64, "double", 8, TK_DOUBLE, NULL},
-    {ncclBfloat16, "bf16", 2, TK_LOWP, &fmt_bf16},
-    {ncclFloat8e4m3, "e4m3", 1, TK_LOWP, &fmt_e4m3},
-    {ncclFloat8e5m2, "e5m2", 1, TK_LOWP, &fmt_e5m2},
+    {ncclBfloat16, "bf16", 2, TK_LOWP, &ref_fmt_bf16},
+    {ncclFloat8e4m3, "e4m3", 1, TK_LOWP, &ref_fmt_e4m3},
+    {ncclFloat8e5m2, "e5m2", 1, TK_LOWP, &ref_fmt_e5m2},
 };
 #define NTYPES ((int)(sizeof(types) / sizeof(types[0])))
 
@@ -192,7 +100,7 @@ static long double value_of(const tinfo_t* t, uint64_t raw) {
     case TK_DOUBLE:
       return raw_f64(raw);
     case TK_LOWP:
-      return fmt_decode(t->fmt, (uint32_t)raw);
+      return ref_fmt_decode(t->fmt, (uint32_t)raw);
     case TK_INT:
       return (long double)as_signed(t, raw);
     default:
@@ -208,7 +116,7 @@ static uint64_t round_to(const tinfo_t* t, long double x) {
     case TK_DOUBLE:
       return f64_raw((double)x);
     default:
-      return fmt_round(t->fmt, (double)x);
+      return ref_fmt_round(t->fmt, (double)x);
   }
 }
 
@@ -218,21 +126,21 @@ static uint64_t random_value(const tinfo_t* t) {
   switch (t->kind) {
     case TK_INT:
     case TK_UINT:
-      return rng_next() & width_mask(t);
+      return ref_rng_next() & width_mask(t);
     case TK_FLOAT: {
-      const double m = (double)(rng_next() >> 11) / 9007199254740992.0; /* [0, 1) */
-      const float v = (float)ldexp(1.0 + m, rng_int(-20, 20));
-      return f32_raw(rng_next() & 1 ? -v : v);
+      const double m = (double)(ref_rng_next() >> 11) / 9007199254740992.0; /* [0, 1) */
+      const float v = (float)ldexp(1.0 + m, ref_rng_int(-20, 20));
+      return f32_raw(ref_rng_next() & 1 ? -v : v);
     }
     case TK_DOUBLE: {
-      const double m = (double)(rng_next() >> 11) / 9007199254740992.0;
-      const double v = ldexp(1.0 + m, rng_int(-20, 20));
-      return f64_raw(rng_next() & 1 ? -v : v);
+      const double m = (double)(ref_rng_next() >> 11) / 9007199254740992.0;
+      const double v = ldexp(1.0 + m, ref_rng_int(-20, 20));
+      return f64_raw(ref_rng_next() & 1 ? -v : v);
     }
     default:
       for (;;) {
-        const uint64_t raw = rng_next() & width_mask(t);
-        if (isfinite(fmt_decode(t->fmt, (uint32_t)raw))) return raw;
+        const uint64_t raw = ref_rng_next() & width_mask(t);
+        if (isfinite(ref_fmt_decode(t->fmt, (uint32_t)raw))) return raw;
       }
   }
 }
@@ -315,13 +223,6 @@ static bool check_elem(const tinfo_t* t, ref_op_t k, uint64_t a, uint64_t b, uin
   return ok;
 }
 
-static void init_formats(void) {
-  fmt_init(&fmt_half);
-  fmt_init(&fmt_bf16);
-  fmt_init(&fmt_e4m3);
-  fmt_init(&fmt_e5m2);
-}
-
 /* ---- Every type x operation ----------------------------------------------------------------- */
 enum { MODE_REDUCE, MODE_REDUCE_COPY, MODE_PARTIALS, MODE_COUNT };
 static const char* const mode_names[] = {"host_reduce", "host_reduce(no remote)",
@@ -344,13 +245,13 @@ static ref_op_t ref_op_for(int op, int mode) {
 }
 
 START_TEST(test_every_type_and_op) {
-  seed_rng();
-  init_formats();
+  test_seed = ref_rng_seed();
+  ref_fmts_init();
   const int ti = _i / DEV_OP_COUNT, op = _i % DEV_OP_COUNT;
   const tinfo_t* t = &types[ti];
   for (int mode = 0; mode < MODE_COUNT; mode++) {
     for (int on_device = 0; on_device < 2; on_device++) {
-      const size_t n = (size_t)rng_int(1, 1500);
+      const size_t n = (size_t)ref_rng_int(1, 1500);
       char* a = malloc(n * t->size);
       char* b = malloc(n * t->size);
       char* out = malloc(n * t->size);
@@ -358,7 +259,7 @@ START_TEST(test_every_type_and_op) {
       for (size_t i = 0; i < n; i++) {
         store_raw(t, a, i, random_value(t));
         store_raw(t, b, i, random_value(t));
-        store_raw(t, out, i, rng_next());
+        store_raw(t, out, i, ref_rng_next());
       }
       const uint64_t s = random_value(t);
       char scalar_mem[8];
@@ -394,10 +295,10 @@ END_TEST
 
 /* SUMPOSTDIV: the sum, then host_postop divides by the count (C division, truncating). */
 START_TEST(test_sumpostdiv) {
-  seed_rng();
-  init_formats();
+  test_seed = ref_rng_seed();
+  ref_fmts_init();
   const tinfo_t* t = &types[_i];
-  const size_t n = (size_t)rng_int(1, 1000);
+  const size_t n = (size_t)ref_rng_int(1, 1000);
   char* a = malloc(n * t->size);
   char* b = malloc(n * t->size);
   char* out = malloc(n * t->size);
@@ -406,7 +307,7 @@ START_TEST(test_sumpostdiv) {
     store_raw(t, a, i, random_value(t));
     store_raw(t, b, i, random_value(t));
   }
-  const uint64_t d = (uint64_t)rng_int(2, 64);
+  const uint64_t d = (uint64_t)ref_rng_int(2, 64);
   const dev_redop_t dop = {.kind = DEV_OP_SUMPOSTDIV, .scalar = d};
   host_reduce(out, a, b, n, t->dt, &dop);
   host_postop(out, n, t->dt, &dop);
@@ -541,12 +442,12 @@ END_TEST
 
 /* Aliasing: dst == in_local and dst == in_remote give the out-of-place result. */
 START_TEST(test_aliasing) {
-  seed_rng();
-  init_formats();
+  test_seed = ref_rng_seed();
+  ref_fmts_init();
   for (int ti = 0; ti < NTYPES; ti++) {
     const tinfo_t* t = &types[ti];
     for (int op = 0; op < DEV_OP_COUNT; op++) {
-      const size_t n = (size_t)rng_int(1, 300);
+      const size_t n = (size_t)ref_rng_int(1, 300);
       char* a = malloc(n * t->size);
       char* b = malloc(n * t->size);
       char* ref = malloc(n * t->size);
@@ -586,214 +487,15 @@ START_TEST(test_aliasing) {
 }
 END_TEST
 
-/* ---- Conversions ---------------------------------------------------------------------------- */
-static bool same_float(float got, double want) {
-  return (isnan(got) && isnan(want)) || (got == want && !signbit(got) == !signbit(want));
-}
-
-/* One conversion pair per format, with the encoding widened to uint32_t. */
-typedef struct conv {
-  const char* name;
-  float (*decode)(uint32_t bits);
-  uint32_t (*encode)(float f);
-} conv_t;
-static float dec_half(uint32_t v) {
-  return half_to_float((uint16_t)v);
-}
-static uint32_t enc_half(float f) {
-  return float_to_half(f);
-}
-static float dec_bf16(uint32_t v) {
-  return bf16_to_float((uint16_t)v);
-}
-static uint32_t enc_bf16(float f) {
-  return float_to_bf16(f);
-}
-static float dec_e4m3(uint32_t v) {
-  return fp8e4m3_to_float((uint8_t)v);
-}
-static uint32_t enc_e4m3(float f) {
-  return float_to_fp8e4m3(f);
-}
-static float dec_e5m2(uint32_t v) {
-  return fp8e5m2_to_float((uint8_t)v);
-}
-static uint32_t enc_e5m2(float f) {
-  return float_to_fp8e5m2(f);
-}
-static const conv_t conv_half = {"half", dec_half, enc_half};
-static const conv_t conv_bf16 = {"bf16", dec_bf16, enc_bf16};
-static const conv_t conv_e4m3 = {"e4m3", dec_e4m3, enc_e4m3};
-static const conv_t conv_e5m2 = {"e5m2", dec_e5m2, enc_e5m2};
-
-typedef struct dec_case {
-  const conv_t* c;
-  uint32_t bits;
-  double value;
-} dec_case_t;
-
-typedef struct enc_case {
-  const conv_t* c;
-  float value;
-  uint32_t bits;
-} enc_case_t;
-
-/* clang-format off */
-static const dec_case_t dec_cases[] = {
-    {&conv_half, 0x0000, 0.0}, {&conv_half, 0x8000, -0.0}, {&conv_half, 0x7c00, INFINITY},
-    {&conv_half, 0xfc00, -INFINITY}, {&conv_half, 0x7bff, 65504.0}, {&conv_half, 0xfbff, -65504.0},
-    {&conv_half, 0x0001, 0x1p-24}, {&conv_half, 0x03ff, 1023 * 0x1p-24},
-    {&conv_half, 0x0400, 0x1p-14}, {&conv_half, 0x3c00, 1.0}, {&conv_half, 0x3555, 0x1.554p-2},
-    {&conv_half, 0x7e00, NAN}, {&conv_half, 0x7c01, NAN},
-    {&conv_bf16, 0x0000, 0.0}, {&conv_bf16, 0x8000, -0.0}, {&conv_bf16, 0x7f80, INFINITY},
-    {&conv_bf16, 0xff80, -INFINITY}, {&conv_bf16, 0x7f7f, 0x1.fep127},
-    {&conv_bf16, 0x0001, 0x1p-133}, {&conv_bf16, 0x0080, 0x1p-126}, {&conv_bf16, 0x3f80, 1.0},
-    {&conv_bf16, 0x7fc0, NAN}, {&conv_bf16, 0x7f81, NAN},
-    {&conv_e4m3, 0x00, 0.0}, {&conv_e4m3, 0x80, -0.0}, {&conv_e4m3, 0x01, 0x1p-9},
-    {&conv_e4m3, 0x07, 7 * 0x1p-9}, {&conv_e4m3, 0x08, 0x1p-6}, {&conv_e4m3, 0x38, 1.0},
-    {&conv_e4m3, 0x3c, 1.5}, {&conv_e4m3, 0x7b, 352.0}, {&conv_e4m3, 0xfc, -384.0},
-    {&conv_e4m3, 0x7e, 448.0}, {&conv_e4m3, 0xfe, -448.0}, {&conv_e4m3, 0x7f, NAN},
-    {&conv_e4m3, 0xff, NAN},
-    {&conv_e5m2, 0x00, 0.0}, {&conv_e5m2, 0x80, -0.0}, {&conv_e5m2, 0x01, 0x1p-16},
-    {&conv_e5m2, 0x07, 0x1.cp-14}, {&conv_e5m2, 0x08, 0x1p-13}, {&conv_e5m2, 0x38, 0.5},
-    {&conv_e5m2, 0x3c, 1.0}, {&conv_e5m2, 0x7b, 57344.0}, {&conv_e5m2, 0x7c, INFINITY},
-    {&conv_e5m2, 0xfc, -INFINITY}, {&conv_e5m2, 0x7e, NAN}, {&conv_e5m2, 0xff, NAN},
-};
-
-static const enc_case_t enc_cases[] = {
-    /* half: zeros, infinities, overflow (65520 is the tie between max and inf: to even, inf) */
-    {&conv_half, 0.0f, 0x0000}, {&conv_half, -0.0f, 0x8000}, {&conv_half, INFINITY, 0x7c00},
-    {&conv_half, -INFINITY, 0xfc00}, {&conv_half, 65504.0f, 0x7bff},
-    {&conv_half, 65519.0f, 0x7bff}, {&conv_half, 65520.0f, 0x7c00}, {&conv_half, 1e6f, 0x7c00},
-    {&conv_half, -1e6f, 0xfc00}, {&conv_half, -2.0f, 0xc000},
-    /* half subnormals: 2^-25 is the tie between 0 and the smallest (to 0), 1.5 units to 2 */
-    {&conv_half, 0x1p-24f, 0x0001}, {&conv_half, 0x1p-25f, 0x0000},
-    {&conv_half, 0x1.000002p-25f, 0x0001}, {&conv_half, 0x1.8p-24f, 0x0002},
-    {&conv_half, 0x1p-14f, 0x0400}, {&conv_half, 1e-10f, 0x0000}, {&conv_half, -1e-10f, 0x8000},
-    /* half ties at 1: 1 + 1/2 ulp goes down to even, 1 + 3/2 ulp up to even */
-    {&conv_half, 1.0f + 0x1p-11f, 0x3c00}, {&conv_half, 1.0f + 3 * 0x1p-11f, 0x3c02},
-    {&conv_half, 1.0f + 0x1p-10f, 0x3c01},
-    /* bf16: overflow (the tie above max goes to inf), ties, subnormals */
-    {&conv_bf16, 0.0f, 0x0000}, {&conv_bf16, -0.0f, 0x8000}, {&conv_bf16, INFINITY, 0x7f80},
-    {&conv_bf16, -INFINITY, 0xff80}, {&conv_bf16, 0x1.fep127f, 0x7f7f},
-    {&conv_bf16, 0x1.ffp127f, 0x7f80}, {&conv_bf16, 3.4028235e38f, 0x7f80},
-    {&conv_bf16, 1.0f + 0x1p-8f, 0x3f80}, {&conv_bf16, 1.0f + 3 * 0x1p-8f, 0x3f82},
-    {&conv_bf16, 0x1.0102p0f, 0x3f81}, {&conv_bf16, 0x1p-133f, 0x0001},
-    {&conv_bf16, 0x1p-134f, 0x0000}, {&conv_bf16, 0x1.8p-133f, 0x0002},
-    {&conv_bf16, -1.0f, 0xbf80},
-    /* e4m3: saturates (satfinite) to +-448 for overflow and infinity */
-    {&conv_e4m3, 0.0f, 0x00}, {&conv_e4m3, -0.0f, 0x80}, {&conv_e4m3, 448.0f, 0x7e},
-    {&conv_e4m3, 464.0f, 0x7e}, {&conv_e4m3, 1000.0f, 0x7e}, {&conv_e4m3, 1e9f, 0x7e},
-    {&conv_e4m3, INFINITY, 0x7e}, {&conv_e4m3, -INFINITY, 0xfe}, {&conv_e4m3, -1e9f, 0xfe},
-    /* e4m3 ties: 1.0625 down to even 1.0, 1.1875 up to even 1.25; subnormal unit 2^-9 */
-    {&conv_e4m3, 1.0f, 0x38}, {&conv_e4m3, 1.0625f, 0x38}, {&conv_e4m3, 1.125f, 0x39},
-    {&conv_e4m3, 1.1875f, 0x3a}, {&conv_e4m3, 1.375f, 0x3b}, {&conv_e4m3, 0x1p-9f, 0x01},
-    {&conv_e4m3, 0x1p-10f, 0x00}, {&conv_e4m3, 0x1.8p-9f, 0x02}, {&conv_e4m3, 0x1p-16f, 0x00},
-    /* e5m2: saturates to +-57344; 61440 is the tie above max */
-    {&conv_e5m2, 0.0f, 0x00}, {&conv_e5m2, -0.0f, 0x80}, {&conv_e5m2, 448.0f, 0x5f},
-    {&conv_e5m2, 464.0f, 0x5f}, {&conv_e5m2, 1000.0f, 0x64}, {&conv_e5m2, 57344.0f, 0x7b},
-    {&conv_e5m2, 61440.0f, 0x7b}, {&conv_e5m2, 1e9f, 0x7b}, {&conv_e5m2, INFINITY, 0x7b},
-    {&conv_e5m2, -INFINITY, 0xfb}, {&conv_e5m2, -1e9f, 0xfb},
-    /* e5m2 ties: 1.125 down to even 1.0, 1.375 up to even 1.5; subnormal unit 2^-16 */
-    {&conv_e5m2, 1.0f, 0x3c}, {&conv_e5m2, 1.0625f, 0x3c}, {&conv_e5m2, 1.125f, 0x3c},
-    {&conv_e5m2, 1.1875f, 0x3d}, {&conv_e5m2, 1.375f, 0x3e}, {&conv_e5m2, 0x1p-9f, 0x18},
-    {&conv_e5m2, 0x1p-10f, 0x14}, {&conv_e5m2, 0x1.8p-9f, 0x1a}, {&conv_e5m2, 0x1p-16f, 0x01},
-    {&conv_e5m2, 0x1p-17f, 0x00}, {&conv_e5m2, 0x1.8p-16f, 0x02},
-    {&conv_e5m2, 0x1.000002p-17f, 0x01},
-};
-/* clang-format on */
-
-START_TEST(test_conversion_patterns) {
-  for (size_t i = 0; i < sizeof(dec_cases) / sizeof(dec_cases[0]); i++) {
-    const dec_case_t* d = &dec_cases[i];
-    const float got = d->c->decode(d->bits);
-    ck_assert_msg(same_float(got, d->value), "%s %#x -> %a, want %a", d->c->name, d->bits, got,
-                  d->value);
-  }
-  for (size_t i = 0; i < sizeof(enc_cases) / sizeof(enc_cases[0]); i++) {
-    const enc_case_t* e = &enc_cases[i];
-    const uint32_t got = e->c->encode(e->value);
-    ck_assert_msg(got == e->bits, "%a -> %s %#x, want %#x", e->value, e->c->name, got, e->bits);
-  }
-  /* NaN (either sign) stays NaN */
-  const conv_t* convs[] = {&conv_half, &conv_bf16, &conv_e4m3, &conv_e5m2};
-  for (int i = 0; i < 4; i++) {
-    ck_assert_msg(isnan(convs[i]->decode(convs[i]->encode(NAN))), "%s: NaN lost", convs[i]->name);
-    ck_assert_msg(isnan(convs[i]->decode(convs[i]->encode(-NAN))), "%s: -NaN lost", convs[i]->name);
-  }
-}
-END_TEST
-
-/* Every encoding decodes like the reference decoder and converts back to itself. */
-START_TEST(test_conversions_exhaustive) {
-  init_formats();
-  for (uint32_t v = 0; v < 65536; v++) {
-    const double h = fmt_decode(&fmt_half, v), b = fmt_decode(&fmt_bf16, v);
-    ck_assert_msg(same_float(half_to_float((uint16_t)v), h), "half %#x", v);
-    ck_assert_msg(same_float(bf16_to_float((uint16_t)v), b), "bf16 %#x", v);
-    if (!isnan(h)) ck_assert_msg(float_to_half(half_to_float((uint16_t)v)) == v, "half rt %#x", v);
-    if (!isnan(b)) ck_assert_msg(float_to_bf16(bf16_to_float((uint16_t)v)) == v, "bf16 rt %#x", v);
-  }
-  for (uint32_t v = 0; v < 256; v++) {
-    const double e4 = fmt_decode(&fmt_e4m3, v), e5 = fmt_decode(&fmt_e5m2, v);
-    ck_assert_msg(same_float(fp8e4m3_to_float((uint8_t)v), e4), "e4m3 %#x", v);
-    ck_assert_msg(same_float(fp8e5m2_to_float((uint8_t)v), e5), "e5m2 %#x", v);
-    if (!isnan(e4))
-      ck_assert_msg(float_to_fp8e4m3(fp8e4m3_to_float((uint8_t)v)) == v, "e4m3 %#x", v);
-    if (isfinite(e5))
-      ck_assert_msg(float_to_fp8e5m2(fp8e5m2_to_float((uint8_t)v)) == v, "e5m2 %#x", v);
-  }
-}
-END_TEST
-
-/* Random floats, and exact midpoints between neighbours, round like the reference search. */
-START_TEST(test_conversions_rounding) {
-  seed_rng();
-  init_formats();
-  fmt_t* fmts[4] = {&fmt_half, &fmt_bf16, &fmt_e4m3, &fmt_e5m2};
-  for (int fi = 0; fi < 4; fi++) {
-    fmt_t* f = fmts[fi];
-    const int maxexp = (int)ceil(log2(f->vals[f->nvals - 1])) + 1;
-    const int minexp = 1 - f->bias - f->mbits - 2;
-    for (int it = 0; it < 20000; it++) {
-      float x;
-      if (it % 2 == 0) { /* a random float within (and a bit beyond) the type's range */
-        x = (float)ldexp(1.0 + (double)(rng_next() >> 40) / 16777216.0, rng_int(minexp, maxexp));
-      } else { /* a midpoint between two neighbours, possibly nudged by one float ulp */
-        const int i = rng_int(0, f->nvals - 2);
-        x = (float)((f->vals[i] + f->vals[i + 1]) / 2);
-        const int nudge = rng_int(-1, 1);
-        if (nudge) x = nextafterf(x, nudge > 0 ? INFINITY : 0.0f);
-      }
-      if (rng_next() & 1) x = -x;
-      const uint32_t want = fmt_round(f, x);
-      uint32_t got;
-      if (f == &fmt_half)
-        got = float_to_half(x);
-      else if (f == &fmt_bf16)
-        got = float_to_bf16(x);
-      else if (f == &fmt_e4m3)
-        got = float_to_fp8e4m3(x);
-      else
-        got = float_to_fp8e5m2(x);
-      ck_assert_msg(got == want, "%s: %a -> %#x, want %#x (seed %llu)", f->name, x, got, want,
-                    test_seed);
-    }
-  }
-}
-END_TEST
-
-/* A large buffer goes through quickly enough for a host executor (a loose bound, no timing
- * assertion beyond "finishes"), and the middle of the vector loops matches the reference. */
 START_TEST(test_large_float_sum) {
-  seed_rng();
+  test_seed = ref_rng_seed();
   const size_t n = (size_t)(1 << 20) + 3;
   float* a = malloc(n * sizeof(float));
   float* b = malloc(n * sizeof(float));
   ck_assert(a && b);
   for (size_t i = 0; i < n; i++) {
-    a[i] = (float)(rng_next() % 1000) - 500.0f;
-    b[i] = (float)(rng_next() % 1000) * 0.5f;
+    a[i] = (float)(ref_rng_next() % 1000) - 500.0f;
+    b[i] = (float)(ref_rng_next() % 1000) * 0.5f;
   }
   const dev_redop_t dop = {.kind = DEV_OP_SUM};
   float* ref = malloc(n * sizeof(float));
@@ -818,18 +520,9 @@ static Suite* reduce_suite(void) {
   tcase_add_test(tc, test_aliasing);
   tcase_add_test(tc, test_large_float_sum);
   suite_add_tcase(s, tc);
-  TCase* conv = tcase_create("conversions");
-  tcase_add_test(conv, test_conversion_patterns);
-  tcase_add_test(conv, test_conversions_exhaustive);
-  tcase_add_test(conv, test_conversions_rounding);
-  suite_add_tcase(s, conv);
   return s;
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(reduce_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(reduce_suite());
 }

@@ -8,15 +8,14 @@
 #include <unistd.h>
 
 #include "transport_harness.h"
+#include "unit.h"
 
 static bootstrap_handle_t g_handle;
 static uint64_t g_comm_hash;
 static char g_hash_text[32];
 
 static void setup_job(void) {
-  th_set_param("NCCL_SOCKET_IFNAME", "lo");
-  ck_assert_int_eq(bootstrap_get_unique_id(&g_handle), ncclSuccess);
-  g_comm_hash = ((uint64_t)getpid() << 32) ^ clock_ns();
+  th_job_setup(&g_handle, &g_comm_hash);
   snprintf(g_hash_text, sizeof(g_hash_text), "%016llx", (unsigned long long)g_comm_hash);
 }
 
@@ -43,9 +42,9 @@ START_TEST(can_connect_same_host_same_shm_only) {
   b.host_hash = 8;
   ck_assert(!transport_shm_ops.can_connect(&ctx, &a, &b));
   b.host_hash = 7;
-  th_set_param("NCCL_SHM_DISABLE", "1");
+  unit_set_param("NCCL_SHM_DISABLE", "1");
   ck_assert(!transport_shm_ops.can_connect(&ctx, &a, &b));
-  th_set_param("NCCL_SHM_DISABLE", "0");
+  unit_set_param("NCCL_SHM_DISABLE", "0");
   ck_assert(transport_shm_ops.can_connect(&ctx, &a, &b));
 }
 END_TEST
@@ -159,9 +158,5 @@ int main(void) {
   tcase_add_test(tc, two_processes_move_simple_and_ll_steps);
   tcase_add_test(tc, dead_peer_on_same_host_is_reported);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

@@ -10,6 +10,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "fork_ranks.h"
+#include "unit.h"
 
 static socket_addr_t loopback(int port) {
   socket_addr_t a;
@@ -18,11 +19,6 @@ static socket_addr_t loopback(int port) {
   a.sin.sin_port = htons((uint16_t)port);
   a.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   return a;
-}
-
-static void set_param(const char* name, const char* value) {
-  setenv(name, value, 1);
-  param_reload();
 }
 
 /* A connected pair: *server accepted from listener, *client connected to it. */
@@ -102,8 +98,8 @@ END_TEST
 /* ---- Connect retries ------------------------------------------------------------------------- */
 
 START_TEST(connect_refused_retries_then_fails_naming_address) {
-  set_param("NCCL_SOCKET_RETRY_CNT", "3");
-  set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "20");
+  unit_set_param("NCCL_SOCKET_RETRY_CNT", "3");
+  unit_set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "20");
   int fds_before = fork_ranks_count_fds();
   int port = fork_ranks_free_port();
   socket_addr_t addr = loopback(port);
@@ -124,9 +120,9 @@ START_TEST(connect_refused_retries_then_fails_naming_address) {
 END_TEST
 
 START_TEST(connect_fails_at_bootstrap_timeout) {
-  set_param("NCCL_SOCKET_RETRY_CNT", "1000");
-  set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "10");
-  set_param("NCCL_BOOTSTRAP_TIMEOUT_MS", "400");
+  unit_set_param("NCCL_SOCKET_RETRY_CNT", "1000");
+  unit_set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "10");
+  unit_set_param("NCCL_BOOTSTRAP_TIMEOUT_MS", "400");
   socket_addr_t addr = loopback(fork_ranks_free_port());
   socket_conn_t c;
   uint64_t t0 = clock_ns();
@@ -159,8 +155,8 @@ static void* late_listener_main(void* p) {
 }
 
 START_TEST(connect_retries_until_listener_appears) {
-  set_param("NCCL_SOCKET_RETRY_CNT", "50");
-  set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "20");
+  unit_set_param("NCCL_SOCKET_RETRY_CNT", "50");
+  unit_set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "20");
   late_listener_t arg = {.port = fork_ranks_free_port(), .delay_ms = 300, .rc = -1};
   pthread_t t;
   pthread_create(&t, NULL, late_listener_main, &arg);
@@ -181,8 +177,8 @@ END_TEST
  */
 
 START_TEST(connect_returns_promptly_on_abort) {
-  set_param("NCCL_SOCKET_RETRY_CNT", "1000");
-  set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "100");
+  unit_set_param("NCCL_SOCKET_RETRY_CNT", "1000");
+  unit_set_param("NCCL_SOCKET_RETRY_SLEEP_MSEC", "100");
   volatile uint32_t flag = 0;
   pthread_t t = fork_ranks_abort_after(&flag, 300);
   socket_addr_t addr = loopback(fork_ranks_free_port());
@@ -218,7 +214,7 @@ START_TEST(recv_and_accept_return_promptly_on_abort) {
 END_TEST
 
 START_TEST(recv_times_out_naming_peer) {
-  set_param("NCCL_BOOTSTRAP_TIMEOUT_MS", "300");
+  unit_set_param("NCCL_BOOTSTRAP_TIMEOUT_MS", "300");
   socket_conn_t l, c, s;
   make_pair(&l, &c, &s, NULL);
   char buf[4];
@@ -332,9 +328,5 @@ int main(void) {
   tcase_add_test(tc, progress_is_non_blocking);
   tcase_add_test(tc, listen_on_busy_port_fails_with_address);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

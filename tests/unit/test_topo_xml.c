@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "topo/topo_sys.h"
+#include "unit.h"
 
 /* Four Hopper GPUs on two NUMA nodes, every pair joined by 6 direct NVLinks. */
 static const char* const nvl4_xml =
@@ -107,14 +108,6 @@ static topo_path_t path_of(const topo_system_t* sys, const char* a, const char* 
   return topo_system_path(sys, bid(a), bid(b));
 }
 
-static void set_param(const char* name, const char* value) {
-  if (value)
-    setenv(name, value, 1);
-  else
-    unsetenv(name);
-  param_reload();
-}
-
 /* ---- Bus ids and path names -------------------------------------------------------------------
  */
 START_TEST(test_busid) {
@@ -161,14 +154,14 @@ START_TEST(test_path_parse_and_level) {
   ck_assert_int_eq(topo_path_parse("2x", &p), ncclInvalidUsage);
   ck_assert_int_eq(p, TOPO_PATH_NVB); /* untouched on failure */
 
-  set_param("NCCL_P2P_LEVEL", NULL);
+  unit_set_param("NCCL_P2P_LEVEL", NULL);
   ck_assert_int_eq(topo_p2p_level(), TOPO_PATH_PXB);
-  set_param("NCCL_P2P_LEVEL", "NVL");
+  unit_set_param("NCCL_P2P_LEVEL", "NVL");
   ck_assert_int_eq(topo_p2p_level(), TOPO_PATH_NVL);
-  set_param("NCCL_P2P_LEVEL", "3");
+  unit_set_param("NCCL_P2P_LEVEL", "3");
   ck_assert_int_eq(topo_p2p_level(), TOPO_PATH_PHB);
   log_clear_last_error();
-  set_param("NCCL_P2P_LEVEL", "bogus");
+  unit_set_param("NCCL_P2P_LEVEL", "bogus");
   ck_assert_int_eq(topo_p2p_level(), TOPO_PATH_PXB);
   ck_assert_ptr_nonnull(strstr(log_last_error(), "NCCL_P2P_LEVEL=bogus"));
 }
@@ -177,8 +170,8 @@ END_TEST
 /* ---- Forced topologies --------------------------------------------------------------------------
  */
 START_TEST(test_nvlink4) {
-  set_param("NCCL_MIN_NCHANNELS", NULL);
-  set_param("NCCL_MAX_NCHANNELS", NULL);
+  unit_set_param("NCCL_MIN_NCHANNELS", NULL);
+  unit_set_param("NCCL_MAX_NCHANNELS", NULL);
   topo_system_t* sys = parse_ok(nvl4_xml, "nvl4");
   ck_assert_int_eq(sys->ngpus, 4);
   for (int i = 0; i < 4; i++) {
@@ -197,15 +190,15 @@ START_TEST(test_nvlink4) {
   ck_assert_str_eq(sys->gpus[3].cpus, "16-31");
   /* 123.6 GB/s at 16 GB/s a channel: 8 */
   ck_assert_int_eq(topo_system_nchannels(sys), 8);
-  set_param("NCCL_MAX_NCHANNELS", "4");
+  unit_set_param("NCCL_MAX_NCHANNELS", "4");
   ck_assert_int_eq(topo_system_nchannels(sys), 4);
   topo_system_free(sys);
 }
 END_TEST
 
 START_TEST(test_nvswitch8) {
-  set_param("NCCL_MIN_NCHANNELS", NULL);
-  set_param("NCCL_MAX_NCHANNELS", NULL);
+  unit_set_param("NCCL_MIN_NCHANNELS", NULL);
+  unit_set_param("NCCL_MAX_NCHANNELS", NULL);
   topo_system_t* sys = parse_ok(nvs8_xml, "nvs8");
   ck_assert_int_eq(sys->ngpus, 8);
   for (int i = 0; i < 8; i++)
@@ -215,15 +208,15 @@ START_TEST(test_nvswitch8) {
     }
   /* 18 links x 20.6 GB/s = 370.8 GB/s: 24 channels, as stock on H100/H200 */
   ck_assert_int_eq(topo_system_nchannels(sys), 24);
-  set_param("NCCL_MAX_NCHANNELS", "16");
+  unit_set_param("NCCL_MAX_NCHANNELS", "16");
   ck_assert_int_eq(topo_system_nchannels(sys), 16);
   topo_system_free(sys);
 }
 END_TEST
 
 START_TEST(test_pcie8) {
-  set_param("NCCL_MIN_NCHANNELS", NULL);
-  set_param("NCCL_MAX_NCHANNELS", NULL);
+  unit_set_param("NCCL_MIN_NCHANNELS", NULL);
+  unit_set_param("NCCL_MAX_NCHANNELS", NULL);
   topo_system_t* sys = parse_ok(pcie8_xml, "pcie8");
   ck_assert_int_eq(sys->ngpus, 8);
   const struct {
@@ -255,7 +248,7 @@ START_TEST(test_pcie8) {
   ck_assert_int_eq(topo_system_path(NULL, bid("0000:03:00.0"), bid("0000:04:00.0")), TOPO_PATH_SYS);
   /* the slowest pair crosses CPUs (10 GB/s): 2 channels */
   ck_assert_int_eq(topo_system_nchannels(sys), 2);
-  set_param("NCCL_MIN_NCHANNELS", "6");
+  unit_set_param("NCCL_MIN_NCHANNELS", "6");
   ck_assert_int_eq(topo_system_nchannels(sys), 6);
   topo_system_free(sys);
   /* one GPU: no opinion */
@@ -411,8 +404,8 @@ START_TEST(test_detect_with_file) {
   ck_assert_ptr_nonnull(f);
   fputs(nvl4_xml, f);
   fclose(f);
-  set_param("NCCL_TOPO_FILE", in);
-  set_param("NCCL_TOPO_DUMP_FILE", out);
+  unit_set_param("NCCL_TOPO_FILE", in);
+  unit_set_param("NCCL_TOPO_DUMP_FILE", out);
   /* ranks 0-2 on GPUs of the file, rank 3 on another host, rank 4 without GPU, rank 5 sharing
    * rank 1's GPU, rank 6 on a GPU the file does not list (detected: this machine has no such
    * device, so nothing is known about it) */
@@ -463,13 +456,6 @@ START_TEST(test_detect_with_file) {
 }
 END_TEST
 
-static void write_file(const char* path, const char* text) {
-  FILE* f = fopen(path, "w");
-  ck_assert_msg(f != NULL, "cannot create %s", path);
-  fputs(text, f);
-  fclose(f);
-}
-
 START_TEST(test_sysfs_fake_tree) {
   char root[] = "/tmp/baton-sysfs-XXXXXX", p[2 * PATH_MAX], dev[PATH_MAX];
   ck_assert_ptr_nonnull(mkdtemp(root));
@@ -487,9 +473,9 @@ START_TEST(test_sysfs_fake_tree) {
   }
   snprintf(dev, sizeof(dev), "%s/%s", root, dirs[4]);
   snprintf(p, sizeof(p), "%s/numa_node", dev);
-  write_file(p, "1\n");
+  unit_write_file(p, "1\n");
   snprintf(p, sizeof(p), "%s/local_cpulist", dev);
-  write_file(p, "8-15,24-31\n");
+  unit_write_file(p, "8-15,24-31\n");
   snprintf(p, sizeof(p), "%s/bus/pci/devices/0000:18:00.0", root);
   ck_assert_int_eq(symlink("../../../devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:18:00.0", p),
                    0);
@@ -557,9 +543,5 @@ static Suite* topo_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(topo_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(topo_suite());
 }

@@ -8,20 +8,13 @@
 #include <unistd.h>
 
 #include "transport_harness.h"
+#include "unit.h"
 
 static bootstrap_handle_t g_handle;
 static uint64_t g_comm_hash;
 
 static void setup_job(void) {
-  th_set_param("NCCL_SOCKET_IFNAME", "lo");
-  ck_assert_int_eq(bootstrap_get_unique_id(&g_handle), ncclSuccess);
-  g_comm_hash = ((uint64_t)getpid() << 32) ^ clock_ns();
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000l};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
+  th_job_setup(&g_handle, &g_comm_hash);
 }
 
 /* ---- Context --------------------------------------------------------------------------------- */
@@ -37,7 +30,7 @@ START_TEST(ctx_init_sizes_from_params) {
   ck_assert_ptr_null(transport_conn(&ctx, 0, 2, 0));
   ck_assert_int_eq(transport_ctx_free(&ctx), ncclSuccess);
 
-  th_set_param("NCCL_BUFFSIZE", "100000");
+  unit_set_param("NCCL_BUFFSIZE", "100000");
   peers[0].cuda_dev = 0;
   transport_ctx_t gpu = {.rank = 0, .nranks = 2, .nchannels = 1, .peers = peers, .cuda_exec = true};
   ck_assert_int_eq(transport_ctx_init(&gpu), ncclSuccess);
@@ -45,7 +38,7 @@ START_TEST(ctx_init_sizes_from_params) {
   ck_assert_int_eq(gpu.buff_bytes[PROTO_LL128], 4915200);
   ck_assert_int_eq(transport_ctx_free(&gpu), ncclSuccess);
 
-  th_set_param("NCCL_BUFFSIZE", "1000");
+  unit_set_param("NCCL_BUFFSIZE", "1000");
   transport_ctx_t small = {.rank = 0, .nranks = 2, .nchannels = 1, .peers = peers};
   ck_assert_int_eq(transport_ctx_init(&small), ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(log_last_error(), "NCCL_BUFFSIZE"));
@@ -75,13 +68,13 @@ START_TEST(fifo_layout_is_aligned_and_disjoint) {
 END_TEST
 
 START_TEST(net_is_chosen_when_shm_cannot) {
-  th_set_param("NCCL_SOCKET_IFNAME", "lo");
+  unit_set_param("NCCL_SOCKET_IFNAME", "lo");
   peer_info_t a = {.rank = 0, .host_hash = 1, .shm_dev = 5};
   peer_info_t b = {.rank = 1, .host_hash = 2, .shm_dev = 5};
   transport_ctx_t ctx = {.rank = 0, .nranks = 2};
   ck_assert(!transport_shm_ops.can_connect(&ctx, &a, &b));
   ck_assert(transport_net_ops.can_connect(&ctx, &a, &b));
-  th_set_param("NCCL_NET", "IB"); /* forced to a network that does not exist yet */
+  unit_set_param("NCCL_NET", "IB"); /* forced to a network that does not exist yet */
   net_select_reset();
   ck_assert(!transport_net_ops.can_connect(&ctx, &a, &b));
   net_select_reset();
@@ -92,7 +85,7 @@ END_TEST
  * directions with the other on channel 0. */
 static int net_pair_setup(th_rank_t* r, int idx, int n) {
   int peer = 1 - idx;
-  th_set_param("NCCL_HOSTID", idx == 0 ? "baton-host-a" : "baton-host-b");
+  unit_set_param("NCCL_HOSTID", idx == 0 ? "baton-host-a" : "baton-host-b");
   if (th_setup(r, &g_handle, idx, n, g_comm_hash, 1, 8 * 16384, 8 * 4096)) return 1;
   conn_request_t reqs[2] = {{.channel = 0, .peer = peer, .is_send = 1},
                             {.channel = 0, .peer = peer, .is_send = 0}};
@@ -104,7 +97,7 @@ static int net_pair_setup(th_rank_t* r, int idx, int n) {
 static int net_rank(int idx, int n, void* arg) {
   th_rank_t r;
   int peer = 1 - idx;
-  th_set_param("NCCL_HOSTID", idx == 0 ? "baton-host-a" : "baton-host-b");
+  unit_set_param("NCCL_HOSTID", idx == 0 ? "baton-host-a" : "baton-host-b");
   if (th_setup(&r, &g_handle, idx, n, g_comm_hash, 2, 8 * 16384, 8 * 4096)) return 1;
   CHILD_CHECK(r.peers[0].host_hash != r.peers[1].host_hash);
   conn_request_t reqs[4] = {{.channel = 0, .peer = peer, .is_send = idx == 0},
@@ -127,7 +120,7 @@ static int net_rank(int idx, int n, void* arg) {
   /* Idle: the proxy thread must sleep, not spin (a spinning thread burns ~100 ticks a second). */
   long t0 = th_thread_ticks("baton-proxy");
   CHILD_CHECK(t0 >= 0);
-  sleep_ms(1000);
+  fork_ranks_sleep_ms(1000);
   long t1 = th_thread_ticks("baton-proxy");
   if (getenv("TH_VERBOSE") || t1 - t0 > 10)
     fprintf(stderr, "rank %d: idle proxy used %ld ticks in 1 s\n", idx, t1 - t0);
@@ -166,8 +159,8 @@ END_TEST
 
 START_TEST(net_with_split_streams) {
   setup_job();
-  th_set_param("NCCL_NSOCKS_PERTHREAD", "2");
-  th_set_param("NCCL_SOCKET_NTHREADS", "2");
+  unit_set_param("NCCL_NSOCKS_PERTHREAD", "2");
+  unit_set_param("NCCL_SOCKET_NTHREADS", "2");
   ck_assert_int_eq(fork_ranks_run(2, net_rank, NULL, 40000), 0);
 }
 END_TEST
@@ -213,7 +206,7 @@ static int net_leaving_rank(int idx, int n, void* arg) {
   CHILD_CHECK(bootstrap_barrier(r.b, 1) == ncclSuccess);
   if (idx == 1) return th_teardown(&r);
   proxy_wake(r.ctx.proxy);
-  sleep_ms(300);
+  fork_ranks_sleep_ms(300);
   const char* warned[] = {"WARN", "NET", NULL};
   CHILD_CHECK(proxy_error(r.ctx.proxy) == ncclSuccess);
   CHILD_CHECK(!fork_ranks_file_has_line(g_log, warned));
@@ -230,7 +223,7 @@ static int net_leaving_rank(int idx, int n, void* arg) {
 static int net_early_leaver_rank(int idx, int n, void* arg) {
   th_rank_t r;
   int peer = 1 - idx;
-  th_set_param("NCCL_HOSTID", idx == 0 ? "baton-host-a" : "baton-host-b");
+  unit_set_param("NCCL_HOSTID", idx == 0 ? "baton-host-a" : "baton-host-b");
   if (th_setup(&r, &g_handle, idx, n, g_comm_hash, 1, 8 * 65536, 8 * 4096)) return 1;
   conn_request_t req = {.channel = 0, .peer = peer, .is_send = idx == 0};
   CHILD_CHECK(transport_connect(&r.ctx, &req, 1) == ncclSuccess);
@@ -242,7 +235,7 @@ static int net_early_leaver_rank(int idx, int n, void* arg) {
       CHILD_CHECK(th_send_step(&r, peer, &c->fifo, s, idx) == 0);
     return th_teardown(&r);
   }
-  sleep_ms(300);
+  fork_ranks_sleep_ms(300);
   proxy_wake(r.ctx.proxy);
   for (uint64_t s = 0; s < NCCL_STEPS; s++)
     CHILD_CHECK(th_recv_step(&r, peer, &c->fifo, s, peer) == 0);
@@ -329,9 +322,5 @@ int main(void) {
   tcase_add_test(tc, net_sender_leaving_early_still_delivers);
   tcase_add_test(tc, peer_check_same_host_dead_pid);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

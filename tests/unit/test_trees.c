@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "topo/topo.h"
+#include "unit.h"
 
 #define MAXN 64
 
@@ -199,9 +200,5 @@ static Suite* trees_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(trees_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(trees_suite());
 }

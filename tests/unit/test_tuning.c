@@ -9,6 +9,7 @@
 
 #include "device/device.h"
 #include "topo/topo.h"
+#include "unit.h"
 
 static const int coll_funcs[] = {FUNC_BROADCAST, FUNC_REDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER,
                                  FUNC_ALLREDUCE};
@@ -335,9 +336,5 @@ static Suite* tuning_suite(void) {
 }
 
 int main(void) {
-  SRunner* sr = srunner_create(tuning_suite());
-  srunner_run_all(sr, CK_NORMAL);
-  const int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(tuning_suite());
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "unit.h"
 
 static void setup(void) {
   for (int i = 0; i < PARAM_COUNT; i++) unsetenv(param_describe((param_id_t)i)->name);
@@ -188,9 +189,5 @@ int main(void) {
   tcase_add_test(tc, test_host_hash_follows_hostid);
   tcase_add_test(tc, test_pid_hash_differs_in_child);
   suite_add_tcase(s, tc);
-  SRunner* sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  return unit_run_suite(s);
 }

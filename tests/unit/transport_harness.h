@@ -5,6 +5,7 @@
 #ifndef BATON_TEST_TRANSPORT_HARNESS_H
 #define BATON_TEST_TRANSPORT_HARNESS_H
 
+#include <check.h>
 #include <dirent.h>
 #include <sched.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include "fork_ranks.h"
 #include "proxy/proxy.h"
 #include "transport/transport.h"
+#include "unit.h"
 
 #define TH_MAX_RANKS 4
 #define TH_WAIT_MS 10000
@@ -33,9 +35,12 @@ typedef struct th_rank {
   uint64_t last_progress_ns;
 } th_rank_t;
 
-static inline void th_set_param(const char* name, const char* value) {
-  setenv(name, value, 1);
-  param_reload();
+/* A fresh job on loopback (call it in the test, before forking the ranks): the bootstrap root's
+ * handle and a communicator hash of its own (names its shared memory segments). */
+static inline void th_job_setup(bootstrap_handle_t* handle, uint64_t* comm_hash) {
+  unit_set_param("NCCL_SOCKET_IFNAME", "lo");
+  ck_assert_int_eq(bootstrap_get_unique_id(handle), ncclSuccess);
+  *comm_hash = ((uint64_t)getpid() << 32) ^ clock_ns();
 }
 
 /* Joins the bootstrap and sets up the transport context (FIFO sizes simple/ll, 0: parameters). */

@@ -15,10 +15,17 @@
 
 #include "nccl.h"
 
-typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER, COLL_BROADCAST, COLL_REDUCE,
-               COLL_ALLTOALL, COLL_COUNT } coll_t;
+typedef enum {
+  COLL_ALLREDUCE,
+  COLL_ALLGATHER,
+  COLL_REDUCESCATTER,
+  COLL_BROADCAST,
+  COLL_REDUCE,
+  COLL_ALLTOALL,
+  COLL_COUNT
+} coll_t;
 static const char* coll_names[COLL_COUNT] = {"allreduce", "allgather", "reducescatter",
-                                             "broadcast", "reduce", "alltoall"};
+                                             "broadcast", "reduce",    "alltoall"};
 
 typedef struct options {
   int nranks;
@@ -29,22 +36,22 @@ typedef struct options {
   int use_gpu;
 } options_t;
 
-#define PERF_CHECK(call)                                                                     \
-  do {                                                                                       \
-    ncclResult_t r_ = (call);                                                                \
-    if (r_ != ncclSuccess) {                                                                 \
-      fprintf(stderr, "baton-perf: %s failed: %s (%s)\n", #call, ncclGetErrorString(r_),     \
-              ncclGetLastError(NULL));                                                       \
-      exit(2);                                                                               \
-    }                                                                                        \
+#define PERF_CHECK(call)                                                                 \
+  do {                                                                                   \
+    ncclResult_t r_ = (call);                                                            \
+    if (r_ != ncclSuccess) {                                                             \
+      fprintf(stderr, "baton-perf: %s failed: %s (%s)\n", #call, ncclGetErrorString(r_), \
+              ncclGetLastError(NULL));                                                   \
+      exit(2);                                                                           \
+    }                                                                                    \
   } while (0)
-#define PERF_CUDA(call)                                                                      \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, "baton-perf: %s failed: %s\n", #call, cudaGetErrorString(e_));         \
-      exit(2);                                                                               \
-    }                                                                                        \
+#define PERF_CUDA(call)                                                              \
+  do {                                                                               \
+    cudaError_t e_ = (call);                                                         \
+    if (e_ != cudaSuccess) {                                                         \
+      fprintf(stderr, "baton-perf: %s failed: %s\n", #call, cudaGetErrorString(e_)); \
+      exit(2);                                                                       \
+    }                                                                                \
   } while (0)
 
 static double now_us(void) {
@@ -58,39 +65,60 @@ static double now_us(void) {
 static void coll_counts(coll_t c, size_t bytes, int n, size_t* send_elems, size_t* recv_elems) {
   size_t total = bytes / sizeof(float);
   switch (c) {
-    case COLL_ALLGATHER: *send_elems = total / n; *recv_elems = (total / n) * n; break;
-    case COLL_REDUCESCATTER: *recv_elems = total / n; *send_elems = (total / n) * n; break;
-    case COLL_ALLTOALL: *send_elems = *recv_elems = (total / n) * n; break;
-    default: *send_elems = *recv_elems = total; break;
+    case COLL_ALLGATHER:
+      *send_elems = total / n;
+      *recv_elems = (total / n) * n;
+      break;
+    case COLL_REDUCESCATTER:
+      *recv_elems = total / n;
+      *send_elems = (total / n) * n;
+      break;
+    case COLL_ALLTOALL:
+      *send_elems = *recv_elems = (total / n) * n;
+      break;
+    default:
+      *send_elems = *recv_elems = total;
+      break;
   }
 }
 
 static double bus_factor(coll_t c, int n) {
   switch (c) {
-    case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case COLL_ALLREDUCE:
+      return 2.0 * (n - 1) / n;
     case COLL_ALLGATHER:
     case COLL_REDUCESCATTER:
-    case COLL_ALLTOALL: return (double)(n - 1) / n;
-    default: return 1.0;
+    case COLL_ALLTOALL:
+      return (double)(n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
 static ncclResult_t run_coll(coll_t c, const float* sb, float* rb, size_t send_elems,
                              size_t recv_elems, ncclComm_t comm, cudaStream_t s, int n) {
   switch (c) {
-    case COLL_ALLREDUCE: return ncclAllReduce(sb, rb, send_elems, ncclFloat, ncclSum, comm, s);
-    case COLL_ALLGATHER: return ncclAllGather(sb, rb, send_elems, ncclFloat, comm, s);
+    case COLL_ALLREDUCE:
+      return ncclAllReduce(sb, rb, send_elems, ncclFloat, ncclSum, comm, s);
+    case COLL_ALLGATHER:
+      return ncclAllGather(sb, rb, send_elems, ncclFloat, comm, s);
     case COLL_REDUCESCATTER:
       return ncclReduceScatter(sb, rb, recv_elems, ncclFloat, ncclSum, comm, s);
-    case COLL_BROADCAST: return ncclBroadcast(sb, rb, send_elems, ncclFloat, 0, comm, s);
-    case COLL_REDUCE: return ncclReduce(sb, rb, send_elems, ncclFloat, ncclSum, 0, comm, s);
-    case COLL_ALLTOALL: return ncclAlltoAll(sb, rb, send_elems / n, ncclFloat, comm, s);
-    default: return ncclInvalidArgument;
+    case COLL_BROADCAST:
+      return ncclBroadcast(sb, rb, send_elems, ncclFloat, 0, comm, s);
+    case COLL_REDUCE:
+      return ncclReduce(sb, rb, send_elems, ncclFloat, ncclSum, 0, comm, s);
+    case COLL_ALLTOALL:
+      return ncclAlltoAll(sb, rb, send_elems / n, ncclFloat, comm, s);
+    default:
+      return ncclInvalidArgument;
   }
 }
 
 /* Inputs are small integers, so float sums are exact and the check can be exact. */
-static float input_value(int rank, size_t i) { return (float)((rank + 1) * 3 + (int)(i % 7)); }
+static float input_value(int rank, size_t i) {
+  return (float)((rank + 1) * 3 + (int)(i % 7));
+}
 
 static float expected_value(coll_t c, int rank, int n, size_t i, size_t send_elems,
                             size_t recv_elems) {
@@ -103,14 +131,17 @@ static float expected_value(coll_t c, int rank, int n, size_t i, size_t send_ele
     case COLL_REDUCESCATTER:
       for (int r = 0; r < n; r++) sum += input_value(r, rank * recv_elems + i);
       return sum;
-    case COLL_ALLGATHER: return input_value((int)(i / send_elems), i % send_elems);
-    case COLL_BROADCAST: return input_value(0, i);
+    case COLL_ALLGATHER:
+      return input_value((int)(i / send_elems), i % send_elems);
+    case COLL_BROADCAST:
+      return input_value(0, i);
     case COLL_ALLTOALL: {
       size_t per = send_elems / n;
       int src = (int)(i / per);
       return input_value(src, rank * per + i % per);
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -144,10 +175,10 @@ static void rank_main(const options_t* o, int rank, ncclUniqueId id, int out_fd)
   }
   FILE* out = fdopen(out_fd, "w");
   if (rank == 0) {
-    fprintf(out, "# baton-perf: %d ranks on %s, float32, %d iterations, init %.1f ms\n",
-            o->nranks, o->use_gpu ? "GPUs" : "the host executor", o->iters, init_us / 1e3);
-    fprintf(out, "%-14s %12s %12s %10s %10s %10s %7s\n", "collective", "bytes", "count",
-            "time(us)", "algbw", "busbw", "#wrong");
+    fprintf(out, "# baton-perf: %d ranks on %s, float32, %d iterations, init %.1f ms\n", o->nranks,
+            o->use_gpu ? "GPUs" : "the host executor", o->iters, init_us / 1e3);
+    fprintf(out, "%-14s %12s %12s %10s %10s %10s %7s\n", "collective", "bytes", "count", "time(us)",
+            "algbw", "busbw", "#wrong");
   }
   long total_wrong = 0;
   for (int c = 0; c < COLL_COUNT; c++) {
@@ -157,16 +188,17 @@ static void rank_main(const options_t* o, int rank, ncclUniqueId id, int out_fd)
       coll_counts((coll_t)c, bytes, o->nranks, &se, &re);
       for (size_t i = 0; i < se; i++) host[i] = input_value(rank, i);
       if (o->use_gpu) {
-        PERF_CUDA(cudaMemcpy(sb, host, se * sizeof(float), cudaMemcpyHostToDevice));
-        PERF_CUDA(cudaMemset(rb, 0xff, re * sizeof(float)));
+        /* Stream-ordered: a plain cudaMemset may still run when the collective does. */
+        PERF_CUDA(cudaMemcpyAsync(sb, host, se * sizeof(float), cudaMemcpyHostToDevice, stream));
+        PERF_CUDA(cudaMemsetAsync(rb, 0xff, re * sizeof(float), stream));
       } else {
         memcpy(sb, host, se * sizeof(float));
         memset(rb, 0xff, re * sizeof(float));
       }
       PERF_CHECK(run_coll((coll_t)c, sb, rb, se, re, comm, stream, o->nranks));
       if (o->use_gpu) {
+        PERF_CUDA(cudaMemcpyAsync(host, rb, re * sizeof(float), cudaMemcpyDeviceToHost, stream));
         PERF_CUDA(cudaStreamSynchronize(stream));
-        PERF_CUDA(cudaMemcpy(host, rb, re * sizeof(float), cudaMemcpyDeviceToHost));
       } else {
         memcpy(host, rb, re * sizeof(float));
       }
@@ -182,11 +214,14 @@ static void rank_main(const options_t* o, int rank, ncclUniqueId id, int out_fd)
       /* Everyone's wrong count reaches rank 0 through an allreduce of the counts. */
       float wrong_f = (float)wrong;
       float* wbuf = o->use_gpu ? rb : &wrong_f;
-      if (o->use_gpu) PERF_CUDA(cudaMemcpy(rb, &wrong_f, sizeof(float), cudaMemcpyHostToDevice));
-      PERF_CHECK(ncclAllReduce(wbuf, wbuf, 1, ncclFloat, ncclSum, comm, stream));
       if (o->use_gpu) {
         PERF_CUDA(cudaStreamSynchronize(stream));
-        PERF_CUDA(cudaMemcpy(&wrong_f, rb, sizeof(float), cudaMemcpyDeviceToHost));
+        PERF_CUDA(cudaMemcpyAsync(rb, &wrong_f, sizeof(float), cudaMemcpyHostToDevice, stream));
+      }
+      PERF_CHECK(ncclAllReduce(wbuf, wbuf, 1, ncclFloat, ncclSum, comm, stream));
+      if (o->use_gpu) {
+        PERF_CUDA(cudaMemcpyAsync(&wrong_f, rb, sizeof(float), cudaMemcpyDeviceToHost, stream));
+        PERF_CUDA(cudaStreamSynchronize(stream));
       }
       total_wrong += (long)wrong_f;
       if (rank == 0) {
@@ -221,9 +256,18 @@ static size_t parse_size(const char* s) {
   char* end;
   double v = strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
   }
   return (size_t)v;
 }
@@ -243,22 +287,38 @@ static int count_gpus(void) {
 }
 
 int main(int argc, char** argv) {
-  options_t o = {.nranks = 0, .min_bytes = 8, .max_bytes = 64 << 20, .factor = 8, .iters = 20,
-                 .warmup = 5};
+  options_t o = {
+      .nranks = 0, .min_bytes = 8, .max_bytes = 64 << 20, .factor = 8, .iters = 20, .warmup = 5};
   int gpus = count_gpus();
   o.use_gpu = gpus > 0;
   const char* colls = "allreduce";
   int opt;
   while ((opt = getopt(argc, argv, "n:b:e:f:i:w:c:h")) != -1) {
     switch (opt) {
-      case 'n': o.nranks = atoi(optarg); break;
-      case 'b': o.min_bytes = parse_size(optarg); break;
-      case 'e': o.max_bytes = parse_size(optarg); break;
-      case 'f': o.factor = atoi(optarg); break;
-      case 'i': o.iters = atoi(optarg); break;
-      case 'w': o.warmup = atoi(optarg); break;
-      case 'c': colls = optarg; break;
-      default: usage(); return opt == 'h' ? 0 : 2;
+      case 'n':
+        o.nranks = atoi(optarg);
+        break;
+      case 'b':
+        o.min_bytes = parse_size(optarg);
+        break;
+      case 'e':
+        o.max_bytes = parse_size(optarg);
+        break;
+      case 'f':
+        o.factor = atoi(optarg);
+        break;
+      case 'i':
+        o.iters = atoi(optarg);
+        break;
+      case 'w':
+        o.warmup = atoi(optarg);
+        break;
+      case 'c':
+        colls = optarg;
+        break;
+      default:
+        usage();
+        return opt == 'h' ? 0 : 2;
     }
   }
   if (o.nranks <= 0) {
@@ -269,7 +329,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "baton-perf: %d ranks requested but only %d GPUs\n", o.nranks, gpus);
     return 2;
   }
-  if (o.factor < 2 || o.nranks < 1 || o.min_bytes > o.max_bytes) { usage(); return 2; }
+  if (o.factor < 2 || o.nranks < 1 || o.min_bytes > o.max_bytes) {
+    usage();
+    return 2;
+  }
   char* list = strdup(colls);
   for (char* tok = strtok(list, ","); tok != NULL; tok = strtok(NULL, ",")) {
     int found = 0;

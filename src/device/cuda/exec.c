@@ -266,9 +266,19 @@ static ncclResult_t cuda_exec_fini(void* state) {
   return res;
 }
 
+/* Launches of one communicator run one after the other (order_before), so the last one recorded
+ * finishing means all of them have. Launches captured into graphs are the graph's business. */
+static ncclResult_t cuda_exec_wait(void* state) {
+  cuda_exec_t* ex = state;
+  if (ex == NULL || !ex->have_last) return ncclSuccess;
+  CUDA_EXEC_CHECK(cudaEventSynchronize(ex->done));
+  return ncclSuccess; /* a kernel's error report waits for the next launch (status_check) */
+}
+
 const executor_ops_t executor_cuda_ops = {
     .name = "cuda",
     .init = cuda_exec_init,
     .launch = cuda_exec_launch,
     .fini = cuda_exec_fini,
+    .wait = cuda_exec_wait,
 };

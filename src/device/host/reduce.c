@@ -260,55 +260,36 @@ static void reduce_dispatch(void* dst, const void* a, const void* b, size_t n, i
   }
 }
 
+/* The loop that combines two values under op: PROD, MIN and MAX as such, every other operation
+ * as a sum (SUM; SUMPOSTDIV, whose division comes later; PREMULSUM once the scalar is applied). */
+static reduce_kind_t kind_of_pair(const dev_redop_t* op) {
+  switch (op->kind) {
+    case DEV_OP_PROD:
+      return RK_PROD;
+    case DEV_OP_MIN:
+      return RK_MIN;
+    case DEV_OP_MAX:
+      return RK_MAX;
+    default:
+      return RK_SUM;
+  }
+}
+
 void host_reduce(void* dst, const void* in_local, const void* in_remote, size_t n, int dtype,
                  const dev_redop_t* op) {
+  /* PREMULSUM applies the scalar here, to the rank's own contribution, as it is first loaded. */
+  const bool premul = op->kind == DEV_OP_PREMULSUM;
   reduce_kind_t k;
-  if (in_remote == NULL) {
-    k = op->kind == DEV_OP_PREMULSUM ? RK_SCALE : RK_COPY;
-  } else {
-    switch (op->kind) {
-      case DEV_OP_PROD:
-        k = RK_PROD;
-        break;
-      case DEV_OP_MIN:
-        k = RK_MIN;
-        break;
-      case DEV_OP_MAX:
-        k = RK_MAX;
-        break;
-      case DEV_OP_PREMULSUM:
-        k = RK_PREMULSUM;
-        break;
-      default:
-        k = RK_SUM;
-        break; /* SUM, SUMPOSTDIV */
-    }
-  }
+  if (in_remote == NULL)
+    k = premul ? RK_SCALE : RK_COPY;
+  else
+    k = premul ? RK_PREMULSUM : kind_of_pair(op);
   reduce_dispatch(dst, in_local, in_remote, n, dtype, k, op);
 }
 
 void host_reduce_partials(void* dst, const void* a, const void* b, size_t n, int dtype,
                           const dev_redop_t* op) {
-  reduce_kind_t k;
-  if (b == NULL) {
-    k = RK_COPY;
-  } else {
-    switch (op->kind) {
-      case DEV_OP_PROD:
-        k = RK_PROD;
-        break;
-      case DEV_OP_MIN:
-        k = RK_MIN;
-        break;
-      case DEV_OP_MAX:
-        k = RK_MAX;
-        break;
-      default:
-        k = RK_SUM;
-        break; /* SUM, PREMULSUM (scalar already applied), SUMPOSTDIV */
-    }
-  }
-  reduce_dispatch(dst, a, b, n, dtype, k, op);
+  reduce_dispatch(dst, a, b, n, dtype, b == NULL ? RK_COPY : kind_of_pair(op), op);
 }
 
 /* ---- SUMPOSTDIV's final division ------------------------------------------------------------ */

@@ -95,37 +95,62 @@ def tol(dtype):
     return {torch.float16: 1e-3, torch.bfloat16: 1e-2, torch.float32: 1e-6}.get(dtype, 0.0)
 
 
+def real(path):
+    """Symlinks resolved: the build dir's python/nvidia/nccl/lib/libnccl.so.2 shim links to Baton's
+    libnccl.so.2, and LD_PRELOAD names Baton's libnccl.so.2, a link to libnccl.so.2.<version>."""
+    return os.path.realpath(path)
+
+
+def same_file(a, b):
+    if a is None or b is None:
+        return False
+    if real(a) == real(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def loaded_nccl_paths():
-    paths = set()
+    """Real paths of the libnccl files mapped into this process, each file once."""
+    paths = []
     with open("/proc/self/maps") as f:
         for line in f:
             parts = line.split(None, 5)
             if len(parts) == 6 and "libnccl" in os.path.basename(parts[5].strip()):
-                paths.add(os.path.realpath(parts[5].strip()))
+                p = real(parts[5].strip())
+                if not any(same_file(p, q) for q in paths):
+                    paths.append(p)
     return sorted(paths)
 
 
 def check_library(ctx):
-    """The libnccl mapped into this process must be the one the run asked for."""
+    """The libnccl mapped into this process must be the one the run asked for. Paths compare as
+    real files, so torch's preload of <build>/python/nvidia/nccl/lib/libnccl.so.2 (a link to ours)
+    and LD_PRELOAD=<build>/libnccl.so.2 count as one library."""
     expect = os.environ.get("BATON_EXPECT_LIB", "")
     ours = os.environ.get("BATON_OURS_LIB")
     stock = os.environ.get("BATON_STOCK_LIB")
-    ours = os.path.realpath(ours) if ours else None
-    stock = os.path.realpath(stock) if stock else None
+    ours = real(ours) if ours else None
+    stock = real(stock) if stock else None
     paths = loaded_nccl_paths()
     version = torch.cuda.nccl.version()
     ctx.log(f"libnccl mapped: {paths}; torch.cuda.nccl.version() = {version}; expected {expect or '?'}")
     ctx.check(tuple(version[:3]) == (2, 28, 9), f"library: torch.cuda.nccl.version() = {version}, want 2.28.9")
 
+    def is_ours(p):
+        return same_file(p, ours)
+
     def is_stock(p):
-        return p == stock if stock else os.path.join("nvidia", "nccl") in p
+        return same_file(p, stock) if stock else os.path.join("nvidia", "nccl") in p
 
     if expect == "ours":
-        ctx.check(ours is not None and ours in paths and not any(is_stock(p) for p in paths),
+        ctx.check(ours is not None and paths and all(is_ours(p) for p in paths),
                   f"library: expected only Baton ({ours}) mapped, found {paths}")
     elif expect == "stock":
-        ctx.check(any(is_stock(p) for p in paths) and (ours is None or ours not in paths),
-                  f"library: expected only stock mapped, found {paths}")
+        ctx.check(paths and all(is_stock(p) and not is_ours(p) for p in paths),
+                  f"library: expected only stock ({stock}) mapped, found {paths}")
     else:
         ctx.check(len(paths) == 1, f"library: one libnccl expected, found {paths}")
 

@@ -1,6 +1,12 @@
-"""Point-to-point around a ring: blocking send/recv (even ranks send first), isend/irecv, and
-batch_isend_irecv sending to both neighbours at once. With 2 ranks both neighbours are the same
-peer, which also checks that messages to one peer arrive in the order they were posted.
+"""Point-to-point around a ring: blocking send/recv and unbatched isend/irecv, both ordered by rank
+parity, and batch_isend_irecv sending to both neighbours at once. With 2 ranks both neighbours are
+the same peer, which also checks that messages to one peer arrive in the order they were posted.
+
+Under NCCL's rules an unbatched send (isend included: it is its own ncclSend on the stream) waits
+for the matching receive, so a ring where every rank posts its send first, or its receive first,
+blocks every rank. Unbatched patterns here are ordered by parity: even ranks send then receive, odd
+ranks receive then send (also deadlock-free for an odd world: rank 0 sends to an odd rank first).
+Only batch_isend_irecv posts sends and receives concurrently.
 
 Run by suite.py, or alone: torchrun --standalone --nproc_per_node=N p2p.py"""
 import torch
@@ -20,7 +26,7 @@ def run(ctx):
         xs = ctx.all_inputs(seed, n, -100, 100)
         ys = ctx.all_inputs(seed + 50000, n, -100, 100)
 
-        # Blocking send/recv, ordered so that no rank waits on a peer that is also receiving.
+        # Blocking send/recv, parity-ordered.
         got = torch.full((n,), -999.0, device=ctx.device)
         if me % 2 == 0:
             dist.send(xs[me].to(torch.float32), dst=nxt)
@@ -30,11 +36,16 @@ def run(ctx):
             dist.send(xs[me].to(torch.float32), dst=nxt)
         ctx.close(got, xs[prv], f"send/recv ring n={n}")
 
-        # isend / irecv.
+        # Unbatched isend / irecv, parity-ordered like send/recv; waited for only after both posts.
         got = torch.full((n,), -999.0, device=ctx.device)
-        reqs = [dist.irecv(got, src=prv), dist.isend(xs[me].to(torch.float32), dst=nxt)]
+        src = xs[me].to(torch.float32)
+        if me % 2 == 0:
+            reqs = [dist.isend(src, dst=nxt), dist.irecv(got, src=prv)]
+        else:
+            reqs = [dist.irecv(got, src=prv), dist.isend(src, dst=nxt)]
         for r in reqs:
             r.wait()
+        ctx.sync()
         ctx.close(got, xs[prv], f"isend/irecv ring n={n}")
 
         # batch_isend_irecv, both directions: A goes to the next rank, B to the previous one.

@@ -1,0 +1,324 @@
+/* What a communicator of GPU ranks adds to the collectives layer: one topology per host, the
+ * channel count and tuning inputs every rank agrees on, the device each thread must have current,
+ * and the joining of a group's streams around its kernel launch.
+ *
+ * Agreement matters more than accuracy here: two ranks that disagree on a path type choose
+ * different transports for one connection, and two ranks that disagree on the channel count or a
+ * tuning input choose different plans; either hangs or corrupts. So the lowest rank of each host
+ * detects the host's topology and every rank of that host (itself included) parses the same XML
+ * text, and the per-rank proposals (channels, LL128, bandwidth, latency) are allgathered and
+ * merged the same way on every rank. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "collectives/collectives.h"
+
+/* Bootstrap tag of the topology broadcast (apart from transport and core tags). */
+#define COLL_TAG_TOPO 0x544f5030 /* "TOP0" */
+
+/* Tuning inputs of GPU connections. Per-hop latencies: NVLink P2P, anything else on one host
+ * (PCIe P2P, SHM through host memory), between hosts (the network). */
+#define COLL_GPU_NVL_LAT_US 0.8
+#define COLL_GPU_PCI_LAT_US 2.0
+#define COLL_GPU_INTER_LAT_US 20.0
+#define COLL_GPU_INTER_BW_GBS 3.0     /* per channel */
+#define COLL_GPU_CHANNEL_MAX_GBS 24.0 /* what one block moves at best */
+#define COLL_GPU_DEFAULT_BW_GBS 20.0  /* one GPU per host: no pair to measure */
+
+/* ---- Pure functions -------------------------------------------------------------------------- */
+ncclResult_t coll_gpu_check_peers(const peer_info_t* peers, int nranks, bool* gpu) {
+  int with = -1, without = -1;
+  for (int r = 0; r < nranks; r++) {
+    if (peers[r].cuda_dev >= 0 && with < 0) with = r;
+    if (peers[r].cuda_dev < 0 && without < 0) without = r;
+  }
+  if (with >= 0 && without >= 0) {
+    WARN(
+        "Rank %d runs on CUDA device %d but rank %d has no CUDA device: every rank of a "
+        "communicator must have a GPU (CUDA executor) or none may (host executor); make a CUDA "
+        "device current (cudaSetDevice) on every rank before creating the communicator",
+        with, peers[with].cuda_dev, without);
+    return ncclInvalidUsage;
+  }
+  *gpu = with >= 0;
+  return ncclSuccess;
+}
+
+int coll_nchannels_clamp(int want) {
+  int64_t lo = param_int(PARAM_MIN_NCHANNELS), hi = param_int(PARAM_MAX_NCHANNELS);
+  int64_t n = want;
+  if (hi < 1) hi = 1;
+  if (hi > PLAN_MAX_CHANNELS) hi = PLAN_MAX_CHANNELS;
+  if (n < lo) n = lo;
+  if (n > hi) n = hi;
+  if (n < 1) n = 1;
+  return (int)n;
+}
+
+/* Index in topo of the GPU of rank r, -1 when r is elsewhere or unknown. */
+static int gpu_index(const topo_system_t* topo, const peer_info_t* peers, int r) {
+  return peers[r].bus_id >= 0 ? topo_system_gpu(topo, peers[r].bus_id) : -1;
+}
+
+void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
+                           int rank, int nhosts, coll_gpu_params_t* out) {
+  coll_gpu_params_t p = {.nchannels = 0, .ll128 = 0, .pair_bw_gbs = 0, .intra_lat_us = 0};
+  int want = topo_system_nchannels(topo);
+  p.nchannels = coll_nchannels_clamp(want > 0 ? want : COLL_GPU_DEFAULT_NCHANNELS);
+  /* Every pair of ranks of this host: its path and bandwidth, and whether P2P joins it. */
+  transport_ctx_t pol = {
+      .rank = rank, .nranks = nranks, .peers = peers, .cuda_exec = true, .topo = topo};
+  bool all_nvl = true, any_pair = false;
+  double slowest = INFINITY;
+  for (int a = 0; a < nranks; a++) {
+    if (peers[a].host_hash != peers[rank].host_hash) continue;
+    for (int b = a + 1; b < nranks; b++) {
+      if (peers[b].host_hash != peers[rank].host_hash) continue;
+      any_pair = true;
+      int i = gpu_index(topo, peers, a), j = gpu_index(topo, peers, b);
+      topo_path_t path = topo_system_path(topo, peers[a].bus_id, peers[b].bus_id);
+      if (path != TOPO_PATH_NVL || transport_p2p_policy(&pol, &peers[a], &peers[b]) != P2P_OK)
+        all_nvl = false;
+      /* This rank's own pairs also as the transport will choose them (CUDA peer access); the
+       * merge covers every other rank's pairs. */
+      if (all_nvl && (a == rank || b == rank) &&
+          !transport_p2p_ops.can_connect(&pol, &peers[rank], &peers[a == rank ? b : a]))
+        all_nvl = false;
+      double bw = i >= 0 && j >= 0 ? topo->bw[(size_t)i * topo->ngpus + j] : 0;
+      if (bw < slowest) slowest = bw;
+    }
+  }
+  p.pair_bw_gbs = any_pair ? slowest : 0;
+  p.intra_lat_us = any_pair && all_nvl ? COLL_GPU_NVL_LAT_US : COLL_GPU_PCI_LAT_US;
+  /* LL128 relies on a 128-byte line arriving whole: GPU memory written over NVLink. Host memory
+   * (SHM, NET) does not promise it. */
+  p.ll128 = nhosts == 1 && nranks > 1 && any_pair && all_nvl;
+  *out = p;
+}
+
+void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out) {
+  coll_gpu_params_t m = all[0];
+  for (int r = 1; r < n; r++) {
+    const coll_gpu_params_t* p = &all[r];
+    if (p->nchannels < m.nchannels) m.nchannels = p->nchannels;
+    m.ll128 = m.ll128 && p->ll128;
+    /* 0 (no pair on that host) does not count as slow */
+    if (p->pair_bw_gbs > 0 && (m.pair_bw_gbs <= 0 || p->pair_bw_gbs < m.pair_bw_gbs))
+      m.pair_bw_gbs = p->pair_bw_gbs;
+    if (p->intra_lat_us > m.intra_lat_us) m.intra_lat_us = p->intra_lat_us;
+  }
+  m.nchannels = coll_nchannels_clamp(m.nchannels);
+  *out = m;
+}
+
+/* ---- Agreement through the bootstrap --------------------------------------------------------- */
+ncclResult_t coll_topo_agree(bootstrap_t* b, const peer_info_t* peers, int nranks, int rank,
+                             topo_system_t** out) {
+  ncclResult_t res = ncclSuccess;
+  int* host = NULL;
+  char* text = NULL;
+  int n = 0, me = -1;
+  CHECK(MEM_CALLOC(&host, (size_t)nranks));
+  for (int r = 0; r < nranks; r++) {
+    if (peers[r].host_hash != peers[rank].host_hash) continue;
+    if (r == rank) me = n;
+    host[n++] = r;
+  }
+  if (n == 1) { /* alone on this host: nobody to agree with */
+    res = topo_system_detect(peers, nranks, rank, out);
+    goto done;
+  }
+  uint64_t len = 0;
+  ncclResult_t detect = ncclSuccess;
+  if (me == 0) {
+    topo_system_t* sys = NULL;
+    detect = topo_system_detect(peers, nranks, rank, &sys);
+    if (detect == ncclSuccess) detect = topo_xml_format(sys, &text);
+    topo_system_free(sys);
+    if (detect != ncclSuccess) { /* the others learn it from len == 0 */
+      free(text);
+      text = NULL;
+    }
+    len = text != NULL ? strlen(text) + 1 : 0;
+  }
+  CHECK_GOTO(bootstrap_subset_bcast(b, host, n, me, 0, COLL_TAG_TOPO, &len, sizeof(len)), res,
+             done);
+  if (len == 0) {
+    if (me != 0)
+      WARN("Rank %d could not detect the topology of this host (see its log); rank %d cannot go on",
+           host[0], rank);
+    res = me == 0 ? detect : ncclRemoteError;
+    goto done;
+  }
+  if (me != 0) CHECK_GOTO(MEM_CALLOC(&text, (size_t)len), res, done);
+  CHECK_GOTO(bootstrap_subset_bcast(b, host, n, me, 0, COLL_TAG_TOPO, text, (size_t)len), res,
+             done);
+  text[len - 1] = '\0';
+  char name[64];
+  snprintf(name, sizeof(name), "the topology of rank %d", host[0]);
+  CHECK_GOTO(topo_xml_parse(text, name, out), res, done);
+  INFO(NCCL_GRAPH,
+       "Topology: rank %d uses rank %d's view of this host (%d GPUs, %llu bytes of XML)", rank,
+       host[0], (*out)->ngpus, (unsigned long long)len);
+done:
+  free(text);
+  free(host);
+  return res;
+}
+
+ncclResult_t coll_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
+                                   const coll_gpu_params_t* mine, coll_gpu_params_t* out) {
+  coll_gpu_params_t* all = NULL;
+  CHECK(MEM_CALLOC(&all, (size_t)nranks));
+  all[rank] = *mine;
+  ncclResult_t res = bootstrap_allgather(b, all, sizeof(*all));
+  if (res == ncclSuccess) coll_gpu_params_merge(all, nranks, out);
+  free(all);
+  return res;
+}
+
+ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
+  coll_gpu_params_t mine, agreed;
+  CHECK(coll_topo_agree(comm->bootstrap, comm->peers, cc->nranks, cc->rank, &cc->topo));
+  coll_gpu_params_local(cc->topo, comm->peers, cc->nranks, cc->rank, cc->nhosts, &mine);
+  CHECK(coll_gpu_params_agree(comm->bootstrap, cc->nranks, cc->rank, &mine, &agreed));
+  cc->nchannels = agreed.nchannels;
+  cc->ll128_ok = agreed.ll128 != 0;
+  double pair = agreed.pair_bw_gbs > 0 ? agreed.pair_bw_gbs : COLL_GPU_DEFAULT_BW_GBS;
+  double per_channel = pair / cc->nchannels;
+  if (per_channel > COLL_GPU_CHANNEL_MAX_GBS) per_channel = COLL_GPU_CHANNEL_MAX_GBS;
+  cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
+                               .nhosts = cc->nhosts,
+                               .nchannels = cc->nchannels,
+                               .intra_bw_gbs = per_channel,
+                               .inter_bw_gbs = COLL_GPU_INTER_BW_GBS,
+                               .intra_lat_us = agreed.intra_lat_us,
+                               .inter_lat_us = COLL_GPU_INTER_LAT_US,
+                               .gpu = cc->ll128_ok};
+  INFO(NCCL_INIT | NCCL_TUNING,
+       "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, %.1f GB/s per channel, "
+       "%.1f us per hop",
+       (void*)comm, cc->rank, cc->nchannels, mine.nchannels, cc->ll128_ok ? "on" : "off",
+       per_channel, agreed.intra_lat_us);
+  return ncclSuccess;
+}
+
+/* ---- Device and capture mode ----------------------------------------------------------------- */
+ncclResult_t coll_device_enter(int dev, int* saved) {
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cur = -1;
+  }
+  *saved = cur;
+  if (cur == dev) return ncclSuccess;
+  cudaError_t err = cudaSetDevice(dev);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("cudaSetDevice(%d) failed: %s", dev, cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+void coll_device_leave(int dev, int saved) {
+  if (saved >= 0 && saved != dev && cudaSetDevice(saved) != cudaSuccess) (void)cudaGetLastError();
+}
+
+enum cudaStreamCaptureMode coll_capture_relax(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    mode = cudaStreamCaptureModeRelaxed;
+  }
+  return mode;
+}
+
+void coll_capture_restore(enum cudaStreamCaptureMode mode) {
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) (void)cudaGetLastError();
+}
+
+/* ---- Streams of one group -------------------------------------------------------------------- */
+static ncclResult_t streams_add(struct coll_comm* cc, cudaStream_t s) {
+  for (int i = 0; i < cc->nstreams; i++)
+    if (cc->streams[i] == s) return ncclSuccess;
+  if (cc->nstreams == cc->streams_cap) {
+    int cap = cc->streams_cap ? 2 * cc->streams_cap : 4;
+    cudaStream_t* p = realloc(cc->streams, (size_t)cap * sizeof(*p));
+    if (p == NULL) {
+      WARN("Out of memory joining %d streams of one group", cap);
+      return ncclSystemError;
+    }
+    cc->streams = p;
+    cc->streams_cap = cap;
+  }
+  cc->streams[cc->nstreams++] = s;
+  return ncclSuccess;
+}
+
+/* Events 0..n-1 exist afterwards (made on the current device, in relaxed capture mode). */
+static ncclResult_t events_reserve(struct coll_comm* cc, int n) {
+  if (n <= cc->nevents) return ncclSuccess;
+  cudaEvent_t* p = realloc(cc->events, (size_t)n * sizeof(*p));
+  if (p == NULL) {
+    WARN("Out of memory for %d stream events", n);
+    return ncclSystemError;
+  }
+  cc->events = p;
+  enum cudaStreamCaptureMode mode = coll_capture_relax();
+  cudaError_t err = cudaSuccess;
+  while (cc->nevents < n && err == cudaSuccess) {
+    err = cudaEventCreateWithFlags(&cc->events[cc->nevents], cudaEventDisableTiming);
+    if (err == cudaSuccess) cc->nevents++;
+  }
+  coll_capture_restore(mode);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("cudaEventCreateWithFlags failed: %s", cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t cuda_ok(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return ncclSuccess;
+  (void)cudaGetLastError();
+  WARN("%s failed: %s (joining the streams of one group)", what, cudaGetErrorString(err));
+  return ncclUnhandledCudaError;
+}
+
+ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch) {
+  cudaStream_t first = cc->running.n > 0 ? cc->running.items[0].stream : NULL;
+  cc->nstreams = 0;
+  for (int i = 1; i < cc->running.n; i++)
+    if (cc->running.items[i].stream != first) CHECK(streams_add(cc, cc->running.items[i].stream));
+  if (cc->nstreams > 0) {
+    CHECK(events_reserve(cc, cc->nstreams + 1));
+    for (int i = 0; i < cc->nstreams; i++) {
+      CHECK(cuda_ok(cudaEventRecord(cc->events[i], cc->streams[i]), "cudaEventRecord"));
+      CHECK(cuda_ok(cudaStreamWaitEvent(first, cc->events[i], 0), "cudaStreamWaitEvent"));
+    }
+  }
+  *launch = first;
+  return ncclSuccess;
+}
+
+ncclResult_t coll_gpu_join_after(struct coll_comm* cc, cudaStream_t launch) {
+  if (cc->nstreams == 0) return ncclSuccess;
+  cudaEvent_t done = cc->events[cc->nstreams];
+  CHECK(cuda_ok(cudaEventRecord(done, launch), "cudaEventRecord"));
+  for (int i = 0; i < cc->nstreams; i++)
+    CHECK(cuda_ok(cudaStreamWaitEvent(cc->streams[i], done, 0), "cudaStreamWaitEvent"));
+  cc->nstreams = 0;
+  return ncclSuccess;
+}
+
+void coll_gpu_free(struct coll_comm* cc) {
+  for (int i = 0; i < cc->nevents; i++) (void)cudaEventDestroy(cc->events[i]);
+  (void)cudaGetLastError();
+  free(cc->events);
+  free(cc->streams);
+  cc->events = NULL;
+  cc->streams = NULL;
+  cc->nevents = cc->nstreams = cc->streams_cap = 0;
+}
