@@ -56,27 +56,37 @@ def number(tok):
     return v if math.isfinite(v) else None
 
 
+def half_of(tokens):
+    """time algbw busbw #wrong of one half; 'N/A' (not measured, or not checked) reads as None.
+    None for the whole half when a token is neither a number nor N/A."""
+    vals = []
+    for tok in tokens:
+        v = number(tok)
+        if v is None and tok != "N/A":
+            return None
+        vals.append(v)
+    time_us, algbw, busbw, wrong = vals
+    return {"time": time_us, "algbw": algbw, "busbw": busbw,
+            "wrong": None if wrong is None else int(wrong)}
+
+
 def parse_rows(text):
-    """nccl-tests table rows: size count type redop root, then (time algbw busbw #wrong) twice."""
+    """nccl-tests table rows, read from both ends: size and count first, then type, redop, root
+    (redop is empty in some tests, e.g. hypercube_perf), and last (time algbw busbw #wrong) for
+    the out-of-place then the in-place run."""
     rows = []
     for line in text.splitlines():
         t = line.split()
-        if len(t) < 13 or not t[0].isdigit() or not t[1].isdigit():
+        if len(t) < 11 or not t[0].isdigit() or not t[1].isdigit():
             continue
-        if number(t[4]) is None:
+        middle = t[2:-8]  # type [redop] root
+        if not 2 <= len(middle) <= 3 or number(middle[0]) is not None or number(middle[-1]) is None:
             continue
-        halves = []
-        for base in (5, 9):
-            wrong = t[base + 3]
-            halves.append(
-                {
-                    "time": number(t[base]),
-                    "algbw": number(t[base + 1]),
-                    "busbw": number(t[base + 2]),
-                    "wrong": None if number(wrong) is None else int(float(wrong)),
-                }
-            )
-        rows.append({"size": int(t[0]), "type": t[2], "op": t[3], "oop": halves[0], "ip": halves[1]})
+        oop, ip = half_of(t[-8:-4]), half_of(t[-4:])
+        if oop is None or ip is None or (oop["time"] is None and ip["time"] is None):
+            continue
+        rows.append({"size": int(t[0]), "type": middle[0], "op": middle[1] if len(middle) == 3 else None,
+                     "oop": oop, "ip": ip})
     return rows
 
 
