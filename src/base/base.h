@@ -217,6 +217,11 @@ const cu_driver_t* cu_driver(void);
 ncclResult_t cu_driver_load(const char* lib, cu_driver_t* out);
 /* Whether device `ordinal` supports cuMem allocations shared as POSIX file descriptors. */
 bool cu_mem_fd_supported(int ordinal);
+/* Properties of a pinned allocation in device dev's memory, exportable as a POSIX file
+ * descriptor when fd_shareable. */
+CUmemAllocationProp cu_mem_prop_device(CUdevice dev, bool fd_shareable);
+/* One cuMemSetAccess entry: read-write access for device dev. */
+CUmemAccessDesc cu_mem_access_rw(CUdevice dev);
 /* The driver's text for res ("CUDA_ERROR_..." name when the driver has none). */
 const char* cu_error_text(CUresult res);
 

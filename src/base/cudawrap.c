@@ -118,3 +118,23 @@ bool cu_mem_fd_supported(int ordinal) {
     fd = 0;
   return vmm != 0 && fd != 0;
 }
+
+CUmemAllocationProp cu_mem_prop_device(CUdevice dev, bool fd_shareable) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes =
+      fd_shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  return prop;
+}
+
+CUmemAccessDesc cu_mem_access_rw(CUdevice dev) {
+  CUmemAccessDesc a;
+  memset(&a, 0, sizeof(a));
+  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.location.id = dev;
+  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return a;
+}

@@ -79,21 +79,21 @@ static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
   return ncclSuccess;
 }
 
-static ncclResult_t enqueue_p2p(struct coll_comm* cc, int func, const void* sendbuff,
-                                void* recvbuff, size_t count, ncclDataType_t dtype, int peer,
-                                cudaStream_t stream) {
+/* One task of call a: func on (sendbuff, recvbuff) with root or peer `root`. */
+static ncclResult_t enqueue_task(const coll_args_t* a, int func, const void* sendbuff,
+                                 void* recvbuff, int root, const dev_redop_t* op) {
   coll_task_t t = {.func = (uint8_t)func,
-                   .dtype = (uint8_t)dtype,
-                   .root = peer,
+                   .dtype = (uint8_t)a->dtype,
+                   .root = root,
+                   .op = *op,
                    .sendbuff = sendbuff,
                    .recvbuff = recvbuff,
-                   .count = count,
-                   .stream = stream};
-  return coll_task_append(cc, &t);
+                   .count = a->count,
+                   .stream = a->stream};
+  return coll_task_append(a->comm->coll, &t);
 }
 
 static ncclResult_t enqueue_tasks(const coll_args_t* a, const dev_redop_t* op) {
-  struct coll_comm* cc = a->comm->coll;
   int nranks = a->comm->nranks, rank = a->comm->rank;
   size_t bytes = a->count * datatype_size(a->dtype);
   const char* sb = a->sendbuff;
@@ -101,39 +101,27 @@ static ncclResult_t enqueue_tasks(const coll_args_t* a, const dev_redop_t* op) {
   switch (a->func) {
     case COLL_ALLTOALL:
       for (int r = 0; r < nranks; r++) {
-        CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r,
-                          a->stream));
-        CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r,
-                          a->stream));
+        CHECK(enqueue_task(a, FUNC_SEND, sb + (size_t)r * bytes, NULL, r, op));
+        CHECK(enqueue_task(a, FUNC_RECV, NULL, rb + (size_t)r * bytes, r, op));
       }
       return ncclSuccess;
     case COLL_GATHER:
-      CHECK(enqueue_p2p(cc, FUNC_SEND, sb, NULL, a->count, a->dtype, a->root, a->stream));
+      CHECK(enqueue_task(a, FUNC_SEND, sb, NULL, a->root, op));
       if (rank == a->root) {
         for (int r = 0; r < nranks; r++)
-          CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb + (size_t)r * bytes, a->count, a->dtype, r,
-                            a->stream));
+          CHECK(enqueue_task(a, FUNC_RECV, NULL, rb + (size_t)r * bytes, r, op));
       }
       return ncclSuccess;
     case COLL_SCATTER:
       if (rank == a->root) {
         for (int r = 0; r < nranks; r++)
-          CHECK(enqueue_p2p(cc, FUNC_SEND, sb + (size_t)r * bytes, NULL, a->count, a->dtype, r,
-                            a->stream));
+          CHECK(enqueue_task(a, FUNC_SEND, sb + (size_t)r * bytes, NULL, r, op));
       }
-      CHECK(enqueue_p2p(cc, FUNC_RECV, NULL, rb, a->count, a->dtype, a->root, a->stream));
+      CHECK(enqueue_task(a, FUNC_RECV, NULL, rb, a->root, op));
       return ncclSuccess;
-    default: {
-      coll_task_t t = {.func = (uint8_t)a->func,
-                       .dtype = (uint8_t)a->dtype,
-                       .root = enqueue_has_root(a->func) ? a->root : -1,
-                       .op = *op,
-                       .sendbuff = a->sendbuff,
-                       .recvbuff = a->recvbuff,
-                       .count = a->count,
-                       .stream = a->stream};
-      return coll_task_append(cc, &t);
-    }
+    default:
+      return enqueue_task(a, a->func, a->sendbuff, a->recvbuff,
+                          enqueue_has_root(a->func) ? a->root : -1, op);
   }
 }
 
@@ -184,161 +172,90 @@ fail:
   return res;
 }
 
+/* Every entry point: its name and function, and the call's arguments as given.
+ * root is the root or peer, -1 for a call that has none; op is ignored by calls without one. */
+static ncclResult_t coll_call(const char* api, int func, const void* sendbuff, void* recvbuff,
+                              size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
+                              ncclComm_t comm, cudaStream_t stream) {
+  coll_args_t a = {.api = api,
+                   .func = func,
+                   .sendbuff = sendbuff,
+                   .recvbuff = recvbuff,
+                   .count = count,
+                   .dtype = dtype,
+                   .op = op,
+                   .root = root,
+                   .comm = comm,
+                   .stream = stream};
+  return coll_enqueue(&a);
+}
+
 /* ---- Collectives ------------------------------------------------------------------------------
  */
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclAllReduce",
-                   .func = FUNC_ALLREDUCE,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .op = op,
-                   .root = -1,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclAllReduce", FUNC_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, -1,
+                   comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclBroadcast",
-                   .func = FUNC_BROADCAST,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = root,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclBroadcast", FUNC_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum,
+                   root, comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclBcast",
-                   .func = FUNC_BROADCAST,
-                   .sendbuff = buff,
-                   .recvbuff = buff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = root,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclBcast", FUNC_BROADCAST, buff, buff, count, datatype, ncclSum, root, comm,
+                   stream);
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclReduce",
-                   .func = FUNC_REDUCE,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .op = op,
-                   .root = root,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclReduce", FUNC_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm,
+                   stream);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclAllGather",
-                   .func = FUNC_ALLGATHER,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = sendcount,
-                   .dtype = datatype,
-                   .root = -1,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclAllGather", FUNC_ALLGATHER, sendbuff, recvbuff, sendcount, datatype,
+                   ncclSum, -1, comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclReduceScatter",
-                   .func = FUNC_REDUCESCATTER,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = recvcount,
-                   .dtype = datatype,
-                   .op = op,
-                   .root = -1,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclReduceScatter", FUNC_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype,
+                   op, -1, comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclAlltoAll",
-                   .func = COLL_ALLTOALL,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = -1,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclAlltoAll", COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, -1,
+                   comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclGather",
-                   .func = COLL_GATHER,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = root,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclGather", COLL_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                   comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclScatter",
-                   .func = COLL_SCATTER,
-                   .sendbuff = sendbuff,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = root,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclScatter", COLL_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root,
+                   comm, stream);
 }
 
 /* ---- Point to point ---------------------------------------------------------------------------
  */
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclSend",
-                   .func = FUNC_SEND,
-                   .sendbuff = sendbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = peer,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclSend", FUNC_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, comm,
+                   stream);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  coll_args_t a = {.api = "ncclRecv",
-                   .func = FUNC_RECV,
-                   .recvbuff = recvbuff,
-                   .count = count,
-                   .dtype = datatype,
-                   .root = peer,
-                   .comm = comm,
-                   .stream = stream};
-  return coll_enqueue(&a);
+  return coll_call("ncclRecv", FUNC_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm,
+                   stream);
 }

@@ -106,15 +106,6 @@ static bool mem_cumem_usable(int dev) {
   return vmm != 0;
 }
 
-static CUmemAccessDesc mem_access(CUdevice dev) {
-  CUmemAccessDesc a;
-  memset(&a, 0, sizeof(a));
-  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.location.id = dev;
-  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return a;
-}
-
 /* Read-write access for dev and every device that can reach dev's memory as a peer. */
 static ncclResult_t mem_cumem_access(CUdeviceptr p, size_t bytes, int dev) {
   const cu_driver_t* d = cu_driver();
@@ -125,7 +116,7 @@ static ncclResult_t mem_cumem_access(CUdeviceptr p, size_t bytes, int dev) {
   CHECK(mem_calloc((void**)&acc, (size_t)(ndev > 0 ? ndev : 1), sizeof(*acc)));
   ncclResult_t res = mem_cu(d->device_get(&cdev, dev), "cuDeviceGet");
   if (res != ncclSuccess) goto out;
-  acc[n++] = mem_access(cdev);
+  acc[n++] = cu_mem_access_rw(cdev);
   for (int peer = 0; peer < ndev; peer++) {
     int can = 0;
     CUdevice cpeer;
@@ -134,7 +125,7 @@ static ncclResult_t mem_cumem_access(CUdeviceptr p, size_t bytes, int dev) {
       (void)cudaGetLastError();
       continue;
     }
-    if (can && d->device_get(&cpeer, peer) == CUDA_SUCCESS) acc[n++] = mem_access(cpeer);
+    if (can && d->device_get(&cpeer, peer) == CUDA_SUCCESS) acc[n++] = cu_mem_access_rw(cpeer);
   }
   if (d->mem_set_access(p, bytes, acc, n) != CUDA_SUCCESS && n > 1) {
     INFO(NCCL_ALLOC, "ncclMemAlloc: peer access to device %d's memory refused; local access only",
@@ -156,12 +147,7 @@ static ncclResult_t mem_cumem_alloc(int dev, size_t size, mem_alloc_t* a) {
   bool have_handle = false, reserved = false, mapped = false;
   ncclResult_t res;
   CHECK(mem_cu(d->device_get(&cdev, dev), "cuDeviceGet"));
-  memset(&prop, 0, sizeof(prop));
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = cdev;
-  prop.requestedHandleTypes =
-      cu_mem_fd_supported(dev) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop = cu_mem_prop_device(cdev, cu_mem_fd_supported(dev));
   CHECK(
       mem_cu(d->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
              "cuMemGetAllocationGranularity"));

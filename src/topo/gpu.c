@@ -61,7 +61,7 @@ void topo_sysfs_gpu(const char* sysfs_root, topo_gpu_t* g) {
 
 /* ---- CUDA runtime facts (for GPUs this process sees) --------------------------------------------
  */
-static int visible_dev(int64_t bus_id) {
+int topo_gpu_local_ordinal(int64_t bus_id) {
   char text[TOPO_BUSID_LEN];
   int dev = -1;
   topo_busid_format(bus_id, text);
@@ -73,7 +73,7 @@ static int visible_dev(int64_t bus_id) {
 }
 
 static int runtime_sm(int64_t bus_id) {
-  int dev = visible_dev(bus_id), major = 0, minor = 0;
+  int dev = topo_gpu_local_ordinal(bus_id), major = 0, minor = 0;
   if (dev < 0) return 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
@@ -85,7 +85,7 @@ static int runtime_sm(int64_t bus_id) {
 
 /* Both GPUs visible here and able to access each other both ways. */
 static bool runtime_peers(int64_t a, int64_t b) {
-  int da = visible_dev(a), db = visible_dev(b), ab = 0, ba = 0;
+  int da = topo_gpu_local_ordinal(a), db = topo_gpu_local_ordinal(b), ab = 0, ba = 0;
   if (da < 0 || db < 0) return false;
   if (cudaDeviceCanAccessPeer(&ab, da, db) != cudaSuccess ||
       cudaDeviceCanAccessPeer(&ba, db, da) != cudaSuccess) {

@@ -124,6 +124,9 @@ ncclResult_t topo_path_parse(const char* text, topo_path_t* out); /* names and l
 /* "0000:3b:00.0" <-> 0x3b000 (the hex digits of the text, as core's numeric bus ids). */
 void topo_busid_format(int64_t bus_id, char out[TOPO_BUSID_LEN]);
 int64_t topo_busid_parse(const char* text); /* -1 when malformed */
+/* The CUDA ordinal of the GPU at bus_id in this process, -1 when this process does not see it
+ * (CUDA_VISIBLE_DEVICES may hide it). */
+int topo_gpu_local_ordinal(int64_t bus_id);
 
 /* XML: text in memory (format allocates *text_out; free() it) and files. Parse errors WARN with
  * name:line and return ncclInvalidUsage. */

@@ -70,23 +70,11 @@ p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t
   return P2P_OK;
 }
 
-/* The peer's GPU as this process sees it, if it does (CUDA_VISIBLE_DEVICES may hide it). */
-static int p2p_local_ordinal(int64_t bus_id) {
-  char text[TOPO_BUSID_LEN];
-  int dev = -1;
-  topo_busid_format(bus_id, text);
-  if (cudaDeviceGetByPCIBusId(&dev, text) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  return dev;
-}
-
 static bool p2p_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
                             const peer_info_t* peer) {
   if (transport_p2p_policy(ctx, me, peer) != P2P_OK) return false;
   if (me->bus_id == peer->bus_id) return true;
-  int other = p2p_local_ordinal(peer->bus_id);
+  int other = topo_gpu_local_ordinal(peer->bus_id);
   if (other < 0) return true; /* not visible here: cuMem and IPC still work; the path decided */
   int ab = 0, ba = 0;
   cudaError_t err = cudaDeviceCanAccessPeer(&ab, me->cuda_dev, other);
@@ -160,15 +148,6 @@ static ncclResult_t p2p_zero(void* ptr, size_t bytes) {
   return p2p_cuda(err, "clearing a FIFO (cudaMemsetAsync)");
 }
 
-static CUmemAccessDesc p2p_access(CUdevice dev) {
-  CUmemAccessDesc a;
-  memset(&a, 0, sizeof(a));
-  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.location.id = dev;
-  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return a;
-}
-
 /* ---- Resources
  * ----------------------------------------------------------------------------------- */
 static void p2p_res_free(p2p_res_t* r) {
@@ -199,12 +178,7 @@ static ncclResult_t p2p_cumem_alloc(int dev, int peer_dev, size_t bytes, bool sh
   size_t gran = 0;
   CUdeviceptr p;
   CHECK(p2p_cu(d->device_get(&cdev, dev), "cuDeviceGet"));
-  memset(&prop, 0, sizeof(prop));
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = cdev;
-  prop.requestedHandleTypes =
-      shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop = cu_mem_prop_device(cdev, shareable);
   CHECK(p2p_cu(d->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
                "cuMemGetAllocationGranularity"));
   if (gran == 0) gran = 1;
@@ -216,11 +190,11 @@ static ncclResult_t p2p_cumem_alloc(int dev, int peer_dev, size_t bytes, bool sh
   r->reserved = true;
   CHECK(p2p_cu(d->mem_map(p, r->map_bytes, 0, r->handle, 0), "cuMemMap"));
   r->mapped = true;
-  CUmemAccessDesc acc[2] = {p2p_access(cdev)};
+  CUmemAccessDesc acc[2] = {cu_mem_access_rw(cdev)};
   size_t nacc = 1;
   if (peer_dev >= 0 && peer_dev != dev) {
     CHECK(p2p_cu(d->device_get(&cpeer, peer_dev), "cuDeviceGet"));
-    acc[nacc++] = p2p_access(cpeer);
+    acc[nacc++] = cu_mem_access_rw(cpeer);
   }
   CHECK(p2p_cu(d->mem_set_access(p, r->map_bytes, acc, nacc), "cuMemSetAccess"));
   return ncclSuccess;
@@ -253,7 +227,7 @@ static ncclResult_t p2p_cumem_import(transport_ctx_t* ctx, conn_t* conn, const p
   r->reserved = true;
   CHECK(p2p_cu(d->mem_map(p, r->map_bytes, 0, r->handle, 0), "cuMemMap of the peer's FIFO"));
   r->mapped = true;
-  CUmemAccessDesc acc = p2p_access(cdev);
+  CUmemAccessDesc acc = cu_mem_access_rw(cdev);
   CHECK(p2p_cu(d->mem_set_access(p, r->map_bytes, &acc, 1), "cuMemSetAccess of the peer's FIFO"));
   return ncclSuccess;
 }
