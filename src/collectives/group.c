@@ -9,7 +9,8 @@
  * CUDA executor: launches are asynchronous, so every communicator of the group is planned and
  * launched on the calling thread, unless a connection must be made first (both ranks of a pair
  * take part in it at once): then each communicator connects and launches on its own thread as
- * above. ncclGroupEnd never waits for the GPU.
+ * above, and ncclGroupEnd joins those threads, nonblocking communicators included (their
+ * groups return ncclSuccess). ncclGroupEnd never waits for the GPU.
  * Communicators created inside a group (ncclCommInitRank* between ncclGroupStart and End, as
  * nccl-tests does for several GPUs of one thread) initialize on their own threads; the outermost
  * ncclGroupEnd waits for the blocking ones. */
@@ -291,13 +292,17 @@ static ncclResult_t group_run(struct coll_comm* head) {
       if (res == ncclSuccess) res = r;
     }
   }
-  /* Blocking communicators complete before ncclGroupEnd returns. */
+  /* Blocking communicators complete before ncclGroupEnd returns. On GPUs every communicator's
+   * thread only connects and launches (the kernels stay asynchronous), and every rank of a pair
+   * takes part in the same group, so a nonblocking one is joined too: its group then returns
+   * ncclSuccess like one that launched inline. PyTorch checks some nonblocking calls (e.g. the
+   * ncclAlltoAll of all_to_all_single) with a macro that takes ncclInProgress as a failure. */
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
-    if (!cc->comm->config.blocking || !cc->job_running) continue;
+    if ((!cc->comm->config.blocking && !all_gpu) || !cc->job_running) continue;
     ncclResult_t r = coll_job_join(cc);
     if (RESULT_IS_ERROR(r) && res == ncclSuccess) res = r;
   }
-  if (res == ncclSuccess && any_nonblocking) res = ncclInProgress;
+  if (res == ncclSuccess && any_nonblocking && !all_gpu) res = ncclInProgress;
   return res;
 }
 
