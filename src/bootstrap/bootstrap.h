@@ -72,9 +72,13 @@ _Static_assert(sizeof(bootstrap_handle_t) <= NCCL_UNIQUE_ID_BYTES, "handle must 
 
 typedef struct bootstrap bootstrap_t; /* opaque: one per communicator */
 
-/* Starts a root thread listening on a fresh port of the chosen interface; returns its handle.
- * With NCCL_COMM_ID set, returns a handle for that address and starts nothing (rank 0 will). */
+/* The id a user sees (ncclGetUniqueId): bootstrap_root_create's handle, or, with NCCL_COMM_ID
+ * set, a handle for that address that starts nothing (rank 0 will). */
 ncclResult_t bootstrap_get_unique_id(bootstrap_handle_t* out);
+/* Always starts a fresh root thread (random magic, ephemeral port of the chosen interface) and
+ * returns its handle, whatever NCCL_COMM_ID says: the root of a child communicator (split,
+ * shrink). The thread exits once its ranks are served, or on NCCL_BOOTSTRAP_TIMEOUT_MS. */
+ncclResult_t bootstrap_root_create(bootstrap_handle_t* out);
 /* Rank 0 calls this when NCCL_COMM_ID is set: start the root at that address. Does nothing when a
  * root for this handle already runs in this process (bootstrap_init on rank 0 calls it itself when
  * the handle is the one NCCL_COMM_ID describes, so calling it first is optional). */

@@ -477,6 +477,10 @@ ncclResult_t bootstrap_get_unique_id(bootstrap_handle_t* out) {
          comm_id);
     return ncclSuccess;
   }
+  return bootstrap_root_create(out);
+}
+
+ncclResult_t bootstrap_root_create(bootstrap_handle_t* out) {
   const socket_iface_t* ifaces = NULL;
   int nifaces = 0;
   CHECK(socket_default_interfaces(&ifaces, &nifaces));

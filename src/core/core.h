@@ -121,8 +121,6 @@ const char* comm_bus_text(int64_t bus_id, char* buf);
  * rank, nranks, cuda_dev and comm_hash are set. */
 ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, int nhandles,
                            const char* api);
-/* A fresh bootstrap root in this process for a child communicator (split/shrink). */
-ncclResult_t comm_child_root(bootstrap_handle_t* out);
 
 /* job.c: a lifecycle operation. run() does the work and publishes the states and async errors
  * of owner and child itself. Blocking: run() is called on this thread. Nonblocking: the caller

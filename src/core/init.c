@@ -15,17 +15,6 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   return ncclSuccess;
 }
 
-ncclResult_t comm_child_root(bootstrap_handle_t* out) {
-  if (param_is_set(PARAM_COMM_ID)) {
-    /* bootstrap_get_unique_id would hand out NCCL_COMM_ID's address again. */
-    WARN(
-        "Creating a child communicator (ncclCommSplit/ncclCommShrink) is not supported while "
-        "NCCL_COMM_ID is set; unset NCCL_COMM_ID and pass ncclUniqueId instead");
-    return ncclInvalidUsage;
-  }
-  return bootstrap_get_unique_id(out);
-}
-
 /* ---- Init proper ------------------------------------------------------------------------------
  */
 static uint64_t shm_device_id(void) {
