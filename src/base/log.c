@@ -29,6 +29,9 @@
 int log_level = -1;
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Serializes copies into error sinks: several threads of one communicator (executor channels,
+ * the proxy, the caller) share its last-error buffer and may WARN at once. */
+static pthread_mutex_t log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static FILE* log_file; /* under log_lock; NULL: stdout */
 static uint64_t log_mask;
@@ -127,10 +130,12 @@ static void log_expand_path(const char* pattern, char* out, size_t len) {
 }
 
 static void log_atfork_prepare(void) {
+  pthread_mutex_lock(&log_sink_lock);
   pthread_mutex_lock(&log_lock);
 }
 static void log_atfork_release(void) {
   pthread_mutex_unlock(&log_lock);
+  pthread_mutex_unlock(&log_sink_lock);
 }
 static void log_once_init(void) {
   log_epoch_ns = clock_ns();
@@ -244,6 +249,16 @@ static void log_copy_text(char* dst, size_t cap, const char* src) {
   dst[n] = '\0';
 }
 
+/* Copies a WARN into a shared sink. Writers take turns; a reader that does not lock (the user's
+ * ncclGetLastError) may catch a line half replaced, but never an unterminated one: the last byte
+ * is a terminator before and during every copy. */
+static void log_copy_sink(char* dst, size_t cap, const char* src) {
+  pthread_mutex_lock(&log_sink_lock);
+  __atomic_store_n(&dst[cap - 1], '\0', __ATOMIC_RELAXED);
+  log_copy_text(dst, cap, src);
+  pthread_mutex_unlock(&log_sink_lock);
+}
+
 void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, int line,
               const char* fmt, ...) {
   char msg[LOG_LINE_MAX];
@@ -261,7 +276,7 @@ void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, in
   if (level == NCCL_LOG_WARN) {
     /* Recorded whatever the level: ncclGetLastError reports it even with logging off. */
     log_copy_text(log_tls_error, sizeof(log_tls_error), msg);
-    if (log_tls_sink != NULL) log_copy_text(log_tls_sink, log_tls_sink_len, msg);
+    if (log_tls_sink != NULL) log_copy_sink(log_tls_sink, log_tls_sink_len, msg);
   }
   if (!log_selected(current, level, flags)) return;
   if (!formatted) {

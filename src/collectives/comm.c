@@ -114,6 +114,8 @@ static ncclResult_t comm_transport_init(struct coll_comm* cc, struct ncclComm* c
   t->peers = comm->peers;
   t->bootstrap = comm->bootstrap;
   t->abort_flag = comm->abort_flag;
+  t->err_buf = comm->last_error;
+  t->err_len = sizeof(comm->last_error);
   t->comm_hash = comm->comm_hash;
   t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
   t->no_ll128 = !cc->ll128_ok;
@@ -199,7 +201,9 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
                            .abort_flag = comm->abort_flag,
                            .peer_check = comm_peer_check,
                            .proxy_wake = comm_proxy_wake,
-                           .arg = cc};
+                           .arg = cc,
+                           .err_buf = comm->last_error,
+                           .err_len = sizeof(comm->last_error)};
   CHECK(cc->executor->init(&cc->exec, &cc->exec_state));
   INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);

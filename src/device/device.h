@@ -131,6 +131,10 @@ typedef struct exec_comm {
   /* Tells the proxy that work using NET connections is starting (it may be asleep). */
   void (*proxy_wake)(void* arg);
   void* arg;
+  /* The communicator's last-error text (ncclGetLastError): executor threads other than the
+   * launching one bind it (log_bind_error_sink) so their WARNs reach the user. NULL: none. */
+  char* err_buf;
+  size_t err_len;
 } exec_comm_t;
 
 /* ---- Executor interface: chosen per communicator (GPU visible: cuda; none: host) ------------- */

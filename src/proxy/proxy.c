@@ -66,6 +66,8 @@ struct proxy_state {
   atomic_bool stop;
   atomic_int error;
   volatile uint32_t* abort_flag;
+  char* err_buf; /* the communicator's last-error text: the thread's WARNs land there too */
+  size_t err_len;
   pthread_mutex_t conn_lock; /* the conn list; held by the thread during a pass */
   proxy_conn_t** conns;
   int nconns, cap;
@@ -351,6 +353,7 @@ static void proxy_sleep(proxy_state_t* p, uint64_t ns) {
 static void* proxy_main(void* arg) {
   proxy_state_t* p = arg;
   pthread_setname_np(pthread_self(), "baton-proxy");
+  log_bind_error_sink(p->err_buf, p->err_len);
   uint64_t idle_since = clock_ns();
   while (!atomic_load(&p->stop)) {
     bool progressed = false, busy = false;
@@ -383,14 +386,18 @@ static void* proxy_main(void* arg) {
     if (ns > PROXY_MAX_SLEEP_NS) ns = PROXY_MAX_SLEEP_NS;
     proxy_sleep(p, ns);
   }
+  log_bind_error_sink(NULL, 0);
   return NULL;
 }
 
-ncclResult_t proxy_create(volatile uint32_t* abort_flag, proxy_state_t** out) {
+ncclResult_t proxy_create(volatile uint32_t* abort_flag, char* err_buf, size_t err_len,
+                          proxy_state_t** out) {
   proxy_state_t* p = NULL;
   pthread_condattr_t attr;
   CHECK(MEM_CALLOC(&p, 1));
   p->abort_flag = abort_flag;
+  p->err_buf = err_buf;
+  p->err_len = err_buf != NULL ? err_len : 0;
   pthread_mutex_init(&p->lock, NULL);
   pthread_mutex_init(&p->conn_lock, NULL);
   pthread_condattr_init(&attr);

@@ -27,8 +27,11 @@ typedef struct proxy_conn {
   void* priv; /* proxy-private progress state */
 } proxy_conn_t;
 
-/* Starts the thread (named "baton-proxy"); it stops progressing once *abort_flag is set. */
-ncclResult_t proxy_create(volatile uint32_t* abort_flag, proxy_state_t** out);
+/* Starts the thread (named "baton-proxy"); it stops progressing once *abort_flag is set. The
+ * thread's WARNs are also copied into err_buf[err_len] (the communicator's last-error text, kept
+ * alive until proxy_destroy; NULL: none). */
+ncclResult_t proxy_create(volatile uint32_t* abort_flag, char* err_buf, size_t err_len,
+                          proxy_state_t** out);
 ncclResult_t proxy_add_conn(proxy_state_t* proxy, proxy_conn_t* conn);
 /* An executor is about to use NET connections: wake the thread if it sleeps. */
 void proxy_wake(proxy_state_t* proxy);

@@ -341,7 +341,7 @@ static ncclResult_t xml_open(xml_parser_t* x, const char* elem, const xml_attr_t
   }
   if (strcmp(elem, "pci") == 0) {
     static const char* const allowed[] = {"busid", NULL};
-    int64_t id;
+    int64_t id = -1; /* set by xml_busid on success (the compiler cannot see it) */
     if (strcmp(parent, "cpu") != 0 && strcmp(parent, "pci") != 0 && strcmp(parent, "system") != 0)
       return xml_error(x, "<pci> must be inside <system>, <cpu> or <pci>, not <%s>", parent);
     CHECK(xml_attrs_known(x, elem, attrs, n, allowed));

@@ -90,7 +90,8 @@ static ncclResult_t net_wait_comm(transport_ctx_t* ctx, conn_t* conn, net_res_t*
 }
 
 static ncclResult_t net_hand_to_proxy(transport_ctx_t* ctx, conn_t* conn, net_res_t* r) {
-  if (ctx->proxy == NULL) CHECK(proxy_create(ctx->abort_flag, &ctx->proxy));
+  if (ctx->proxy == NULL)
+    CHECK(proxy_create(ctx->abort_flag, ctx->err_buf, ctx->err_len, &ctx->proxy));
   r->pconn = (proxy_conn_t){.fifo = &conn->fifo,
                             .is_send = conn->is_send,
                             .net_comm = r->comm,

@@ -28,7 +28,8 @@ static ncclResult_t net_profiler_stub(void** ehandle, int type, void* phandle, i
   return ncclSuccess;
 }
 
-static void* net_plugin_open(const char* spec, char* opened, size_t len) {
+/* On success, opened receives the name that loaded (same size as the candidates: no truncation). */
+static void* net_plugin_open(const char* spec, char opened[static NET_PLUGIN_NAME_MAX]) {
   char names[2][NET_PLUGIN_NAME_MAX];
   int nnames = 0;
   if (spec == NULL) {
@@ -42,7 +43,7 @@ static void* net_plugin_open(const char* spec, char* opened, size_t len) {
   for (int i = 0; i < nnames; i++) {
     void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (lib != NULL) {
-      snprintf(opened, len, "%s", names[i]);
+      memcpy(opened, names[i], NET_PLUGIN_NAME_MAX); /* snprintf terminated it */
       return lib;
     }
     INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: could not load %s: %s", names[i], dlerror());
@@ -59,7 +60,7 @@ static ncclResult_t net_plugin_load(const ncclNet_t** out) {
     INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: disabled by NCCL_NET_PLUGIN, using internal networks");
     return ncclSuccess;
   }
-  void* lib = net_plugin_open(spec, opened, sizeof(opened));
+  void* lib = net_plugin_open(spec, opened);
   if (lib == NULL) {
     INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: no plugin found, using internal networks");
     return ncclSuccess;

@@ -32,6 +32,8 @@ typedef struct transport_ctx {
   const peer_info_t* peers;      /* nranks entries */
   bootstrap_t* bootstrap;
   volatile uint32_t* abort_flag;
+  char* err_buf;                 /* the communicator's last-error text, handed to the proxy */
+  size_t err_len;
   uint64_t comm_hash;            /* names shared-memory segments */
   struct proxy_state* proxy;     /* started on first NET connection */
   int buff_bytes[PROTO_COUNT];   /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */

@@ -17,7 +17,9 @@
 static ncclResult_t hw_peer_check(void* arg, int peer) {
   hw_rank_ctx_t* rc = arg;
   __atomic_add_fetch(&rc->w->peer_checks, 1, __ATOMIC_RELAXED);
-  return peer == rc->w->dead ? ncclRemoteError : ncclSuccess;
+  if (peer != rc->w->dead) return ncclSuccess;
+  WARN("test world: rank %d is gone (rank %d waits on it)", peer, rc->rank);
+  return ncclRemoteError;
 }
 
 static void hw_proxy_wake(void* arg) {
@@ -89,7 +91,9 @@ hw_world_t* hw_world_new(int n, int nch) {
                                .abort_flag = &w->abort_flag[r],
                                .peer_check = hw_peer_check,
                                .proxy_wake = hw_proxy_wake,
-                               .arg = &w->rc[r]};
+                               .arg = &w->rc[r],
+                               .err_buf = w->err[r],
+                               .err_len = sizeof(w->err[r])};
     ck_assert_int_eq(executor_host_ops.init(&w->comm[r], &w->state[r]), ncclSuccess);
   }
   return w;

@@ -45,7 +45,8 @@ struct hw_world {
   hw_rank_ctx_t rc[HW_MAX_RANKS];
   void* state[HW_MAX_RANKS];
   volatile uint32_t abort_flag[HW_MAX_RANKS];
-  int dead; /* rank peer_check reports as gone (-1: none) */
+  int dead; /* rank peer_check reports as gone, with a WARN naming it (-1: none) */
+  char err[HW_MAX_RANKS][256]; /* each rank's last-error text (exec_comm_t.err_buf) */
   int peer_checks, proxy_wakes;
 };
 

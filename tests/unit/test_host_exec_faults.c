@@ -7,6 +7,7 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -93,6 +94,92 @@ START_TEST(test_dead_peer) {
   ck_assert_int_gt(w->peer_checks, 0);
   for (int r = 0; r < 3; r++) free(bufs[r]);
   hw_world_free(w);
+}
+END_TEST
+
+/* Runs rank r's plan alone (the other ranks never run); fails the test if it has not returned
+ * within 5 s, after aborting it. */
+static ncclResult_t launch_alone(hw_world_t* w, hw_plan_t* rp, int r, double* secs) {
+  hw_launch_t a = {.w = w, .rank = r, .rp = rp};
+  pthread_t th;
+  uint64_t t0 = clock_ns();
+  ck_assert_int_eq(pthread_create(&th, NULL, hw_launch_main, &a), 0);
+  bool joined = hw_join(th, 5);
+  if (!joined) {
+    __atomic_store_n(&w->abort_flag[r], 1, __ATOMIC_RELEASE);
+    ck_assert(hw_join(th, 10));
+  }
+  ck_assert_msg(joined, "rank %d did not notice the dead peer within 5 s", r);
+  *secs = (double)(a.end_ns - t0) / 1e9;
+  return a.res;
+}
+
+/* A dead peer seen by a worker channel (channel 1; channel 0 has no work, so nothing runs on the
+ * launching thread): the WARN reaches the rank's last-error buffer (exec_comm_t.err_buf). */
+START_TEST(test_worker_error_sink) {
+  hw_world_t* w = hw_world_new(3, 2);
+  static hw_plan_t rps[HW_MAX_RANKS];
+  hw_launch_t args[HW_MAX_RANKS];
+  char bufs[2][1000];
+  for (int r = 0; r < 2; r++) { /* ranks 0 and 1 receive from rank 2 on channel 1 */
+    work_t wk = {.func = FUNC_RECV,
+                 .algo = ALGO_RING,
+                 .proto = PROTO_SIMPLE,
+                 .dtype = ncclInt8,
+                 .recvbuff = bufs[r],
+                 .count = sizeof(bufs[r]),
+                 .chan_off = 0,
+                 .chan_count = sizeof(bufs[r]),
+                 .root = 2,
+                 .nranks = 3};
+    hw_plan_reset(&rps[r], 2);
+    hw_plan_add(&rps[r], 1, &wk);
+  }
+  hw_plan_reset(&rps[2], 2);
+  w->dead = 2;
+  hw_world_run_args(w, rps, 2, args);
+  for (int r = 0; r < 2; r++) {
+    ck_assert_int_eq(args[r].res, ncclRemoteError);
+    ck_assert_msg(strstr(w->err[r], "rank 2 is gone") != NULL,
+                  "rank %d: last error \"%s\" does not name dead rank 2", r, w->err[r]);
+  }
+  ck_assert_ptr_null(strstr(log_last_error(), "is gone")); /* not this thread's: the sink's */
+  hw_world_free(w);
+}
+END_TEST
+
+/* A step that waits on several peers (a tree root receiving from three children) where the first
+ * one is alive but silent and the last one is dead: the dead one is found and named, on a worker
+ * channel (channel 2). */
+START_TEST(test_dead_among_waited) {
+  for (int proto = 0; proto < PROTO_COUNT; proto += 2) {
+    hw_world_t* w = hw_world_new(4, 3);
+    static hw_plan_t rp;
+    const dev_channel_t* dc = &w->chans[0][2];
+    ck_assert_int_eq(dc->tree_up, -1);
+    ck_assert_int_eq(dc->tree_down[0], 1);
+    ck_assert_int_eq(dc->tree_down[2], 3);
+    float* buf = calloc(5000, sizeof(float));
+    hw_plan_reset(&rp, 3);
+    work_t wk = {.func = FUNC_ALLREDUCE,
+                 .algo = ALGO_TREE,
+                 .proto = (uint8_t)proto,
+                 .dtype = ncclFloat32,
+                 .sendbuff = buf,
+                 .recvbuff = buf,
+                 .count = 5000,
+                 .chan_off = 0,
+                 .chan_count = 5000,
+                 .nranks = 4};
+    hw_plan_add(&rp, 2, &wk);
+    w->dead = 3;
+    double secs;
+    ck_assert_int_eq(launch_alone(w, &rp, 0, &secs), ncclRemoteError);
+    ck_assert_msg(secs < 2.0, "took %.3f s", secs);
+    ck_assert_msg(strstr(w->err[0], "rank 3 is gone") != NULL, "last error \"%s\"", w->err[0]);
+    free(buf);
+    hw_world_free(w);
+  }
 }
 END_TEST
 
@@ -194,6 +281,8 @@ static Suite* host_exec_faults_suite(void) {
   tcase_set_timeout(tf, 60);
   tcase_add_test(tf, test_abort);
   tcase_add_test(tf, test_dead_peer);
+  tcase_add_test(tf, test_worker_error_sink);
+  tcase_add_test(tf, test_dead_among_waited);
   tcase_add_test(tf, test_bad_plans);
   tcase_add_test(tf, test_fifo_reader);
   suite_add_tcase(s, tf);

@@ -7,7 +7,10 @@
  *
  * Waiting: a channel whose lanes cannot move spins briefly, then yields, then sleeps in growing
  * slices (many ranks share few cores in CI); each wait checks the abort flag, and every ~100 ms
- * asks exec_comm.peer_check about the peers it waits on. No wait is unbounded. */
+ * asks exec_comm.peer_check about every peer it waits on. No wait is unbounded.
+ *
+ * Errors: worker threads bind exec_comm.err_buf as their error sink, so a WARN on any channel
+ * (a dead peer seen by channel 3) reaches the communicator's ncclGetLastError text. */
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -29,15 +32,20 @@ static inline void cpu_relax(void) {
 }
 
 /* ---- Waiting -------------------------------------------------------------------------------- */
+/* Asks about every peer a blocked step waits on, not just the first: a live but slow peer must
+ * not hide a dead one. */
 static ncclResult_t chan_check_peers(host_chan_t* ch, const host_lane_t* lanes, int nlanes) {
   const exec_comm_t* comm = ch->ex->comm;
   if (comm->peer_check == NULL) return ncclSuccess;
   int last = HOST_NO_PEER;
   for (int i = 0; i < nlanes; i++) {
-    int p = lanes[i].wait_peer;
-    if (lanes[i].pos >= lanes[i].nops || p < 0 || p == comm->rank || p == last) continue;
-    CHECK(comm->peer_check(comm->arg, p));
-    last = p;
+    if (lanes[i].pos >= lanes[i].nops) continue;
+    for (int j = 0; j < lanes[i].nwait; j++) {
+      int p = lanes[i].wait_peers[j];
+      if (p < 0 || p == comm->rank || p == last) continue;
+      CHECK(comm->peer_check(comm->arg, p));
+      last = p;
+    }
   }
   return ncclSuccess;
 }
@@ -105,6 +113,8 @@ static void* chan_main(void* arg) {
   host_chan_t* ch = arg;
   host_exec_t* ex = ch->ex;
   uint64_t seen = ch->gen_seen;
+  /* Channel 0 runs on the launching thread, which the caller has bound to the same buffer. */
+  log_bind_error_sink(ex->comm->err_buf, ex->comm->err_len);
   pthread_mutex_lock(&ex->mu);
   for (;;) {
     while (ex->gen == seen && !ex->quit) pthread_cond_wait(&ex->wake, &ex->mu);
@@ -118,6 +128,7 @@ static void* chan_main(void* arg) {
     if (--ex->pending == 0) pthread_cond_signal(&ex->done);
   }
   pthread_mutex_unlock(&ex->mu);
+  log_bind_error_sink(NULL, 0);
   return NULL;
 }
 
@@ -183,7 +194,7 @@ static ncclResult_t exec_drain_net_sends(host_exec_t* ex, const plan_t* plan) {
     for (int p = 0; p < comm->nranks; p++) {
       const conn_fifo_t* f = dc->send[p];
       if (f == NULL || !(f->flags & CONN_FLAG_NET)) continue;
-      host_lane_t waiting = {.pos = 0, .nops = 1, .wait_peer = p};
+      host_lane_t waiting = {.pos = 0, .nops = 1, .nwait = 1, .wait_peers = {p}};
       ch->idle = 0;
       while (__atomic_load_n(f->head, __ATOMIC_ACQUIRE) <
              __atomic_load_n(f->tail, __ATOMIC_ACQUIRE))

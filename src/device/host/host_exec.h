@@ -73,7 +73,9 @@ typedef struct host_lane {
   char* self_out;               /* LANE_SELF: the matched receive's buffer */
   const struct host_lane* gate; /* step k waits until gate->pos > k (tree root: down after up) */
   int pred;                     /* index in the segment of a lane that must finish first, -1 */
-  int wait_peer;                /* the peer the last blocked attempt waited on */
+  /* The peers the last blocked attempt waited on (every not-ready connection of the step). */
+  int nwait;
+  int wait_peers[2 * TREE_MAX_CHILDREN];
 } host_lane_t;
 
 /* ---- Channels and the executor ----------------------------------------------------------------
@@ -125,8 +127,8 @@ void host_lane_step(const host_lane_t* ln, size_t k, host_step_t* st);
 /* Data bytes one slot of the FIFO holds for proto (0 when the FIFO has no buffer for it). */
 size_t host_fifo_capacity(const conn_fifo_t* f, int proto);
 /* Runs step st of lane ln if every connection it uses is ready: *ran says whether it did. On
- * not ready, ln->wait_peer names a peer it waits on. Errors: a missing connection, a slot whose
- * size disagrees with the step (the two sides run different plans). */
+ * not ready, ln->wait_peers names every peer whose connection is not ready. Errors: a missing
+ * connection, a slot whose size disagrees with the step (the two sides run different plans). */
 ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, bool* ran);
 
 /* ---- lanes.c: work items to lanes, progress ------------------------------------------------- */
@@ -140,7 +142,7 @@ ncclResult_t host_list_run(host_chan_t* ch, const work_t* works, int nwork);
 /* ---- exec.c ------------------------------------------------------------------------------- */
 /* Called after a pass over the active lanes that moved nothing: spins, then yields, then sleeps;
  * fails on the abort flag or another channel's failure, and every ~100 ms asks peer_check about
- * the peers the blocked lanes wait on. */
+ * every peer the blocked lanes wait on. */
 ncclResult_t host_chan_idle(host_chan_t* ch, const host_lane_t* lanes, int nlanes);
 static inline void host_chan_busy(host_chan_t* ch) {
   ch->idle = 0;

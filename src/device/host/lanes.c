@@ -105,14 +105,14 @@ static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, s
                       .up = HOST_NO_PEER,
                       .peer = HOST_NO_PEER,
                       .pred = -1,
-                      .wait_peer = HOST_NO_PEER};
+                      .nwait = 0};
 }
 
 /* Runs lane ln as far as its connections allow. */
 static ncclResult_t lane_progress(host_chan_t* ch, host_lane_t* ln) {
   while (ln->pos < ln->nops) {
     if (ln->gate != NULL && ln->gate->pos <= ln->pos) {
-      ln->wait_peer = HOST_NO_PEER;
+      ln->nwait = 0; /* waits on its own other lane, not on a peer */
       break;
     }
     host_step_t st;

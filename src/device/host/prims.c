@@ -113,30 +113,27 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   int proto = ln->proto;
   *ran = false;
 
-  /* Ready? Nothing is consumed or published until every connection is. */
+  /* Ready? Nothing is consumed or published until every connection is. Every connection that
+   * is not is noted: the waiting channel asks about each of those peers. */
+  ln->nwait = 0;
   for (int j = 0; j < st->nrecv; j++) {
     rf[j] = dc->recv[st->recv_peer[j]];
     if (rf[j] == NULL) return conn_missing(ch, st->recv_peer[j], false);
-    if (!fifo_recv_ready(rf[j], proto, nbytes)) {
-      ln->wait_peer = st->recv_peer[j];
-      return ncclSuccess;
-    }
+    if (!fifo_recv_ready(rf[j], proto, nbytes)) ln->wait_peers[ln->nwait++] = st->recv_peer[j];
   }
   for (int j = 0; j < st->nsend; j++) {
     sf[j] = dc->send[st->send_peer[j]];
     if (sf[j] == NULL) return conn_missing(ch, st->send_peer[j], true);
-    if (!fifo_send_ready(sf[j])) {
-      ln->wait_peer = st->send_peer[j];
-      return ncclSuccess;
-    }
+    if (!fifo_send_ready(sf[j])) ln->wait_peers[ln->nwait++] = st->send_peer[j];
   }
+  if (ln->nwait > 0) return ncclSuccess;
   for (int j = 0; j < st->nrecv; j++) {
     if (proto == PROTO_SIMPLE) {
       CHECK(simple_check_size(ch, rf[j], st->recv_peer[j], nbytes));
       in[j] = fifo_slot(rf[j], PROTO_SIMPLE, rf[j]->step);
     } else {
       if (!ll_unpack(rf[j], ch->stage[j], nbytes)) {
-        ln->wait_peer = st->recv_peer[j];
+        ln->wait_peers[ln->nwait++] = st->recv_peer[j];
         return ncclSuccess;
       }
       in[j] = ch->stage[j];
