@@ -72,9 +72,8 @@ ncclResult_t comm_check_settled(ncclComm_t comm, const char* api);
 ncclResult_t arg_check_ptr(const void* p, const char* api, const char* name);
 void comm_scope_end(void);
 
-/* ---- Hooks into the collectives layer
- * ------------------------------------------------------------ src/core/coll_hooks_default.c holds
- * weak no-op versions; src/collectives defines the real ones. coll_comm_init:     at init, after
+/* ---- Hooks into the collectives layer (defined in src/collectives) ----------------------------
+ * coll_comm_init: at init, after
  * the bootstrap and peer_info exchange (comm->peers filled); fills comm->coll. Called on the init
  * thread (nonblocking) or the caller's. coll_comm_finalize: ncclCommFinalize: returns once every
  * issued operation has completed. Also called with *abort_flag set (revoke, NCCL_SHRINK_ABORT) to

@@ -33,6 +33,7 @@
 
 #include "nccl.h"
 extern "C" {
+#include "base/base.h"
 #include "device/device.h"
 }
 
@@ -54,30 +55,13 @@ static bool g_dead = false; /* a watchdog fired: connections are out of step, st
 
 /* ---- Datatypes on the host ---------------------------------------------------------------- */
 static size_t tsize(int t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    default:
-      return 8;
-  }
+  return datatype_size((ncclDataType_t)t);
 }
 static bool is_int(int t) {
   return t <= ncclUint64;
 }
 static const char* tname(int t) {
-  static const char* n[] = {"int8", "uint8", "int32",  "uint32", "int64", "uint64",
-                            "half", "float", "double", "bf16",   "e4m3",  "e5m2"};
-  return n[t];
+  return datatype_name((ncclDataType_t)t);
 }
 static const char* oname(int o) {
   static const char* n[] = {"sum", "prod", "min", "max", "premulsum", "sumpostdiv"};
