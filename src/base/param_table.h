@@ -40,7 +40,7 @@ PARAM_ROW(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", PARAM_INT, "1",
 
 /* Channels, buffers, algorithms */
 PARAM_ROW(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", PARAM_INT, "1", "Minimum number of channels")
-PARAM_ROW(MAX_NCHANNELS, "NCCL_MAX_NCHANNELS", PARAM_INT, "32", "Maximum number of channels")
+PARAM_ROW(MAX_NCHANNELS, "NCCL_MAX_NCHANNELS", PARAM_INT, "64", "Maximum number of channels")
 PARAM_ROW(BUFFSIZE, "NCCL_BUFFSIZE", PARAM_INT, "4194304",
           "Bytes of the Simple protocol FIFO per connection (NCCL_STEPS slots)")
 PARAM_ROW(LL_BUFFSIZE, "NCCL_LL_BUFFSIZE", PARAM_INT, "524288", "Bytes of the LL FIFO per connection")

@@ -8,8 +8,11 @@
 /* Per NVLink, from NVML (stock's limit on links per GPU is 18). */
 #define TOPO_MAX_NVLINKS 18
 #define TOPO_MAX_GPUS 256 /* per host */
-/* Per-channel bandwidth a channel (one block) is expected to move, for the channel count. */
-#define TOPO_CHANNEL_GBS 16.0
+/* Per-channel bandwidth a channel (one block of the CUDA executor) is expected to move, for the
+ * channel count. Measured on 2x H200 (NV18), 1 GiB all_reduce/all_gather/sendrecv with 24, 32,
+ * 48 and 64 channels: bandwidth grew with the channel count, about 5.5 GB/s per channel at 64
+ * (docs/gpu-results.md, run 5). */
+#define TOPO_CHANNEL_GBS 6.0
 #define TOPO_MAX_CHANNELS 64
 
 /* One NVLink count from a GPU to another (bus ids), while a system is being assembled. */

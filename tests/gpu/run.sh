@@ -10,6 +10,9 @@
 #   perf       nccl-tests sweeps under stock and Baton, communicator init/destroy times
 #   torch      torchrun checks under stock and Baton (LD_PRELOAD), DDP loss comparison,
 #              torch all_reduce sweep
+#   diag       (not in the default list) Baton built with BATON_DEVICE_TRACE: step timelines of
+#              small and large all_reduce per algorithm/protocol; and a channel-count sweep of
+#              large messages. Logs only (logs/diag), judged by a person, not by the harness.
 # Output: $OUT/summary.txt (also printed last), $OUT/perf.md, $OUT/env.log, $OUT/results.tsv,
 # $OUT/logs.tar.gz (every log). Exit status 0 only when no check failed.
 #
@@ -60,7 +63,7 @@ T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORC
 
 mkdir -p "$OUT"
 rm -rf "$WORK"
-mkdir -p "$LOGS"/{build,unit,exec,nccltests,perf,init,torch}
+mkdir -p "$LOGS"/{build,unit,exec,nccltests,perf,init,torch,diag}
 : >"$RESULTS"
 declare -A STAGE_SECS=()
 
@@ -310,7 +313,7 @@ stage_begin build
 BUILD_OK=0 NT_OK=0
 if build_baton; then
   BUILD_OK=1
-  if selected nccltests || selected perf; then build_nccl_tests && NT_OK=1; fi
+  if selected nccltests || selected perf || selected diag; then build_nccl_tests && NT_OK=1; fi
 fi
 echo "ours libnccl: ${OURS_LIB:-none}" >>"$OUT/env.log"
 stage_end build
@@ -531,9 +534,63 @@ stage_torch() {
   done
 }
 
+# ---- diag: where the time goes (a person reads logs/diag) ---------------------------------------
+DIAG_CHANNELS=${DIAG_CHANNELS:-}   # e.g. "24 32 48 64": large messages at fixed channel counts
+DIAG_COLLS=${DIAG_COLLS:-all_reduce all_gather sendrecv}
+DIAG_PROTOS=${DIAG_PROTOS:-Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple}
+DIAG_TRACE=${DIAG_TRACE:-default Tree/LL Ring/LL Ring/Simple}
+stage_diag() {
+  local n=$NGPUS tbuild=$BUILD-trace rc mode c coll log
+  if [ "$NT_OK" != 1 ]; then
+    record diag all SKIP "nccl-tests not built"
+    return
+  fi
+  run_logged "$LOGS/diag/build-trace.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$tbuild' \
+    -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBATON_DEVICE_TRACE=ON -DBUILD_TESTING=OFF && \
+    cmake --build '$tbuild' -j$(nproc) --target nccl"
+  rc=$?
+  record diag build-trace "$(status_of "$rc")" "$(why "$rc")"
+  if [ "$rc" = 0 ]; then
+    local tlib
+    tlib=$(find "$tbuild" -maxdepth 2 -name libnccl.so.2 | head -1)
+    for mode in $DIAG_TRACE; do
+      local -a envs=()
+      [ "$mode" != default ] && envs=("NCCL_ALGO=${mode%/*}" "NCCL_PROTO=${mode#*/}")
+      log=$LOGS/diag/trace.small.${mode/\//.}.log
+      run_logged "$log" 60 env LD_LIBRARY_PATH="$(dirname "$tlib"):$CUDA_HOME/lib64" LD_PRELOAD="$tlib" \
+        NCCL_DEBUG=VERSION "${envs[@]}" "$NT_BIN/all_reduce_perf" -b 8 -e 64K -f 8 -c 0 -n 1100 -w 2 -g "$n"
+      record diag "trace.small.$mode" "$(status_of $?)" "$(grep -c '^baton-trace' "$log") trace lines"
+    done
+    for mode in ${DIAG_TRACE_LARGE:-}; do
+      local -a envs=()
+      [ "$mode" != default ] && envs=("NCCL_ALGO=${mode%/*}" "NCCL_PROTO=${mode#*/}")
+      log=$LOGS/diag/trace.large.${mode/\//.}.log
+      run_logged "$log" 60 env LD_LIBRARY_PATH="$(dirname "$tlib"):$CUDA_HOME/lib64" LD_PRELOAD="$tlib" \
+        NCCL_DEBUG=VERSION "${envs[@]}" "$NT_BIN/all_reduce_perf" -b 1M -e 64M -f 8 -c 0 -n 520 -w 2 -g "$n"
+      record diag "trace.large.$mode" "$(status_of $?)" "$(grep -c '^baton-trace' "$log") trace lines"
+    done
+  fi
+  lib_env ours
+  # all_reduce time per size for each algorithm/protocol (the tuning model's calibration data)
+  for mode in $DIAG_PROTOS; do
+    log=$LOGS/diag/proto.all_reduce.${mode/\//.}.log
+    run_logged "$log" 60 env "${LENV[@]}" "NCCL_ALGO=${mode%/*}" "NCCL_PROTO=${mode#*/}" \
+      "$NT_BIN/all_reduce_perf" -b 8 -e 256M -f 4 -c 0 -n 20 -w 3 -g "$n"
+    record diag "proto.all_reduce.$mode" "$(status_of $?)" "$(awk '$1 ~ /^[0-9]+$/ && NF > 8 { printf "%s:%s ", $1, $6 }' "$log" | cut -c1-200)"
+  done
+  for c in $DIAG_CHANNELS; do
+    for coll in $DIAG_COLLS; do
+      log=$LOGS/diag/channels.$coll.$c.log
+      run_logged "$log" 60 env "${LENV[@]}" NCCL_MIN_NCHANNELS="$c" NCCL_MAX_NCHANNELS="$c" \
+        "$NT_BIN/${coll}_perf" -b 256M -e 1G -f 4 -c 0 -n 10 -w 2 -g "$n"
+      record diag "channels.$coll.$c" "$(status_of $?)" "$(awk '$1 ~ /^[0-9]+$/ && NF > 8 { b = $(NF-1) } END { print "busbw at max size " b }' "$log")"
+    done
+  done
+}
+
 # ---- stages -----------------------------------------------------------------------------------
 LOSSES_LINE=""
-for stage in unit exec nccltests perf torch; do
+for stage in unit exec nccltests diag perf torch; do
   selected "$stage" || continue
   stage_begin "$stage"
   if [ "$BUILD_OK" != 1 ]; then
@@ -573,7 +630,7 @@ stage_counts() {
   echo
   echo "== Baton GPU verification: commit $COMMIT, ${NGPUS}x ${GPU_NAME:-?}, $(elapsed)s (budget ${BUDGET_S}s), FULL=$FULL"
   printf '%-10s %-5s %5s  %s\n' stage res secs notes
-  for st in build unit exec nccltests perf torch; do
+  for st in build unit exec nccltests diag perf torch; do
     [ "$st" = build ] || selected "$st" || continue
     printf '%-10s %-5s %5s  %s\n' "$st" "$(stage_status "$st")" "${STAGE_SECS[$st]:--}" "$(stage_counts "$st")"
   done

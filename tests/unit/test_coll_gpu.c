@@ -92,7 +92,7 @@ END_TEST
 START_TEST(test_nchannels_clamp) {
   ck_assert_int_eq(coll_nchannels_clamp(24), 24);
   ck_assert_int_eq(coll_nchannels_clamp(0), 1);
-  ck_assert_int_eq(coll_nchannels_clamp(1000), 32); /* NCCL_MAX_NCHANNELS default */
+  ck_assert_int_eq(coll_nchannels_clamp(1000), 64); /* NCCL_MAX_NCHANNELS default */
   unit_set_param("NCCL_MAX_NCHANNELS", "8");
   ck_assert_int_eq(coll_nchannels_clamp(24), 8);
   unit_set_param("NCCL_MAX_NCHANNELS", "500");
@@ -110,7 +110,7 @@ START_TEST(test_params_nvswitch) {
   coll_gpu_params_t p;
   coll_gpu_params_local(sys, peers, 4, 2, 1, &p);
   ck_assert_int_eq(p.nchannels, topo_system_nchannels(sys));
-  ck_assert_int_eq(p.nchannels, 24); /* 18 links x 20.6 GB/s at 16 GB/s per channel */
+  ck_assert_int_eq(p.nchannels, 62); /* 18 links x 20.6 GB/s at 6 GB/s per channel */
   ck_assert_int_eq(p.ll128, 1);
   ck_assert(fabs(p.pair_bw_gbs - 18 * 20.6) < 1e-6);
   ck_assert(p.intra_lat_us > 0 && p.intra_lat_us < 1.0);
@@ -127,7 +127,7 @@ START_TEST(test_params_nvswitch) {
   make_peers(peers, 4, two_hosts, nvs4_bus);
   coll_gpu_params_local(sys, peers, 4, 0, 2, &p);
   ck_assert_int_eq(p.ll128, 0);
-  ck_assert_int_eq(p.nchannels, 24);
+  ck_assert_int_eq(p.nchannels, 62);
   topo_system_free(sys);
 }
 END_TEST
@@ -235,12 +235,14 @@ static int agree_rank(int rank, int n, void* arg) {
   free(text);
   CHILD_CHECK(bootstrap_allgather(b, hashes, sizeof(hashes[0])) == ncclSuccess);
   CHILD_CHECK(hashes[0] == hashes[1] && hashes[2] == hashes[3] && hashes[0] != hashes[2]);
-  /* Parameters: host A proposes 6 channels (4 x 20.6 GB/s), host B 24 cut by each rank's max. */
+  /* Parameters: host A's topology allows 14 channels (4 x 20.6 GB/s), host B's 62; each rank
+   * cuts that to its own maximum (8, 12, 16, 20); all agree on the smallest. */
   coll_gpu_params_t mine, agreed;
   coll_gpu_params_local(sys, peers, n, rank, 2, &mine);
-  CHILD_CHECK(mine.nchannels == (host[rank] == 0 ? 6 : 8 + 4 * rank));
+  const int allowed = host[rank] == 0 ? 14 : 62;
+  CHILD_CHECK(mine.nchannels == (allowed < 8 + 4 * rank ? allowed : 8 + 4 * rank));
   CHILD_CHECK(coll_gpu_params_agree(b, n, rank, &mine, &agreed) == ncclSuccess);
-  CHILD_CHECK(agreed.nchannels == 6);
+  CHILD_CHECK(agreed.nchannels == 8);
   CHILD_CHECK(agreed.ll128 == 0); /* two hosts */
   CHILD_CHECK(fabs(agreed.pair_bw_gbs - 4 * 20.6) < 1e-6);
   topo_system_free(sys);

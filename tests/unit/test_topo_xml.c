@@ -188,8 +188,8 @@ START_TEST(test_nvlink4) {
   ck_assert_int_eq(path_of(sys, "0000:18:00.0", "0000:ab:00.0"), TOPO_PATH_NVL);
   ck_assert_int_eq(sys->gpus[0].numa, 0);
   ck_assert_str_eq(sys->gpus[3].cpus, "16-31");
-  /* 123.6 GB/s at 16 GB/s a channel: 8 */
-  ck_assert_int_eq(topo_system_nchannels(sys), 8);
+  /* 123.6 GB/s at 6 GB/s a channel: 21, rounded up to even */
+  ck_assert_int_eq(topo_system_nchannels(sys), 22);
   unit_set_param("NCCL_MAX_NCHANNELS", "4");
   ck_assert_int_eq(topo_system_nchannels(sys), 4);
   topo_system_free(sys);
@@ -206,8 +206,8 @@ START_TEST(test_nvswitch8) {
       ck_assert_int_eq(sys->paths[i * 8 + j], i == j ? TOPO_PATH_LOC : TOPO_PATH_NVL);
       ck_assert_int_eq(sys->nvlinks[i * 8 + j], 0);
     }
-  /* 18 links x 20.6 GB/s = 370.8 GB/s: 24 channels, as stock on H100/H200 */
-  ck_assert_int_eq(topo_system_nchannels(sys), 24);
+  /* 18 links x 20.6 GB/s = 370.8 GB/s at 6 GB/s a channel: 62 */
+  ck_assert_int_eq(topo_system_nchannels(sys), 62);
   unit_set_param("NCCL_MAX_NCHANNELS", "16");
   ck_assert_int_eq(topo_system_nchannels(sys), 16);
   topo_system_free(sys);

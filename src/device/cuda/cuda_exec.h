@@ -22,7 +22,7 @@
 
 #include "device/device.h"
 
-#define CUDA_EXEC_THREADS 512 /* threads per block (one block per channel) */
+#define CUDA_EXEC_THREADS 256 /* threads per block (one block per channel) */
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
 /* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). */
 #define CUDA_EXEC_STAGE_BYTES (64 << 10)
@@ -36,6 +36,9 @@ typedef struct cuda_conn {
   uint64_t* tail;
   int* sizes;
   uint64_t step; /* the executor's position, advanced by the kernel, kept across launches */
+  /* Send side: the last value read from head (which lives in the receiver's memory, across the
+   * link). head only grows, so a sender that still has room by this value need not read it. */
+  uint64_t head_seen;
 } cuda_conn_t;
 
 /* ---- Per-channel table (device memory, one entry per channel of the communicator) ----------- */

@@ -13,6 +13,7 @@
  * back to its device mirror when the item ends, so the next item and the next launch go on from
  * there. */
 #include <cuda_runtime.h>
+#include <stdio.h>
 
 #include "device/cuda/steps_device.cuh"
 
@@ -21,12 +22,66 @@ namespace baton {
 #define GROUP_WARPS (CUDA_EXEC_GROUP_THREADS / 32)
 enum { BAR_BLOCK = 0, BAR_ALL = 1, BAR_HALF0 = 2, BAR_HALF1 = 3 };
 
+/* What a group's leader (its thread 0) works out for the whole group: the item's lane and
+ * reduction, each step's plan (lane_step) and its reduce/copy descriptor. Kept in shared memory,
+ * so the other threads neither repeat the arithmetic nor hold it in (slow) local memory. */
+struct grp_shared_t {
+  lane_t ln;
+  red_t r;
+  dstep_t st;
+  rc_args rc;
+};
+
 struct block_smem_t {
   cuda_conn_t conns[2][GRP_CONNS]; /* per group */
   cuda_conn_t* home[2][GRP_CONNS]; /* their device mirrors (NULL: slot unused) */
+  grp_shared_t gs[2];              /* per group */
+  kctx_t k;
   volatile int stop;
   volatile unsigned long long up_done; /* tree: up steps the root has finished */
+#ifdef BATON_DEVICE_TRACE
+  dtrace_t trace;
+#endif
 };
+
+#ifdef BATON_DEVICE_TRACE
+/* Per device (module globals): launches seen and when the last one ended. */
+__device__ unsigned long long trace_launches;
+__device__ unsigned long long trace_last_end;
+
+static __device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Block 0's thread 0 at the end of a launch: one launch in TRACE_EVERY prints its timeline as
+ * "baton-trace r<rank> n<launch> gap <ns since the previous launch ended> dur <ns> cyc <cycles>"
+ * and then "id@cycles" pairs, 8 a line. */
+static __device__ void trace_report(const cuda_args_hdr_t* hdr, const dtrace_t& t,
+                                    unsigned long long start_ns) {
+  const unsigned long long end_ns = globaltimer_ns();
+  const long long cyc = clock64() - t.t0;
+  const unsigned long long n = atomicAdd(&trace_launches, 1ull);
+  const unsigned long long last = trace_last_end;
+  trace_last_end = end_ns;
+  if (n % TRACE_EVERY != TRACE_EVERY / 2) return;
+  const int cnt = t.n < TRACE_MAX ? t.n : TRACE_MAX;
+  printf("baton-trace r%d n%llu gap %llu dur %llu cyc %lld items %d marks %d\n", hdr->rank, n,
+         last != 0 && start_ns > last ? start_ns - last : 0ull, end_ns - start_ns, cyc,
+         (int)(hdr->first[1] - hdr->first[0]), t.n);
+  for (int i = 0; i < cnt; i += 8) {
+    int id[8], dt[8];
+    for (int j = 0; j < 8; j++) {
+      id[j] = i + j < cnt ? t.id[i + j] : 0;
+      dt[j] = i + j < cnt ? t.dt[i + j] : 0;
+    }
+    printf("baton-trace r%d n%llu %d@%d %d@%d %d@%d %d@%d %d@%d %d@%d %d@%d %d@%d\n", hdr->rank, n,
+           id[0], dt[0], id[1], dt[1], id[2], dt[2], id[3], dt[3], id[4], dt[4], id[5], dt[5],
+           id[6], dt[6], id[7], dt[7]);
+  }
+}
+#endif
 
 static __device__ __forceinline__ bool block_sync_or(bool pred) {
   grp_t g;
@@ -43,6 +98,7 @@ static __device__ __forceinline__ grp_t group_all(block_smem_t& sm) {
   g.nth = CUDA_EXEC_THREADS;
   g.bar = BAR_ALL;
   g.conns = sm.conns[0];
+  g.rc = &sm.gs[0].rc;
   g.stage = stage_smem;
   g.stage_bytes = CUDA_EXEC_STAGE_BYTES / GRP_STAGES;
   return g;
@@ -56,18 +112,21 @@ static __device__ __forceinline__ grp_t group_half(block_smem_t& sm, int& half) 
   g.nth = CUDA_EXEC_GROUP_THREADS;
   g.bar = half ? BAR_HALF1 : BAR_HALF0;
   g.conns = sm.conns[half];
+  g.rc = &sm.gs[half].rc;
   g.stage = stage_smem + half * (CUDA_EXEC_STAGE_BYTES / 2);
   g.stage_bytes = CUDA_EXEC_STAGE_BYTES / 2 / GRP_STAGES;
   return g;
 }
 
 /* Thread 0 of the group copies the mirrors it will drive into shared memory. */
-static __device__ void conns_load(const grp_t& g, cuda_conn_t** home, cuda_conn_t* const* src) {
+static __device__ void conns_load(const kctx_t& k, const grp_t& g, cuda_conn_t** home,
+                                  cuda_conn_t* const* src) {
   if (g.tid == 0) {
     for (int j = 0; j < GRP_CONNS; j++) {
       home[j] = src[j];
       if (src[j] != nullptr) g.conns[j] = *src[j];
     }
+    DTRACE(k, g, TR_LOADED);
   }
   grp_sync(g);
 }
@@ -75,15 +134,19 @@ static __device__ void conns_load(const grp_t& g, cuda_conn_t** home, cuda_conn_
 static __device__ void conns_store(const grp_t& g, cuda_conn_t* const* home) {
   if (g.tid == 0) {
     for (int j = 0; j < GRP_CONNS; j++)
-      if (home[j] != nullptr) home[j]->step = g.conns[j].step;
+      if (home[j] != nullptr) {
+        home[j]->step = g.conns[j].step;
+        home[j]->head_seen = g.conns[j].head_seen;
+      }
   }
 }
 
 /* Runs a lane's steps. gate: wait for the root's up lane before each step; signal: count this
  * lane's finished steps in up_done. */
 static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, block_smem_t& sm,
-                                             const lane_t& ln, int proto, const red_t& r, bool gate,
-                                             bool signal) {
+                                             grp_shared_t& gs, int proto, bool gate, bool signal) {
+  const lane_t& ln = gs.ln;
+  const red_t& r = gs.r;
   const size_t nops = lane_nops(ln);
   for (size_t s = 0; s < nops; s++) {
     if (gate) {
@@ -95,9 +158,10 @@ static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, bl
       }
       if (grp_sync_or(g, bad)) return false;
     }
-    dstep_t st;
-    lane_step(ln, s, st);
-    if (!step_run(k, g, st, proto, r, ln.unit)) return false;
+    /* The leader plans step s; the others read the plan after the step's first barrier (every
+     * step starts with the leader's waits and that barrier). */
+    if (g.tid == 0) lane_step(ln, s, gs.st);
+    if (!step_run(k, g, gs.st, proto, r, ln.unit)) return false;
     if (signal && g.tid == 0) {
       __threadfence_block(); /* the group's output writes (ordered by the step's last barrier) */
       sm.up_done = s + 1;
@@ -155,20 +219,22 @@ static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t
 
 static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_args_hdr_t* hdr,
                                 const cuda_chan_t* ch, const cuda_work_t* w) {
-  lane_t ln = item_lane(hdr, ch, w);
-  const red_t r = item_red(w);
-  if (hdr->nranks == 1) {
-    ln.kind = LANE_LOCAL;
-    return lane_run(k, group_all(sm), sm, ln, PROTO_SIMPLE, r, false, false);
-  }
   cuda_conn_t* src[GRP_CONNS] = {nullptr, nullptr, nullptr, nullptr};
-  if (w->algo == ALGO_RING) {
-    ln.kind = LANE_RING;
+  if (hdr->nranks == 1 || w->algo == ALGO_RING) {
     const grp_t g = group_all(sm);
-    src[CONN_RING_RECV] = ch->ring_recv;
-    src[CONN_RING_SEND] = ch->ring_send;
-    conns_load(g, sm.home[0], src);
-    bool ok = lane_run(k, g, sm, ln, w->proto, r, false, false);
+    grp_shared_t& gs = sm.gs[0];
+    const bool local = hdr->nranks == 1;
+    if (g.tid == 0) {
+      gs.ln = item_lane(hdr, ch, w);
+      gs.ln.kind = local ? LANE_LOCAL : LANE_RING;
+      gs.r = item_red(w);
+    }
+    if (!local) {
+      src[CONN_RING_RECV] = ch->ring_recv;
+      src[CONN_RING_SEND] = ch->ring_send;
+    }
+    conns_load(k, g, sm.home[0], src); /* also publishes gs to the group */
+    bool ok = lane_run(k, g, sm, gs, local ? PROTO_SIMPLE : w->proto, false, false);
     conns_store(g, sm.home[0]);
     return ok;
   }
@@ -177,12 +243,18 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
   __syncthreads();
   int half;
   const grp_t g = group_half(sm, half);
+  grp_shared_t& gs = sm.gs[half];
   const bool root = ch->tree_up < 0;
-  ln.kind = half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN;
-  for (int j = 0; j < ln.ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
+  const int ndown = ch->ndown;
+  if (g.tid == 0) {
+    gs.ln = item_lane(hdr, ch, w);
+    gs.ln.kind = half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN;
+    gs.r = item_red(w);
+  }
+  for (int j = 0; j < ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
   if (!root) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
-  conns_load(g, sm.home[half], src);
-  bool ok = lane_run(k, g, sm, ln, w->proto, r, half == 1 && root, half == 0 && root);
+  conns_load(k, g, sm.home[half], src);
+  bool ok = lane_run(k, g, sm, gs, w->proto, half == 1 && root, half == 0 && root);
   conns_store(g, sm.home[half]);
   return ok;
 }
@@ -192,6 +264,7 @@ static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_arg
                                const cuda_chan_t* ch, const cuda_work_t* works, int nwork) {
   int half;
   const grp_t g = group_half(sm, half);
+  grp_shared_t& gs = sm.gs[half];
   const int mine = half == 0 ? FUNC_SEND : FUNC_RECV;
   for (int i = 0; i < nwork; i++) {
     const cuda_work_t* w = &works[i];
@@ -201,15 +274,16 @@ static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_arg
       copy_multi(w->sendbuff + w->off, &dst, 1, w->cnt, g.tid, g.nth);
       continue;
     }
-    lane_t ln = item_lane(hdr, ch, w);
-    ln.kind = half == 0 ? LANE_SEND : LANE_RECV;
-    red_t r;
-    r.dtype = w->dtype;
-    r.op = DEV_OP_SUM;
-    r.scalar = r.div = 0;
+    if (g.tid == 0) {
+      gs.ln = item_lane(hdr, ch, w);
+      gs.ln.kind = half == 0 ? LANE_SEND : LANE_RECV;
+      gs.r.dtype = w->dtype;
+      gs.r.op = DEV_OP_SUM;
+      gs.r.scalar = gs.r.div = 0;
+    }
     cuda_conn_t* src[GRP_CONNS] = {w->u.conn, nullptr, nullptr, nullptr};
-    conns_load(g, sm.home[half], src);
-    bool ok = lane_run(k, g, sm, ln, w->proto, r, false, false);
+    conns_load(k, g, sm.home[half], src);
+    bool ok = lane_run(k, g, sm, gs, w->proto, false, false);
     conns_store(g, sm.home[half]);
     if (!ok) return false;
   }
@@ -221,16 +295,28 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
   __shared__ block_smem_t sm;
   const int b = blockIdx.x;
   const int c = hdr->chan_id[b];
+  kctx_t& k = sm.k;
+#ifdef BATON_DEVICE_TRACE
+  unsigned long long start_ns = 0;
+  if (b == 0 && threadIdx.x == 0) {
+    start_ns = globaltimer_ns();
+    sm.trace.t0 = clock64();
+    sm.trace.n = 0;
+  }
+#endif
   if (threadIdx.x == 0) {
     sm.stop = 0;
     sm.up_done = 0;
+    k.abort_flag = hdr->abort_flag;
+    k.status = hdr->status;
+    k.stop = &sm.stop;
+    k.channel = c;
+    k.trace = nullptr;
+#ifdef BATON_DEVICE_TRACE
+    if (b == 0) k.trace = &sm.trace;
+#endif
   }
   __syncthreads();
-  kctx_t k;
-  k.abort_flag = hdr->abort_flag;
-  k.status = hdr->status;
-  k.stop = &sm.stop;
-  k.channel = c;
   const cuda_chan_t* ch = hdr->chans + c;
   const int end = hdr->first[b + 1];
   for (int i = hdr->first[b]; i < end;) {
@@ -246,7 +332,11 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
       i++;
     }
     if (block_sync_or(!ok)) return; /* also orders this item's writes before the next item */
+    if (threadIdx.x == 0) DTRACE(k, group_all(sm), TR_ITEM_END);
   }
+#ifdef BATON_DEVICE_TRACE
+  if (b == 0 && threadIdx.x == 0) trace_report(hdr, sm.trace, start_ns);
+#endif
 }
 
 }  // namespace baton

@@ -120,11 +120,13 @@ static __device__ __forceinline__ void store16(char* p, uint4 v, int n) {
 }
 
 /* ---- Groups, barriers, stopping ------------------------------------------------------------- */
+struct dtrace_t;
 struct kctx_t {
   const volatile uint32_t* abort_flag;
   cuda_status_t* status;
   volatile int* stop; /* shared: some thread of the block gave up */
   int channel;
+  dtrace_t* trace; /* BATON_DEVICE_TRACE builds: block 0's timeline (NULL elsewhere) */
 };
 
 /* A group of threads running steps together; conns are its connections' mirrors, in shared
@@ -132,10 +134,50 @@ struct kctx_t {
 struct grp_t {
   int tid, nth, bar;
   cuda_conn_t* conns;
+  rc_args* rc;     /* shared memory: the step's reduce/copy descriptor, written by the leader */
   char* stage;     /* shared memory: GRP_STAGES stages of stage_bytes (LL/LL128 reductions) */
   int stage_bytes; /* a multiple of 256 */
 };
 #define GRP_STAGES (TREE_MAX_CHILDREN + 1) /* one per received slot, one for the result */
+
+/* ---- Timeline of block 0, in BATON_DEVICE_TRACE builds only (a diagnostic: tests/gpu/run.sh's
+ * diag stage builds it separately). Group leaders stamp (id, cycles since the block started);
+ * the kernel prints the timeline of one launch in TRACE_EVERY. Ids: see dtrace_ids. */
+enum dtrace_ids {
+  TR_LOADED = 1,    /* the item's connections are in shared memory */
+  TR_HEAD = 2,      /* every send FIFO has room */
+  TR_TAIL = 3,      /* every receive FIFO has its slot (Simple) */
+  TR_MOVED = 4,     /* the step's data is moved */
+  TR_PUBLISHED = 5, /* head/tail written */
+  TR_ITEM_END = 9
+};
+#define TRACE_MAX 40
+#define TRACE_EVERY 512
+struct dtrace_t {
+  long long t0;
+  int n;
+  unsigned char id[TRACE_MAX];
+  int dt[TRACE_MAX];
+};
+#ifdef BATON_DEVICE_TRACE
+static __device__ __forceinline__ void dtrace_mark(const kctx_t& k, int id) {
+  if (k.trace == nullptr) return;
+  int i = atomicAdd(&k.trace->n, 1);
+  if (i < TRACE_MAX) {
+    k.trace->id[i] = (unsigned char)id;
+    k.trace->dt[i] = (int)(clock64() - k.trace->t0);
+  }
+}
+/* g's leader stamps id; the second half of a split block adds 100. */
+#define DTRACE(k, g, id) \
+  do { \
+    if ((g).tid == 0) dtrace_mark((k), (id) + (threadIdx.x >= CUDA_EXEC_GROUP_THREADS ? 100 : 0)); \
+  } while (0)
+#else
+#define DTRACE(k, g, id) \
+  do { \
+  } while (0)
+#endif
 
 static __device__ __forceinline__ void grp_sync(const grp_t& g) {
   asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.nth) : "memory");
@@ -207,12 +249,20 @@ static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto)
   return c.buffs[proto] + (size_t)(c.step % NCCL_STEPS) * slot;
 }
 
-/* Thread 0: every send FIFO has a free slot. */
+/* Thread 0: every send FIFO has a free slot. head is read across the link only when the value
+ * seen last does not already leave room (the sender is NCCL_STEPS slots ahead of the receiver). */
 static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t& st) {
   for (int j = 0; j < st.nsend; j++) {
-    const cuda_conn_t& c = g.conns[st.send[j]];
+    cuda_conn_t& c = g.conns[st.send[j]];
     const uint64_t need = c.step + 1;
-    if (!spin_until(k, [&] { return ld_acquire_sys(c.head) + NCCL_STEPS >= need; })) return false;
+    if (c.head_seen + NCCL_STEPS >= need) continue;
+    uint64_t h = 0;
+    if (!spin_until(k, [&] {
+          h = ld_acquire_sys(c.head);
+          return h + NCCL_STEPS >= need;
+        }))
+      return false;
+    c.head_seen = h;
   }
   return true;
 }
@@ -288,28 +338,37 @@ static __device__ void copy_multi(const char* src, char* const* dst, int ndst, s
 
 /* The reduction of a step: a.dst[0] is the output whenever the step finishes (postop), so
  * SUMPOSTDIV sums into it, divides it once, and copies it to the other destinations. */
-static __device__ void reduce_step(const grp_t& g, rc_args& a, const red_t& r, size_t unit,
+static __device__ void reduce_step(const grp_t& g, const rc_args& a, const red_t& r, size_t unit,
                                    bool postop) {
   if (!(postop && r.op == DEV_OP_SUMPOSTDIV && r.div > 1 && a.ndst > 0)) {
-    reduce_copy(a, r, g.tid, g.nth);
+    reduce_copy(a, a.ndst, r, g.tid, g.nth);
     return;
   }
-  const int ndst = a.ndst;
-  a.ndst = 1;
-  reduce_copy(a, r, g.tid, g.nth);
+  reduce_copy(a, 1, r, g.tid, g.nth);
   grp_sync(g);
   postdiv(a.dst[0], a.nelem, r, g.tid, g.nth);
   grp_sync(g);
-  copy_multi(a.dst[0], a.dst + 1, ndst - 1, a.nelem * unit, g.tid, g.nth);
+  copy_multi(a.dst[0], a.dst + 1, a.ndst - 1, a.nelem * unit, g.tid, g.nth);
+}
+
+/* The leader's description of a step's reduction over memory: the local data (at offset off),
+ * then the given sources; the output (at off), then the given destinations. */
+static __device__ __forceinline__ void rc_plan(rc_args& a, const dstep_t& st, size_t off,
+                                               size_t nelem) {
+  a.nsrc = a.ndst = 0;
+  a.has_local = st.local != nullptr;
+  a.nelem = nelem;
+  if (a.has_local) a.src[a.nsrc++] = st.local + off;
+  if (st.out != nullptr) a.dst[a.ndst++] = st.out + off;
 }
 
 /* ---- Simple ------------------------------------------------------------------------------------
  */
 static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g, const dstep_t& st,
                                                 const red_t& r, size_t unit) {
-  const size_t nbytes = st.nelem * unit;
   bool bad = false;
-  if (g.tid == 0) {
+  if (g.tid == 0) { /* the leader waits and describes the step's data movement in g.rc */
+    const size_t nbytes = st.nelem * unit;
     for (int j = 0; j < st.nrecv && !bad; j++) {
       const cuda_conn_t& c = g.conns[st.recv[j]];
       const uint64_t need = c.step + 1;
@@ -322,52 +381,76 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
         }
       }
     }
+    DTRACE(k, g, TR_TAIL);
     if (!bad) bad = !wait_send(k, g, st);
+    DTRACE(k, g, TR_HEAD);
+    rc_args& a = *g.rc;
+    if (st.reduce) {
+      rc_plan(a, st, 0, st.nelem);
+      for (int j = 0; j < st.nrecv; j++)
+        a.src[a.nsrc++] = slot_of(g.conns[st.recv[j]], PROTO_SIMPLE);
+    } else { /* a copy: src[0] to every destination */
+      a.nsrc = 1;
+      a.ndst = 0;
+      a.nelem = st.nelem;
+      a.src[0] = st.local != nullptr ? st.local : slot_of(g.conns[st.recv[0]], PROTO_SIMPLE);
+      if (st.out != nullptr && st.out != a.src[0]) a.dst[a.ndst++] = st.out;
+    }
+    for (int j = 0; j < st.nsend; j++) a.dst[a.ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
   }
   if (grp_sync_or(g, bad)) return false;
 
+  const size_t nbytes = st.nelem * unit;
   if (nbytes > 0) {
-    if (st.reduce) {
-      rc_args a;
-      a.nsrc = 0;
-      a.ndst = 0;
-      a.has_local = st.local != nullptr;
-      a.nelem = st.nelem;
-      if (a.has_local) a.src[a.nsrc++] = st.local;
-      for (int j = 0; j < st.nrecv; j++)
-        a.src[a.nsrc++] = slot_of(g.conns[st.recv[j]], PROTO_SIMPLE);
-      if (st.out != nullptr) a.dst[a.ndst++] = st.out;
-      for (int j = 0; j < st.nsend; j++)
-        a.dst[a.ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
+    const rc_args& a = *g.rc;
+    if (st.reduce)
       reduce_step(g, a, r, unit, st.postop);
-    } else {
-      const char* src = st.local != nullptr ? st.local : slot_of(g.conns[st.recv[0]], PROTO_SIMPLE);
-      char* dst[RC_MAX];
-      int ndst = 0;
-      if (st.out != nullptr && st.out != src) dst[ndst++] = st.out;
-      for (int j = 0; j < st.nsend; j++) dst[ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
-      copy_multi(src, dst, ndst, nbytes, g.tid, g.nth);
-    }
+    else
+      copy_multi(a.src[0], a.dst, a.ndst, nbytes, g.tid, g.nth);
   }
   grp_sync(g);
+  DTRACE(k, g, TR_MOVED);
   if (g.tid == 0) publish(g, st, PROTO_SIMPLE, (int)nbytes);
+  DTRACE(k, g, TR_PUBLISHED);
   return true;
 }
 
 /* ---- LL ----------------------------------------------------------------------------------------
  */
-/* The thread's wait for line i of c's current slot; false on a stop. */
-static __device__ __forceinline__ bool ll_read(const kctx_t& k, const cuda_conn_t& c, size_t i,
-                                               uint64_t& word) {
-  const char* line = slot_of(c, PROTO_LL) + i * sizeof(ll_line_t);
+/* The thread's wait for lines i0, i0 + stride, ... (LL_BATCH of them, those below nl) of c's
+ * current slot: every pending line is loaded before any flag is checked, so the loads overlap
+ * instead of paying the memory latency once per line. words[u] gets line i0 + u * stride's 8 data
+ * bytes. false on a stop. */
+#define LL_BATCH 4
+static __device__ __forceinline__ bool ll_read_batch(const kctx_t& k, const cuda_conn_t& c,
+                                                     size_t i0, size_t stride, size_t nl,
+                                                     uint64_t* words) {
+  const char* slot = slot_of(c, PROTO_LL);
   const uint32_t flag = (uint32_t)(c.step + 1);
-  uint4 v;
-  bool ok = spin_until(k, [&] {
-    v = ld_volatile_v4(line);
-    return v.y == flag && v.w == flag;
-  });
-  word = (uint64_t)v.x | (uint64_t)v.z << 32;
-  return ok;
+  unsigned pending = 0;
+#pragma unroll
+  for (int u = 0; u < LL_BATCH; u++)
+    if (i0 + (size_t)u * stride < nl) pending |= 1u << u;
+  int n = 0, checks = 0;
+  while (pending != 0) {
+    uint4 v[LL_BATCH];
+#pragma unroll
+    for (int u = 0; u < LL_BATCH; u++)
+      if (pending & (1u << u))
+        v[u] = ld_volatile_v4(slot + (i0 + (size_t)u * stride) * sizeof(ll_line_t));
+#pragma unroll
+    for (int u = 0; u < LL_BATCH; u++) {
+      if ((pending & (1u << u)) && v[u].y == flag && v[u].w == flag) {
+        words[u] = (uint64_t)v[u].x | (uint64_t)v[u].z << 32;
+        pending &= ~(1u << u);
+      }
+    }
+    if (pending != 0 && ++n == SPIN_CHECK) {
+      n = 0;
+      if (should_stop(k, checks)) return false;
+    }
+  }
+  return true;
 }
 
 static __device__ __forceinline__ void ll_write(const cuda_conn_t& c, size_t i, uint64_t word) {
@@ -386,14 +469,22 @@ static __device__ bool ll_copy_lines(const kctx_t& k, const grp_t& g, const dste
                                      size_t nbytes) {
   const size_t nlines = nbytes == 0 ? 1 : (nbytes + 7) / 8;
   const bool to_out = st.out != nullptr && st.out != st.local;
-  for (size_t i = (size_t)g.tid; i < nlines; i += (size_t)g.nth) {
-    const int valid = nbytes > i * 8 ? (int)min_size_t(nbytes - i * 8, 8) : 0;
-    uint64_t w = 0;
-    if (st.nrecv > 0 && !ll_read(k, g.conns[st.recv[0]], i, w)) return false;
-    if (st.local != nullptr) w = load8(st.local + i * 8, valid); /* the host's choice too */
-    w = low_bytes(w, valid);
-    if (to_out && valid > 0) store8(st.out + i * 8, w, valid);
-    for (int j = 0; j < st.nsend; j++) ll_write(g.conns[st.send[j]], i, w);
+  const size_t stride = (size_t)g.nth;
+  for (size_t i0 = (size_t)g.tid; i0 < nlines; i0 += stride * LL_BATCH) {
+    uint64_t w[LL_BATCH] = {0, 0, 0, 0};
+    if (st.nrecv > 0 && !ll_read_batch(k, g.conns[st.recv[0]], i0, stride, nlines, w))
+      return false;
+#pragma unroll
+    for (int u = 0; u < LL_BATCH; u++) {
+      const size_t i = i0 + (size_t)u * stride;
+      if (i >= nlines) break;
+      const int valid = nbytes > i * 8 ? (int)min_size_t(nbytes - i * 8, 8) : 0;
+      uint64_t x = w[u];
+      if (st.local != nullptr) x = load8(st.local + i * 8, valid); /* the host's choice too */
+      x = low_bytes(x, valid);
+      if (to_out && valid > 0) store8(st.out + i * 8, x, valid);
+      for (int j = 0; j < st.nsend; j++) ll_write(g.conns[st.send[j]], i, x);
+    }
   }
   return true;
 }
@@ -407,23 +498,25 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
   for (size_t r0 = 0; r0 < nbytes; r0 += rb_max) {
     const size_t rb = min_size_t(rb_max, nbytes - r0), l0 = r0 / 8, nl = (rb + 7) / 8;
     bool bad = false;
-    for (size_t i = (size_t)g.tid; i < nl && !bad; i += (size_t)g.nth) {
+    const size_t stride = (size_t)g.nth;
+    for (size_t i0 = (size_t)g.tid; i0 < nl && !bad; i0 += stride * LL_BATCH) {
       for (int j = 0; j < st.nrecv && !bad; j++) {
-        uint64_t w;
-        bad = !ll_read(k, g.conns[st.recv[j]], l0 + i, w);
-        reinterpret_cast<uint64_t*>(g.stage + (size_t)j * rb_max)[i] = w;
+        uint64_t w[LL_BATCH];
+        bad = !ll_read_batch(k, g.conns[st.recv[j]], l0 + i0, stride, l0 + nl, w);
+        uint64_t* stage = reinterpret_cast<uint64_t*>(g.stage + (size_t)j * rb_max);
+#pragma unroll
+        for (int u = 0; u < LL_BATCH; u++)
+          if (!bad && i0 + (size_t)u * stride < nl) stage[i0 + (size_t)u * stride] = w[u];
       }
     }
+    if (g.tid == 0) {
+      rc_args& a = *g.rc;
+      rc_plan(a, st, r0, rb / unit);
+      for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * rb_max;
+      if (st.nsend > 0) a.dst[a.ndst++] = res;
+    }
     if (grp_sync_or(g, bad)) return false;
-    rc_args a;
-    a.nsrc = a.ndst = 0;
-    a.has_local = st.local != nullptr;
-    a.nelem = rb / unit;
-    if (a.has_local) a.src[a.nsrc++] = st.local + r0;
-    for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * rb_max;
-    if (st.out != nullptr) a.dst[a.ndst++] = st.out + r0;
-    if (st.nsend > 0) a.dst[a.ndst++] = res;
-    reduce_step(g, a, r, unit, st.postop);
+    reduce_step(g, *g.rc, r, unit, st.postop);
     grp_sync(g);
     for (size_t i = (size_t)g.tid; i < nl && st.nsend > 0; i += (size_t)g.nth) {
       const int valid = (int)min_size_t(rb - i * 8, 8);
@@ -436,16 +529,18 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
 
 static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, const dstep_t& st,
                                             const red_t& r, size_t unit) {
-  const size_t nbytes = st.nelem * unit;
-  const size_t nlines = nbytes == 0 ? 1 : (nbytes + 7) / 8;
   bool bad = false;
   if (g.tid == 0) bad = !wait_send(k, g, st);
+  DTRACE(k, g, TR_HEAD);
   if (grp_sync_or(g, bad)) return false;
+  const size_t nbytes = st.nelem * unit; /* st is the leader's: read after the barrier */
+  const size_t nlines = nbytes == 0 ? 1 : (nbytes + 7) / 8;
   if (st.reduce && nbytes > 0)
     bad = !ll_reduce_lines(k, g, st, r, unit, nbytes);
   else
     bad = !ll_copy_lines(k, g, st, nbytes);
   if (grp_sync_or(g, bad)) return false;
+  DTRACE(k, g, TR_MOVED);
   if (g.tid == 0) publish(g, st, PROTO_LL, (int)(nlines * sizeof(ll_line_t)));
   return true;
 }
@@ -535,16 +630,14 @@ static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const
         if (pos != 7) s[1] = b;
       }
     }
+    if (g.tid == 0) {
+      rc_args& a = *g.rc;
+      rc_plan(a, st, r0, rb / unit);
+      for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * stride;
+      if (st.nsend > 0) a.dst[a.ndst++] = res;
+    }
     if (grp_sync_or(g, bad)) return false;
-    rc_args a;
-    a.nsrc = a.ndst = 0;
-    a.has_local = st.local != nullptr;
-    a.nelem = rb / unit;
-    if (a.has_local) a.src[a.nsrc++] = st.local + r0;
-    for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * stride;
-    if (st.out != nullptr) a.dst[a.ndst++] = st.out + r0;
-    if (st.nsend > 0) a.dst[a.ndst++] = res;
-    reduce_step(g, a, r, unit, st.postop);
+    reduce_step(g, *g.rc, r, unit, st.postop);
     grp_sync(g);
     if (st.nsend == 0) continue;
     for (size_t base = (size_t)warp * 4; base < nl; base += (size_t)nwarps * 4) {
@@ -562,16 +655,18 @@ static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const
 
 static __device__ __noinline__ bool step_ll128(const kctx_t& k, const grp_t& g, const dstep_t& st,
                                                const red_t& r, size_t unit) {
-  const size_t nbytes = st.nelem * unit;
-  const size_t nlines = nbytes == 0 ? 1 : (nbytes + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
   bool bad = false;
   if (g.tid == 0) bad = !wait_send(k, g, st);
+  DTRACE(k, g, TR_HEAD);
   if (grp_sync_or(g, bad)) return false;
+  const size_t nbytes = st.nelem * unit; /* st is the leader's: read after the barrier */
+  const size_t nlines = nbytes == 0 ? 1 : (nbytes + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
   if (st.reduce && nbytes > 0)
     bad = !ll128_reduce_lines(k, g, st, r, unit, nbytes);
   else
     bad = !ll128_copy_lines(k, g, st, nbytes);
   if (grp_sync_or(g, bad)) return false;
+  DTRACE(k, g, TR_MOVED);
   if (g.tid == 0) publish(g, st, PROTO_LL128, (int)(nlines * LL128_LINE_BYTES));
   return true;
 }

@@ -254,7 +254,8 @@ static __device__ __forceinline__ void store_elem(char* p, size_t i, T v) {
 }
 
 template <typename O, int OP>
-static __device__ __noinline__ void rc_impl(const rc_args& a, const red_t r, int tid, int nth) {
+static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, const red_t r,
+                                            int tid, int nth) {
   typedef typename O::elem_t T;
   typedef vrules<O, OP> V;
   typedef rules<O, OP> R;
@@ -262,7 +263,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const red_t r, int
   const size_t nbytes = a.nelem * sizeof(T);
   uintptr_t align = 0;
   for (int i = 0; i < a.nsrc; i++) align |= (uintptr_t)a.src[i];
-  for (int i = 0; i < a.ndst; i++) align |= (uintptr_t)a.dst[i];
+  for (int i = 0; i < ndst; i++) align |= (uintptr_t)a.dst[i];
   const size_t nvec = (align & 15) == 0 ? nbytes / 16 : 0;
   const int first_rest = a.has_local && a.nsrc > 1 ? 2 : 1;
 
@@ -301,7 +302,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const red_t r, int
 #pragma unroll
       for (int u = 0; u < U; u++) x[u] = V::partial(x[u], y[u]);
     }
-    for (int d = 0; d < a.ndst; d++) {
+    for (int d = 0; d < ndst; d++) {
 #pragma unroll
       for (int u = 0; u < U; u++) {
         size_t i = base + (size_t)u * nth;
@@ -315,93 +316,94 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const red_t r, int
     T x = load_elem<T>(a.src[0], i);
     if (a.has_local) x = a.nsrc > 1 ? R::first2(x, load_elem<T>(a.src[1], i), s) : R::first(x, s);
     for (int k = first_rest; k < a.nsrc; k++) x = R::partial(x, load_elem<T>(a.src[k], i));
-    for (int d = 0; d < a.ndst; d++) store_elem<T>(a.dst[d], i, x);
+    for (int d = 0; d < ndst; d++) store_elem<T>(a.dst[d], i, x);
   }
 }
 
 /* SUM, PROD and PREMULSUM give the same bits on signed and unsigned integers of one width (they
  * wrap): S is the signed type's ops, U the unsigned one's. SUMPOSTDIV sums here. */
 template <typename S, typename U>
-static __device__ void rc_op_int(const rc_args& a, const red_t& r, int tid, int nth) {
+static __device__ void rc_op_int(const rc_args& a, int ndst, const red_t& r, int tid, int nth) {
   switch (r.op) {
     case DEV_OP_PROD:
-      rc_impl<U, DEV_OP_PROD>(a, r, tid, nth);
+      rc_impl<U, DEV_OP_PROD>(a, ndst, r, tid, nth);
       break;
     case DEV_OP_MIN:
-      rc_impl<S, DEV_OP_MIN>(a, r, tid, nth);
+      rc_impl<S, DEV_OP_MIN>(a, ndst, r, tid, nth);
       break;
     case DEV_OP_MAX:
-      rc_impl<S, DEV_OP_MAX>(a, r, tid, nth);
+      rc_impl<S, DEV_OP_MAX>(a, ndst, r, tid, nth);
       break;
     case DEV_OP_PREMULSUM:
-      rc_impl<U, DEV_OP_PREMULSUM>(a, r, tid, nth);
+      rc_impl<U, DEV_OP_PREMULSUM>(a, ndst, r, tid, nth);
       break;
     default:
-      rc_impl<U, DEV_OP_SUM>(a, r, tid, nth);
+      rc_impl<U, DEV_OP_SUM>(a, ndst, r, tid, nth);
       break;
   }
 }
 
 template <typename O>
-static __device__ void rc_op(const rc_args& a, const red_t& r, int tid, int nth) {
+static __device__ void rc_op(const rc_args& a, int ndst, const red_t& r, int tid, int nth) {
   switch (r.op) {
     case DEV_OP_PROD:
-      rc_impl<O, DEV_OP_PROD>(a, r, tid, nth);
+      rc_impl<O, DEV_OP_PROD>(a, ndst, r, tid, nth);
       break;
     case DEV_OP_MIN:
-      rc_impl<O, DEV_OP_MIN>(a, r, tid, nth);
+      rc_impl<O, DEV_OP_MIN>(a, ndst, r, tid, nth);
       break;
     case DEV_OP_MAX:
-      rc_impl<O, DEV_OP_MAX>(a, r, tid, nth);
+      rc_impl<O, DEV_OP_MAX>(a, ndst, r, tid, nth);
       break;
     case DEV_OP_PREMULSUM:
-      rc_impl<O, DEV_OP_PREMULSUM>(a, r, tid, nth);
+      rc_impl<O, DEV_OP_PREMULSUM>(a, ndst, r, tid, nth);
       break;
     default:
-      rc_impl<O, DEV_OP_SUM>(a, r, tid, nth);
+      rc_impl<O, DEV_OP_SUM>(a, ndst, r, tid, nth);
       break;
   }
 }
 
 /* The reduction of one step by the calling group (tid < nth). */
-static __device__ __noinline__ void reduce_copy(const rc_args& a, const red_t& r, int tid,
+/* dst[0 .. ndst) = combine(src): ndst may be below a.ndst (SUMPOSTDIV writes dst[0] first). */
+static __device__ __noinline__ void reduce_copy(const rc_args& a, int ndst, const red_t& r, int tid,
                                                 int nth) {
   switch (r.dtype) {
     case ncclInt8:
-      rc_op_int<ops_i8, ops_u8>(a, r, tid, nth);
+      rc_op_int<ops_i8, ops_u8>(a, ndst, r, tid, nth);
       break;
     case ncclUint8:
-      rc_op_int<ops_u8, ops_u8>(a, r, tid, nth);
+      rc_op_int<ops_u8, ops_u8>(a, ndst, r, tid, nth);
       break;
     case ncclInt32:
-      rc_op_int<ops_i32, ops_u32>(a, r, tid, nth);
+      rc_op_int<ops_i32, ops_u32>(a, ndst, r, tid, nth);
       break;
     case ncclUint32:
-      rc_op_int<ops_u32, ops_u32>(a, r, tid, nth);
+      rc_op_int<ops_u32, ops_u32>(a, ndst, r, tid, nth);
       break;
     case ncclInt64:
-      rc_op_int<ops_i64, ops_u64>(a, r, tid, nth);
+      rc_op_int<ops_i64, ops_u64>(a, ndst, r, tid, nth);
       break;
     case ncclUint64:
-      rc_op_int<ops_u64, ops_u64>(a, r, tid, nth);
+      rc_op_int<ops_u64, ops_u64>(a, ndst, r, tid, nth);
       break;
     case ncclFloat16:
-      rc_op<ops_f16>(a, r, tid, nth);
+      rc_op<ops_f16>(a, ndst, r, tid, nth);
       break;
     case ncclFloat32:
-      rc_op<ops_f32>(a, r, tid, nth);
+      rc_op<ops_f32>(a, ndst, r, tid, nth);
       break;
     case ncclFloat64:
-      rc_op<ops_f64>(a, r, tid, nth);
+      rc_op<ops_f64>(a, ndst, r, tid, nth);
       break;
     case ncclBfloat16:
-      rc_op<ops_bf16>(a, r, tid, nth);
+      rc_op<ops_bf16>(a, ndst, r, tid, nth);
       break;
     case ncclFloat8e4m3:
-      rc_op<ops_e4m3>(a, r, tid, nth);
+      rc_op<ops_e4m3>(a, ndst, r, tid, nth);
       break;
     default:
-      rc_op<ops_e5m2>(a, r, tid, nth);
+      rc_op<ops_e5m2>(a, ndst, r, tid, nth);
       break;
   }
 }

@@ -49,8 +49,15 @@ struct lane_t {
   int ndown;   /* tree: children (conns 0 .. ndown-1) */
 };
 
+/* a / b and a % b, in 32 bits when both fit (a 64-bit division is a long software routine). */
+static __device__ __forceinline__ size_t udiv(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a / (uint32_t)b) : a / b;
+}
+static __device__ __forceinline__ size_t umod(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a % (uint32_t)b) : a % b;
+}
 static __device__ __forceinline__ size_t div_up(size_t a, size_t b) {
-  return (a + b - 1) / b;
+  return udiv(a + b - 1, b);
 }
 static __device__ __forceinline__ size_t min_sz(size_t a, size_t b) {
   return a < b ? a : b;
@@ -103,8 +110,8 @@ static __device__ __forceinline__ void chunk_of(const lane_t& ln, size_t k, size
 static __device__ void step_ring_allreduce(const lane_t& ln, size_t k, dstep_t& st) {
   const int n = ln.n, idx = ln.idx;
   const size_t per_loop = (size_t)(2 * n - 1);
-  const size_t loop = k / per_loop;
-  const int s = (int)(k % per_loop);
+  const size_t loop = udiv(k, per_loop);
+  const int s = (int)umod(k, per_loop);
   const size_t loop_elems = (size_t)n * ln.chunk;
   const size_t lbase = loop * loop_elems;
   const size_t lc = min_sz(loop_elems, ln.cnt - lbase);
@@ -131,9 +138,9 @@ static __device__ void step_ring_allreduce(const lane_t& ln, size_t k, dstep_t& 
 
 static __device__ void step_ring_reducescatter(const lane_t& ln, size_t k, dstep_t& st) {
   const int n = ln.n, idx = ln.idx;
-  const int s = (int)(k % (size_t)n);
+  const int s = (int)umod(k, (size_t)n);
   size_t x, c;
-  chunk_of(ln, k / (size_t)n, x, c);
+  chunk_of(ln, udiv(k, (size_t)n), x, c);
   const int m = ring_mod(s == n - 1 ? idx : idx - 1 - s, n);
   st.nelem = c;
   st.local = at_in(ln, ln.sendbuff, (size_t)ln.ring[m] * ln.count + x);
@@ -149,9 +156,9 @@ static __device__ void step_ring_reducescatter(const lane_t& ln, size_t k, dstep
 
 static __device__ void step_ring_allgather(const lane_t& ln, size_t k, dstep_t& st) {
   const int n = ln.n, idx = ln.idx;
-  const int s = (int)(k % (size_t)n);
+  const int s = (int)umod(k, (size_t)n);
   size_t x, c;
-  chunk_of(ln, k / (size_t)n, x, c);
+  chunk_of(ln, udiv(k, (size_t)n), x, c);
   st.nelem = c;
   if (s == 0) {
     st.local = at_in(ln, ln.sendbuff, x);
