@@ -37,8 +37,9 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
 
 #define COLL_DEFAULT_NCHANNELS 2     /* host executor */
 #define COLL_GPU_DEFAULT_NCHANNELS 4 /* CUDA executor when the topology has no opinion */
-#define COLL_MIN_CHANNEL_BYTES \
-  (16 << 10) /* an operation gets one more channel per this many bytes */
+/* An operation gets one more channel per this many bytes (up to the communicator's count):
+ * channels run in parallel, so a small message is cut fine. */
+#define COLL_MIN_CHANNEL_BYTES (4 << 10)
 
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
 typedef struct coll_task {

@@ -29,26 +29,29 @@ enum { TF_BROADCAST = 0, TF_REDUCE, TF_ALLGATHER, TF_REDUCESCATTER, TF_ALLREDUCE
 enum { TA_TREE = 0, TA_RING = 1 };
 enum { TP_LL = 0, TP_LL128 = 1, TP_SIMPLE = 2, TP_COUNT = 3 };
 
+/* The constants below are fitted to the CUDA executor on 2x H200 (docs/gpu-results.md, run 6:
+ * all_reduce at every size with each algorithm x protocol forced). */
 /* Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds.
  * Simple also pays a fence and a head/tail round trip per step; LL and LL128 poll their flags. */
 static const double proto_base_us[TP_COUNT] = {
-    [TP_LL] = 4.0,
-    [TP_LL128] = 4.5,
-    [TP_SIMPLE] = 6.0,
+    [TP_LL] = 12.0,
+    [TP_LL128] = 12.5,
+    [TP_SIMPLE] = 16.0,
 };
 /* Multiplier on the link's per-hop latency: LL writes data and flag in one store and the reader
  * sees it on arrival; LL128 waits for a 128-byte line; Simple for a whole slot and its tail. */
 static const double proto_hop_factor[TP_COUNT] = {
     [TP_LL] = 1.0,
-    [TP_LL128] = 1.4,
-    [TP_SIMPLE] = 2.5,
+    [TP_LL128] = 1.2,
+    [TP_SIMPLE] = 2.0,
 };
-/* Share of the link bandwidth that carries data: LL sends 8 data bytes per 16-byte line; LL128
- * 120 of 128 bytes, which with its extra synchronisation comes to about 95% of Simple. */
+/* Share of the link bandwidth the protocol achieves: measured, 128 MiB all_reduce: Simple about
+ * 0.7 of the NVLink pair bandwidth, LL (8 data bytes per 16-byte line, a flag check per line)
+ * 0.3, LL128 a little more than LL at 32 MiB and less at 128 MiB. */
 static const double proto_bw[TP_COUNT] = {
-    [TP_LL] = 0.5,
-    [TP_LL128] = 0.95,
-    [TP_SIMPLE] = 1.0,
+    [TP_LL] = 0.30,
+    [TP_LL128] = 0.33,
+    [TP_SIMPLE] = 0.70,
 };
 static const double tree_bw_efficiency = 0.9;
 

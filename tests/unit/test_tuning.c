@@ -90,8 +90,8 @@ START_TEST(test_small_ll_large_simple) {
       }
     }
   }
-  /* protocol ordering by themselves: LL lowest latency, Simple highest, LL128 in between and
-   * nearly Simple's bandwidth */
+  /* protocol ordering by themselves: LL lowest latency, Simple highest, LL128 in between; Simple
+   * has the most bandwidth */
   const topo_tuning_t t = one_host(8, true);
   const double ll0 = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL, 0);
   const double l128_0 = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL128, 0);
@@ -102,8 +102,9 @@ START_TEST(test_small_ll_large_simple) {
   const double l128 = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL128, big) - l128_0;
   const double simple =
       topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, big) - simple0;
-  ck_assert_msg(ll / simple > 1.9 && ll / simple < 2.1, "LL/Simple data time %g", ll / simple);
-  ck_assert_msg(simple / l128 > 0.9 && simple / l128 < 0.99, "Simple/LL128 %g", simple / l128);
+  /* measured shares (tuning.c): Simple 0.7, LL 0.3, LL128 0.33 of the link */
+  ck_assert_msg(ll / simple > 2.2 && ll / simple < 2.5, "LL/Simple data time %g", ll / simple);
+  ck_assert_msg(simple / l128 > 0.4 && simple / l128 < 0.5, "Simple/LL128 %g", simple / l128);
 }
 END_TEST
 

@@ -24,8 +24,9 @@
 
 #define CUDA_EXEC_THREADS 256 /* threads per block (one block per channel) */
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
-/* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). */
-#define CUDA_EXEC_STAGE_BYTES (64 << 10)
+/* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). A
+ * round of LL lines is then 4 lines per thread (LL_BATCH), and the rest of the SM stays L1. */
+#define CUDA_EXEC_STAGE_BYTES (32 << 10)
 
 /* ---- Connection mirror (device memory): conn_fifo_t as the kernel drives it ----------------- */
 typedef struct cuda_conn {

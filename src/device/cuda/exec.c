@@ -167,6 +167,19 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
       res = ncclUnhandledCudaError;
       goto fail;
     }
+    /* Ask for no more shared memory than the kernel uses: the rest of the SM's unified memory
+     * stays L1 cache, which holds the threads' stack (a hint; a refusal is harmless). */
+    int smem_sm = 0;
+    if (cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
+                               ex->device) == cudaSuccess &&
+        smem_sm > 0) {
+      size_t need = CUDA_EXEC_STAGE_BYTES + attr.sharedSizeBytes + 1024;
+      int pct = (int)((need * 100 + (size_t)smem_sm - 1) / (size_t)smem_sm);
+      if (pct > 100) pct = 100;
+      if (cudaFuncSetAttribute(ex->kern[k], cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
+          cudaSuccess)
+        (void)cudaGetLastError();
+    }
     if (attr.maxThreadsPerBlock < CUDA_EXEC_THREADS) {
       WARN("CUDA executor: the kernel runs at most %d threads per block (%d needed)",
            attr.maxThreadsPerBlock, CUDA_EXEC_THREADS);

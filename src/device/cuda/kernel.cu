@@ -118,14 +118,19 @@ static __device__ __forceinline__ grp_t group_half(block_smem_t& sm, int& half) 
   return g;
 }
 
-/* Thread 0 of the group copies the mirrors it will drive into shared memory. */
+/* The group copies the mirrors it will drive into shared memory, a 64-bit word per thread (one
+ * round trip to device memory instead of one per connection). */
+static_assert(sizeof(cuda_conn_t) % 8 == 0, "cuda_conn_t is copied in 64-bit words");
 static __device__ void conns_load(const kctx_t& k, const grp_t& g, cuda_conn_t** home,
                                   cuda_conn_t* const* src) {
+  enum { WORDS = sizeof(cuda_conn_t) / 8 };
+  if (g.tid < GRP_CONNS * WORDS) {
+    const int j = g.tid / WORDS, w = g.tid % WORDS;
+    if (src[j] != nullptr)
+      reinterpret_cast<uint64_t*>(&g.conns[j])[w] = reinterpret_cast<const uint64_t*>(src[j])[w];
+  }
   if (g.tid == 0) {
-    for (int j = 0; j < GRP_CONNS; j++) {
-      home[j] = src[j];
-      if (src[j] != nullptr) g.conns[j] = *src[j];
-    }
+    for (int j = 0; j < GRP_CONNS; j++) home[j] = src[j];
     DTRACE(k, g, TR_LOADED);
   }
   grp_sync(g);
