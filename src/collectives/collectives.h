@@ -40,6 +40,11 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
 /* An operation gets one more channel per this many bytes (up to the communicator's count):
  * channels run in parallel, so a small message is cut fine. */
 #define COLL_MIN_CHANNEL_BYTES (4 << 10)
+/* Below this size an operation uses at most COLL_NARROW_CHANNELS channels: more work items than
+ * that need the CUDA executor's large parameter block, whose launch costs about 5 us more
+ * (docs/gpu-results.md, run 7), which only large messages amortise. */
+#define COLL_WIDE_MIN_BYTES (16 << 20)
+#define COLL_NARROW_CHANNELS 48
 
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
 typedef struct coll_task {

@@ -58,6 +58,7 @@ void coll_split(size_t total, int nslices, int c, size_t align, size_t* off, siz
 int coll_op_nchannels(size_t bytes, int max, int min_forced) {
   if (max < 1) max = 1;
   size_t want = (bytes + COLL_MIN_CHANNEL_BYTES - 1) / COLL_MIN_CHANNEL_BYTES;
+  if (bytes < COLL_WIDE_MIN_BYTES && want > COLL_NARROW_CHANNELS) want = COLL_NARROW_CHANNELS;
   if (min_forced > 0 && want < (size_t)min_forced) want = (size_t)min_forced;
   if (want < 1) want = 1;
   if (want > (size_t)max) want = (size_t)max;

@@ -28,6 +28,13 @@ typedef enum {
   FUNC_COUNT
 } func_t;
 
+/* Ring AllReduce on 2 ranks with LL or LL128 runs as an exchange: per chunk, step 0 sends this
+ * rank's chunk (pre-op applied) to the peer, step 1 receives the peer's and reduces it with its
+ * own. One hop instead of two, the same bytes on the link; both ranks combine the same two values
+ * (every op is commutative for two operands, so the results are bit-identical). Every executor
+ * cuts its steps by this rule. */
+#define RING_ALLREDUCE_EXCHANGE(nranks, proto) ((nranks) == 2 && (proto) != PROTO_SIMPLE)
+
 /* ---- Connection FIFO ----------------------------------------------------------------------------
  * One direction of one connection (channel, peer). The receiver owns the slot memory; a FIFO has
  * NCCL_STEPS slots per protocol. Counters count steps (slots filled or freed since connect):

@@ -84,8 +84,8 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
     link_bytes = t->nranks > 1 ? 2.0 * (double)bytes / tree_bw_efficiency : 0.0;
   } else {
     switch (func) {
-      case TF_ALLREDUCE:
-        hops = 2.0 * (n - 1);
+      case TF_ALLREDUCE: /* 2 ranks with LL/LL128: one exchange (RING_ALLREDUCE_EXCHANGE) */
+        hops = t->nranks == 2 && proto != TP_SIMPLE ? 1.0 : 2.0 * (n - 1);
         link_bytes = 2.0 * (n - 1) / n * (double)bytes;
         break;
       case TF_ALLGATHER:

@@ -57,6 +57,10 @@ START_TEST(test_op_nchannels) {
   ck_assert_int_eq(coll_op_nchannels(1, 4, 3), 3); /* NCCL_MIN_NCHANNELS */
   ck_assert_int_eq(coll_op_nchannels(1, 2, 3), 2); /* never above the communicator's */
   ck_assert_int_eq(coll_op_nchannels(1 << 30, 0, 0), 1);
+  /* below COLL_WIDE_MIN_BYTES at most COLL_NARROW_CHANNELS, unless NCCL_MIN_NCHANNELS asks */
+  ck_assert_int_eq(coll_op_nchannels(COLL_WIDE_MIN_BYTES - 1, 62, 0), COLL_NARROW_CHANNELS);
+  ck_assert_int_eq(coll_op_nchannels(COLL_WIDE_MIN_BYTES, 62, 0), 62);
+  ck_assert_int_eq(coll_op_nchannels(1 << 20, 62, 56), 56);
 }
 END_TEST
 

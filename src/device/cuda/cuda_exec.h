@@ -97,8 +97,8 @@ typedef struct cuda_status {
 } cuda_status_t;
 
 /* ---- Kernel parameters -------------------------------------------------------------------------
- * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. Two kernels share one body: a
- * small parameter block for the common plan, the largest Hopper allows (32764 bytes) otherwise. */
+ * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. Three kernels share one body and
+ * differ in the size of their parameter block (CUDA_KERN_*, below). */
 typedef struct cuda_args_hdr {
   const cuda_chan_t* chans;
   const volatile uint32_t* abort_flag; /* device view of the communicator's abort flag */
@@ -111,8 +111,19 @@ typedef struct cuda_args_hdr {
   uint8_t pad[2];
 } cuda_args_hdr_t;
 
-#define CUDA_SMALL_WORKS 32
+/* Three parameter block sizes, because a launch copies the whole block: a launch's host cost grows
+ * with it, and past 4 KiB (the classic limit) it costs several microseconds more (run 7: about
+ * 5 us a launch on H200). tiny: one operation on a few channels; small: the most that fits in
+ * 4 KiB; large: the most Hopper allows. */
+#define CUDA_TINY_WORKS 8
+#define CUDA_SMALL_WORKS ((4096 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
 #define CUDA_LARGE_WORKS ((32764 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
+enum { CUDA_KERN_TINY = 0, CUDA_KERN_SMALL, CUDA_KERN_LARGE, CUDA_KERN_COUNT };
+
+typedef struct cuda_args_tiny {
+  cuda_args_hdr_t hdr;
+  cuda_work_t works[CUDA_TINY_WORKS];
+} cuda_args_tiny_t;
 
 typedef struct cuda_args_small {
   cuda_args_hdr_t hdr;
@@ -127,6 +138,7 @@ typedef struct cuda_args_large {
 #ifdef __cplusplus
 static_assert(sizeof(cuda_work_t) == 80, "cuda_work_t layout");
 static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
+static_assert(sizeof(cuda_args_small_t) <= 4096, "the small parameter block exceeds 4 KiB");
 #else
 _Static_assert(sizeof(cuda_work_t) == 80, "cuda_work_t layout");
 _Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
@@ -135,8 +147,8 @@ _Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hop
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* kernel.cu: the two kernels' entry points for cudaLaunchKernel. */
-const void* cuda_exec_kernel(int large);
+/* kernel.cu: the kernels' entry points for cudaLaunchKernel (CUDA_KERN_*). */
+const void* cuda_exec_kernel(int which);
 #ifdef __cplusplus
 }
 #endif
@@ -207,7 +219,7 @@ typedef struct cuda_exec {
   cuda_status_t* h_status; /* pinned and mapped */
   cuda_status_t* d_status;
   bool status_reported;
-  const void* kern[2]; /* small, large */
+  const void* kern[CUDA_KERN_COUNT]; /* CUDA_KERN_* */
   cudaEvent_t done;    /* recorded after each launch outside stream capture */
   cudaStream_t last;   /* the stream of that launch */
   bool have_last;

@@ -146,7 +146,7 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     res = ncclUnhandledCudaError;
     goto fail;
   }
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < CUDA_KERN_COUNT; k++) {
     ex->kern[k] = cuda_exec_kernel(k);
     struct cudaFuncAttributes attr;
     /* loads the module now, not inside a later stream capture */

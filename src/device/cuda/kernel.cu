@@ -205,6 +205,7 @@ static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t
                                    const cuda_work_t* w) {
   lane_t ln;
   ln.func = w->func;
+  ln.proto = w->proto;
   ln.unit = w->func == FUNC_SEND || w->func == FUNC_RECV ? 1 : w->esize;
   ln.sendbuff = w->sendbuff;
   ln.recvbuff = w->recvbuff;
@@ -264,7 +265,8 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
   return ok;
 }
 
-/* A run of point-to-point items: sends on the first half, receives on the second. */
+/* A run of point-to-point items: sends on the first half, receives on the second. A send to self
+ * is copied by the receive half, so the send half starts on the other peers at once (AlltoAll). */
 static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_args_hdr_t* hdr,
                                const cuda_chan_t* ch, const cuda_work_t* works, int nwork) {
   int half;
@@ -273,8 +275,9 @@ static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_arg
   const int mine = half == 0 ? FUNC_SEND : FUNC_RECV;
   for (int i = 0; i < nwork; i++) {
     const cuda_work_t* w = &works[i];
-    if (w->func != mine) continue;
-    if (w->flags & CUDA_WORK_SELF) {
+    const bool self = (w->flags & CUDA_WORK_SELF) != 0;
+    if ((self ? FUNC_RECV : w->func) != mine) continue;
+    if (self) {
       char* dst = w->u.self_dst;
       copy_multi(w->sendbuff + w->off, &dst, 1, w->cnt, g.tid, g.nth);
       continue;
@@ -347,6 +350,11 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
 }  // namespace baton
 
 __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
+    baton_exec_tiny(const __grid_constant__ cuda_args_tiny_t args) {
+  baton::exec_block(&args.hdr, args.works);
+}
+
+__global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
     baton_exec_small(const __grid_constant__ cuda_args_small_t args) {
   baton::exec_block(&args.hdr, args.works);
 }
@@ -356,6 +364,8 @@ __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
   baton::exec_block(&args.hdr, args.works);
 }
 
-extern "C" const void* cuda_exec_kernel(int large) {
-  return large ? (const void*)baton_exec_large : (const void*)baton_exec_small;
+extern "C" const void* cuda_exec_kernel(int which) {
+  return which == CUDA_KERN_TINY    ? (const void*)baton_exec_tiny
+         : which == CUDA_KERN_SMALL ? (const void*)baton_exec_small
+                                    : (const void*)baton_exec_large;
 }

@@ -260,11 +260,13 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
   h->nranks = ex->comm->nranks;
   CHECK(cuda_conns_flush(ex));
   if (b->net && ex->comm->proxy_wake != NULL) ex->comm->proxy_wake(ex->comm->arg);
-  int large = b->nworks > CUDA_SMALL_WORKS;
+  const int which = b->nworks <= CUDA_TINY_WORKS    ? CUDA_KERN_TINY
+                    : b->nworks <= CUDA_SMALL_WORKS ? CUDA_KERN_SMALL
+                                                    : CUDA_KERN_LARGE;
   void* params[] = {&ex->args};
   dim3 grid = {(unsigned)b->nblocks, 1, 1}, block = {CUDA_EXEC_THREADS, 1, 1};
   cudaError_t err =
-      cudaLaunchKernel(ex->kern[large], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
+      cudaLaunchKernel(ex->kern[which], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
   if (err != cudaSuccess) {
     WARN("CUDA executor: rank %d: launching the kernel (%d blocks, %d items) failed: %s",
          ex->comm->rank, b->nblocks, b->nworks, cudaGetErrorString(err));

@@ -10,8 +10,8 @@
  *   Simple  thread 0 of the group waits for tail >= step+1 on every receive FIFO (ld.acquire.sys)
  *           and checks sizes[] (unless NET), and for head + NCCL_STEPS >= step+1 on every send
  *           FIFO; a barrier releases the group; the data moves with 16-byte accesses; a barrier;
- *           thread 0 fences (fence.sc.sys), writes sizes[] and publishes tail (st.release.sys)
- *           per send FIFO and head per receive FIFO.
+ *           thread 0 fences once (fence.acq_rel.sys), then writes sizes[] and tail per send
+ *           FIFO and head per receive FIFO (relaxed system-scope stores: a release pattern).
  *   LL      16-byte lines {data0, flag0, data1, flag1}, flag = (uint32_t)(step+1), 8 data bytes
  *           a line, written with one 16-byte volatile store and polled with one 16-byte volatile
  *           load until both flags match. A step writes at least one line (an empty step is one
@@ -44,9 +44,6 @@ static __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
   uint64_t v;
   asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
-}
-static __device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
-  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -267,26 +264,27 @@ static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t&
   return true;
 }
 
-/* Thread 0: head for every received slot; tail (and sizes) for every filled one. */
+static __device__ __forceinline__ void fence_acq_rel_sys() {
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
+
+/* Thread 0: head for every received slot; tail (and sizes) for every filled one. Simple (and any
+ * FIFO a proxy reads) needs the group's data accesses ordered before these stores: the barrier
+ * that ends the step orders them before thread 0, and one fence.acq_rel.sys makes the plain
+ * stores that follow a release (one fence per step, not one per counter). */
 static __device__ void publish(const grp_t& g, const dstep_t& st, int proto, int sizes_bytes) {
   bool fence = proto == PROTO_SIMPLE;
   for (int j = 0; j < st.nsend; j++) fence |= (g.conns[st.send[j]].flags & CONN_FLAG_NET) != 0;
-  if (fence && st.nsend > 0) __threadfence_system();
+  if (fence && st.nsend + st.nrecv > 0) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
     st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
-    if (fence)
-      st_release_sys(c.tail, c.step + 1);
-    else
-      st_volatile_u64(c.tail, c.step + 1);
+    st_volatile_u64(c.tail, c.step + 1);
     c.step++;
   }
   for (int j = 0; j < st.nrecv; j++) {
     cuda_conn_t& c = g.conns[st.recv[j]];
-    if (proto == PROTO_SIMPLE)
-      st_release_sys(c.head, c.step + 1);
-    else
-      st_volatile_u64(c.head, c.step + 1);
+    st_volatile_u64(c.head, c.step + 1);
     c.step++;
   }
 }

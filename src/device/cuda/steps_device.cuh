@@ -8,7 +8,8 @@
  * each end. Keep the two in step when either changes.
  *
  * Ring (n ranks, my ring index idx, data flows idx -> idx+1):
- *   AllReduce     loops of n parts of at most `chunk` elements; per loop 2n-1 steps:
+ *   AllReduce     (2 ranks, LL/LL128: the exchange of device.h's RING_ALLREDUCE_EXCHANGE)
+ *                 loops of n parts of at most `chunk` elements; per loop 2n-1 steps:
  *                 s=0 send part idx-1; s=1..n-2 recv part idx-1-s, reduce, send;
  *                 s=n-1 recv part idx, reduce, finish (postop), output, send;
  *                 s=n-1+t (t=1..n-1) recv part idx-t, output, send unless t=n-1.
@@ -36,7 +37,7 @@ enum { CONN_RING_RECV = 0, CONN_RING_SEND = 1, CONN_TREE_UP = TREE_MAX_CHILDREN,
 #define GRP_CONNS (TREE_MAX_CHILDREN + 1)
 
 struct lane_t {
-  int kind, func;
+  int kind, func, proto;
   size_t unit; /* bytes per unit (datatype size; 1 for point-to-point) */
   const char* sendbuff;
   char* recvbuff;
@@ -74,6 +75,7 @@ static __device__ size_t lane_nops(const lane_t& ln) {
     case LANE_RING:
       switch (ln.func) {
         case FUNC_ALLREDUCE:
+          if (RING_ALLREDUCE_EXCHANGE(ln.n, ln.proto)) return div_up(ln.cnt, ln.chunk) * 2;
           return div_up(ln.cnt, (size_t)ln.n * ln.chunk) * (size_t)(2 * ln.n - 1);
         case FUNC_ALLGATHER:
         case FUNC_REDUCESCATTER:
@@ -107,7 +109,27 @@ static __device__ __forceinline__ void chunk_of(const lane_t& ln, size_t k, size
   c = min_sz(ln.chunk, ln.cnt - start);
 }
 
+/* RING_ALLREDUCE_EXCHANGE: step 2c sends chunk c, step 2c+1 receives the peer's and finishes. */
+static __device__ void step_ring_exchange(const lane_t& ln, size_t k, dstep_t& st) {
+  size_t x, c;
+  chunk_of(ln, k >> 1, x, c);
+  st.nelem = c;
+  st.local = at_in(ln, ln.sendbuff, x);
+  st.reduce = true;
+  if ((k & 1) == 0) {
+    step_send(st, CONN_RING_SEND);
+  } else {
+    step_recv(st, CONN_RING_RECV);
+    st.postop = true;
+    st.out = at_out(ln, ln.recvbuff, x);
+  }
+}
+
 static __device__ void step_ring_allreduce(const lane_t& ln, size_t k, dstep_t& st) {
+  if (RING_ALLREDUCE_EXCHANGE(ln.n, ln.proto)) {
+    step_ring_exchange(ln, k, st);
+    return;
+  }
   const int n = ln.n, idx = ln.idx;
   const size_t per_loop = (size_t)(2 * n - 1);
   const size_t loop = udiv(k, per_loop);

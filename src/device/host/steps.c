@@ -6,7 +6,8 @@
  * chunk, ranks), so they walk the connection in lockstep.
  *
  * Ring (n ranks, my ring index idx, data flows idx -> idx+1):
- *   AllReduce     loops of n parts of at most `chunk` elements; per loop 2n-1 steps:
+ *   AllReduce     (2 ranks, LL: the exchange of device.h's RING_ALLREDUCE_EXCHANGE)
+ *                 loops of n parts of at most `chunk` elements; per loop 2n-1 steps:
  *                 s=0 send part idx-1; s=1..n-2 recv part idx-1-s, reduce, send;
  *                 s=n-1 recv part idx, reduce, finish (postop), output, send;
  *                 s=n-1+t (t=1..n-1) recv part idx-t, output, send unless t=n-1.
@@ -41,6 +42,7 @@ size_t host_lane_nops(const host_lane_t* ln) {
     case LANE_RING:
       switch (ln->func) {
         case FUNC_ALLREDUCE:
+          if (RING_ALLREDUCE_EXCHANGE(ln->n, ln->proto)) return div_up(ln->cnt, ln->chunk) * 2;
           return div_up(ln->cnt, (size_t)ln->n * ln->chunk) * (size_t)(2 * ln->n - 1);
         case FUNC_ALLGATHER:
         case FUNC_REDUCESCATTER:
@@ -80,7 +82,27 @@ static void chunk_of(const host_lane_t* ln, size_t k, size_t* x, size_t* c) {
   *c = min_size(ln->chunk, ln->cnt - start);
 }
 
+/* RING_ALLREDUCE_EXCHANGE: step 2c sends chunk c, step 2c+1 receives the peer's and finishes. */
+static void step_ring_exchange(const host_lane_t* ln, size_t k, host_step_t* st) {
+  size_t x, c;
+  chunk_of(ln, k / 2, &x, &c);
+  st->nelem = c;
+  st->local = at_in(ln, ln->sendbuff, x);
+  st->reduce = true;
+  if (k % 2 == 0) {
+    step_send(st, ln->next);
+  } else {
+    step_recv(st, ln->prev);
+    st->postop = true;
+    st->out = at_out(ln, ln->recvbuff, x);
+  }
+}
+
 static void step_ring_allreduce(const host_lane_t* ln, size_t k, host_step_t* st) {
+  if (RING_ALLREDUCE_EXCHANGE(ln->n, ln->proto)) {
+    step_ring_exchange(ln, k, st);
+    return;
+  }
   int n = ln->n, idx = ln->idx;
   size_t per_loop = (size_t)(2 * n - 1);
   size_t loop = k / per_loop;
