@@ -269,16 +269,20 @@ static __device__ __forceinline__ void fence_acq_rel_sys() {
 }
 
 /* Thread 0: head for every received slot; tail (and sizes) for every filled one. Simple (and any
- * FIFO a proxy reads) needs the group's data accesses ordered before these stores: the barrier
- * that ends the step orders them before thread 0, and one fence.acq_rel.sys makes the plain
- * stores that follow a release (one fence per step, not one per counter). */
+ * FIFO a proxy reads) needs the group's data accesses, and sizes[], ordered before tail and
+ * head: the barrier that ends the step orders the group's accesses before thread 0, which
+ * writes sizes[], fences once (fence.acq_rel.sys) and then writes the counters with plain
+ * system-scope stores (a release pattern: one fence per step, not one per counter). */
 static __device__ void publish(const grp_t& g, const dstep_t& st, int proto, int sizes_bytes) {
   bool fence = proto == PROTO_SIMPLE;
-  for (int j = 0; j < st.nsend; j++) fence |= (g.conns[st.send[j]].flags & CONN_FLAG_NET) != 0;
+  for (int j = 0; j < st.nsend; j++) {
+    cuda_conn_t& c = g.conns[st.send[j]];
+    fence |= (c.flags & CONN_FLAG_NET) != 0;
+    st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
+  }
   if (fence && st.nsend + st.nrecv > 0) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
-    st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
     st_volatile_u64(c.tail, c.step + 1);
     c.step++;
   }
