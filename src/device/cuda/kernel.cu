@@ -202,8 +202,9 @@ static __device__ red_t item_red(const cuda_work_t* w) {
 }
 
 static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t* ch,
-                                   const cuda_work_t* w) {
+                                   const cuda_work_t* w, int kind) {
   lane_t ln;
+  ln.kind = kind;
   ln.func = w->func;
   ln.proto = w->proto;
   ln.unit = w->func == FUNC_SEND || w->func == FUNC_RECV ? 1 : w->esize;
@@ -231,8 +232,7 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     grp_shared_t& gs = sm.gs[0];
     const bool local = hdr->nranks == 1;
     if (g.tid == 0) {
-      gs.ln = item_lane(hdr, ch, w);
-      gs.ln.kind = local ? LANE_LOCAL : LANE_RING;
+      gs.ln = item_lane(hdr, ch, w, local ? LANE_LOCAL : LANE_RING);
       gs.r = item_red(w);
     }
     if (!local) {
@@ -253,8 +253,7 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
   const bool root = ch->tree_up < 0;
   const int ndown = ch->ndown;
   if (g.tid == 0) {
-    gs.ln = item_lane(hdr, ch, w);
-    gs.ln.kind = half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN;
+    gs.ln = item_lane(hdr, ch, w, half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
     gs.r = item_red(w);
   }
   for (int j = 0; j < ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
@@ -283,8 +282,7 @@ static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_arg
       continue;
     }
     if (g.tid == 0) {
-      gs.ln = item_lane(hdr, ch, w);
-      gs.ln.kind = half == 0 ? LANE_SEND : LANE_RECV;
+      gs.ln = item_lane(hdr, ch, w, half == 0 ? LANE_SEND : LANE_RECV);
       gs.r.dtype = w->dtype;
       gs.r.op = DEV_OP_SUM;
       gs.r.scalar = gs.r.div = 0;
@@ -340,7 +338,7 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
       i++;
     }
     if (block_sync_or(!ok)) return; /* also orders this item's writes before the next item */
-    if (threadIdx.x == 0) DTRACE(k, group_all(sm), TR_ITEM_END);
+    DTRACE(k, group_all(sm), TR_ITEM_END);
   }
 #ifdef BATON_DEVICE_TRACE
   if (b == 0 && threadIdx.x == 0) trace_report(hdr, sm.trace, start_ns);

@@ -473,7 +473,7 @@ static __device__ bool ll_copy_lines(const kctx_t& k, const grp_t& g, const dste
   const bool to_out = st.out != nullptr && st.out != st.local;
   const size_t stride = (size_t)g.nth;
   for (size_t i0 = (size_t)g.tid; i0 < nlines; i0 += stride * LL_BATCH) {
-    uint64_t w[LL_BATCH] = {0, 0, 0, 0};
+    uint64_t w[LL_BATCH] = {}; /* zeros: the lines of a step without receive */
     if (st.nrecv > 0 && !ll_read_batch(k, g.conns[st.recv[0]], i0, stride, nlines, w))
       return false;
 #pragma unroll
