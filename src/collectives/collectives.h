@@ -45,6 +45,11 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * (docs/gpu-results.md, run 7), which only large messages amortise. */
 #define COLL_WIDE_MIN_BYTES (16 << 20)
 #define COLL_NARROW_CHANNELS 48
+/* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
+ * slice is cut into at least COLL_PIPE_CHUNKS chunks (none under COLL_PIPE_MIN_BYTES), so the
+ * hops overlap: a chain of h hops over k chunks takes (h + k - 1) chunk times, not h slice times. */
+#define COLL_PIPE_CHUNKS 8
+#define COLL_PIPE_MIN_BYTES (64 << 10)
 
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
 typedef struct coll_task {

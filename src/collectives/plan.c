@@ -266,14 +266,34 @@ static void plan_add_work(struct coll_comm* cc, int channel, const work_t* w) {
   if (channel + 1 > plan->nchannels) plan->nchannels = channel + 1;
 }
 
+/* Whether the function runs as a pipeline of hops along a chain or tree (see COLL_PIPE_CHUNKS). */
+static bool plan_is_pipeline(const struct coll_comm* cc, const coll_task_t* t) {
+  if (cc->nranks <= 2 || t->proto != PROTO_SIMPLE) return false;
+  return t->func == FUNC_BROADCAST || t->func == FUNC_REDUCE ||
+         (t->func == FUNC_ALLREDUCE && t->algo == ALGO_TREE);
+}
+
+/* Elements a step of a channel's slice of n elements carries: a slot's worth, or less for a
+ * pipeline (COLL_PIPE_CHUNKS), a multiple of 16 bytes either way. */
+static size_t plan_chunk(const struct coll_comm* cc, const coll_task_t* t, size_t n, size_t esize,
+                         size_t align) {
+  size_t chunk = coll_chunk_elems(cc->slot_data_bytes[t->proto], esize);
+  if (!plan_is_pipeline(cc, t)) return chunk;
+  size_t want = (n + COLL_PIPE_CHUNKS - 1) / COLL_PIPE_CHUNKS;
+  size_t floor_elems = COLL_PIPE_MIN_BYTES / esize;
+  if (want < floor_elems) want = floor_elems;
+  want = (want + align - 1) / align * align;
+  return want < chunk ? want : chunk;
+}
+
 static void plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t align = esize < 16 ? 16 / esize : 1;
-  size_t chunk = coll_chunk_elems(cc->slot_data_bytes[t->proto], esize);
   for (int c = 0; c < t->nchannels; c++) {
     size_t off, n;
     coll_split(t->count, t->nchannels, c, align, &off, &n);
     if (n == 0) continue;
+    size_t chunk = plan_chunk(cc, t, n, esize, align);
     work_t w = {.func = t->func,
                 .algo = t->algo,
                 .proto = t->proto,

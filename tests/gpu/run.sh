@@ -537,19 +537,35 @@ stage_torch() {
 # ---- diag: where the time goes (a person reads logs/diag) ---------------------------------------
 DIAG_CHANNELS=${DIAG_CHANNELS:-}   # e.g. "24 32 48 64": large messages at fixed channel counts
 DIAG_COLLS=${DIAG_COLLS:-all_reduce all_gather sendrecv}
-DIAG_PROTOS=${DIAG_PROTOS:-Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple}
-DIAG_TRACE=${DIAG_TRACE:-default Tree/LL Ring/LL Ring/Simple}
+DIAG_PROTOS=${DIAG_PROTOS-Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple}
+DIAG_TRACE=${DIAG_TRACE-default Tree/LL Ring/LL Ring/Simple}
+# Build variants compared with the main build, same binaries, same sizes: "name:-DX=1,-DY=2 ..."
+# (comma-separated nvcc flags, e.g. "u4:-DCUDA_EXEC_UNROLL=4"); the main build runs as "base".
+DIAG_VARIANTS=${DIAG_VARIANTS:-}
+DIAG_VARIANT_COLLS=${DIAG_VARIANT_COLLS:-all_reduce sendrecv alltoall broadcast}
+diag_variant_run() { # diag_variant_run NAME LIBDIR
+  local name=$1 dir=$2 coll log
+  for coll in $DIAG_VARIANT_COLLS; do
+    log=$LOGS/diag/variant.$name.$coll.log
+    run_logged "$log" 60 env LD_LIBRARY_PATH="$dir:$CUDA_HOME/lib64" LD_PRELOAD="$dir/libnccl.so.2" \
+      NCCL_DEBUG=VERSION "$NT_BIN/${coll}_perf" -b 64K -e 1G -f 4 -c 0 -n 10 -w 2 -g "$NGPUS"
+    record diag "variant.$name.$coll" "$(status_of $?)" "$(awk '$1 ~ /^[0-9]+$/ && NF > 8 { printf "%s:%s ", $1, $(NF-1) }' "$log" | cut -c1-200)"
+  done
+}
 stage_diag() {
   local n=$NGPUS tbuild=$BUILD-trace rc mode c coll log
   if [ "$NT_OK" != 1 ]; then
     record diag all SKIP "nccl-tests not built"
     return
   fi
-  run_logged "$LOGS/diag/build-trace.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$tbuild' \
-    -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBATON_DEVICE_TRACE=ON -DBUILD_TESTING=OFF && \
-    cmake --build '$tbuild' -j$(nproc) --target nccl"
-  rc=$?
-  record diag build-trace "$(status_of "$rc")" "$(why "$rc")"
+  rc=1
+  if [ -n "$DIAG_TRACE${DIAG_TRACE_LARGE:-}" ]; then
+    run_logged "$LOGS/diag/build-trace.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$tbuild' \
+      -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBATON_DEVICE_TRACE=ON -DBUILD_TESTING=OFF && \
+      cmake --build '$tbuild' -j$(nproc) --target nccl"
+    rc=$?
+    record diag build-trace "$(status_of "$rc")" "$(why "$rc")"
+  fi
   if [ "$rc" = 0 ]; then
     local tlib
     tlib=$(find "$tbuild" -maxdepth 2 -name libnccl.so.2 | head -1)
@@ -568,6 +584,19 @@ stage_diag() {
       run_logged "$log" 60 env LD_LIBRARY_PATH="$(dirname "$tlib"):$CUDA_HOME/lib64" LD_PRELOAD="$tlib" \
         NCCL_DEBUG=VERSION "${envs[@]}" "$NT_BIN/all_reduce_perf" -b 1M -e 64M -f 8 -c 0 -n 520 -w 2 -g "$n"
       record diag "trace.large.$mode" "$(status_of $?)" "$(grep -c '^baton-trace' "$log") trace lines"
+    done
+  fi
+  if [ -n "$DIAG_VARIANTS" ]; then
+    local v vname vflags vbuild
+    diag_variant_run base "$OURS_DIR"
+    for v in $DIAG_VARIANTS; do
+      vname=${v%%:*} vflags=${v#*:} vbuild=$BUILD-var-${v%%:*}
+      run_logged "$LOGS/diag/build-variant.$vname.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$vbuild' \
+        -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBUILD_TESTING=OFF \
+        '-DCMAKE_CUDA_FLAGS=${vflags//,/ }' && cmake --build '$vbuild' -j$(nproc) --target nccl"
+      rc=$?
+      record diag "build-variant.$vname" "$(status_of "$rc")" "${vflags//,/ } $(why "$rc")"
+      [ "$rc" = 0 ] && diag_variant_run "$vname" "$(dirname "$(find "$vbuild" -maxdepth 2 -name libnccl.so.2 | head -1)")"
     done
   fi
   lib_env ours

@@ -22,7 +22,15 @@
 
 #include "device/device.h"
 
+#ifndef CUDA_EXEC_THREADS
 #define CUDA_EXEC_THREADS 256 /* threads per block (one block per channel) */
+#endif
+/* 16-byte vectors a thread keeps in flight per source in copies and 4/8-byte reductions (half of
+ * it for 2-byte types, a quarter for 1-byte ones, whose conversions make the unrolled code long):
+ * a block's memory-level parallelism, so its bandwidth. */
+#ifndef CUDA_EXEC_UNROLL
+#define CUDA_EXEC_UNROLL 8
+#endif
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
 /* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). A
  * round of LL lines is then 4 lines per thread (LL_BATCH), and the rest of the SM stays L1. */

@@ -297,7 +297,7 @@ static __device__ void publish(const grp_t& g, const dstep_t& st, int proto, int
 template <typename V>
 static __device__ __forceinline__ void copy_wide(const char* src, char* const* dst, int ndst,
                                                  size_t nv, int tid, int nth) {
-  enum { U = 4 };
+  enum { U = CUDA_EXEC_UNROLL };
   const V* s = reinterpret_cast<const V*>(src);
   for (size_t base = (size_t)tid; base < nv; base += (size_t)nth * U) {
     V x[U];
@@ -316,7 +316,7 @@ static __device__ __forceinline__ void copy_wide(const char* src, char* const* d
   }
 }
 
-static __device__ void copy_multi(const char* src, char* const* dst, int ndst, size_t nbytes,
+static __device__ __noinline__ void copy_multi(const char* src, char* const* dst, int ndst, size_t nbytes,
                                   int tid, int nth) {
   if (ndst == 0 || nbytes == 0) return;
   uintptr_t a = (uintptr_t)src;

@@ -269,7 +269,11 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
 
   /* 16-byte vectors, U per thread in flight (fewer for the narrow types, whose conversions and
    * element counts make the unrolled code large) */
-  enum { U = sizeof(T) >= 4 ? 4 : (sizeof(T) == 2 ? 2 : 1) };
+  enum {
+    U = sizeof(T) >= 4    ? CUDA_EXEC_UNROLL
+        : sizeof(T) == 2 ? (CUDA_EXEC_UNROLL + 1) / 2
+                         : (CUDA_EXEC_UNROLL + 3) / 4
+  };
   for (size_t base = (size_t)tid; base < nvec; base += (size_t)nth * U) {
     uint4 x[U];
 #pragma unroll

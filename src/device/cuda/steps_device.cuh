@@ -137,7 +137,7 @@ static __device__ void step_ring_allreduce(const lane_t& ln, size_t k, dstep_t& 
   const size_t loop_elems = (size_t)n * ln.chunk;
   const size_t lbase = loop * loop_elems;
   const size_t lc = min_sz(loop_elems, ln.cnt - lbase);
-  const size_t part = div_up(lc, (size_t)n);
+  const size_t part = ring_part(lc, (size_t)n, ln.unit, ln.chunk);
   const int m = ring_mod(s <= n - 1 ? idx - 1 - s : idx - (s - (n - 1)), n);
   const size_t pstart = min_sz((size_t)m * part, lc), pend = min_sz((size_t)(m + 1) * part, lc);
   const size_t x = ln.off + lbase + pstart;

@@ -110,7 +110,7 @@ static void step_ring_allreduce(const host_lane_t* ln, size_t k, host_step_t* st
   size_t loop_elems = (size_t)n * ln->chunk;
   size_t lbase = loop * loop_elems;
   size_t lc = min_size(loop_elems, ln->cnt - lbase);
-  size_t part = div_up(lc, (size_t)n);
+  size_t part = ring_part(lc, (size_t)n, ln->unit, ln->chunk);
   int m = ring_mod(s <= n - 1 ? idx - 1 - s : idx - (s - (n - 1)), n); /* s = n-1: part idx */
   size_t pstart = min_size((size_t)m * part, lc), pend = min_size((size_t)(m + 1) * part, lc);
   size_t x = ln->off + lbase + pstart;
