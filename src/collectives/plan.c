@@ -14,6 +14,8 @@
 /* Channel slices of point-to-point messages are cut on multiples of this many bytes, so sender
  * and receiver agree on them even when they posted different datatypes of the same size. */
 #define COLL_P2P_ALIGN_BYTES 64
+/* Point-to-point messages get one more channel per this many bytes (see plan_p2p_nchannels). */
+#define COLL_P2P_MIN_CHANNEL_BYTES (32 << 10)
 
 /* ---- Names --------------------------------------------------------------------------------- */
 const char* coll_func_name(int func) {
@@ -28,7 +30,10 @@ const char* coll_func_name(int func) {
 }
 
 const char* coll_algo_name(int algo) {
-  return algo == ALGO_TREE ? "Tree" : algo == ALGO_RING ? "Ring" : "?";
+  return algo == ALGO_TREE      ? "Tree"
+         : algo == ALGO_RING    ? "Ring"
+         : algo == ALGO_ONESHOT ? "OneShot"
+                                : "?";
 }
 
 const char* coll_proto_name(int proto) {
@@ -116,10 +121,33 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
   return found;
 }
 
+/* One-shot AllReduce (device.h): a small AllReduce on 3 to TREE_MAX_CHILDREN + 1 GPUs of one
+ * host, every pair over NVLink (what ll128_ok says, agreed by every rank), when neither NCCL_ALGO
+ * nor NCCL_PROTO rules it out (it runs LL). Two ranks already run the ring as one exchange. */
+static bool plan_oneshot_ok(const struct coll_comm* cc, const coll_task_t* t, size_t bytes) {
+  if (t->func != FUNC_ALLREDUCE || t->op.kind == DEV_OP_PREMULSUM) return false;
+  if (cc->nranks <= 2 || cc->nranks > TREE_MAX_CHILDREN + 1 || !cc->ll128_ok) return false;
+  if (bytes > COLL_ONESHOT_MAX_BYTES || cc->filter.algo_set[FUNC_ALLREDUCE]) return false;
+  return cc->filter.proto_ok[FUNC_ALLREDUCE][PROTO_LL];
+}
+
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   size_t bytes = coll_task_bytes(t, cc->nranks);
   topo_tuning_t tun = cc->tuning;
   t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  if (plan_oneshot_ok(cc, t, bytes)) {
+    if (t->nchannels > COLL_ONESHOT_MAX_CHANNELS) t->nchannels = COLL_ONESHOT_MAX_CHANNELS;
+    t->algo = ALGO_ONESHOT;
+    t->proto = PROTO_LL;
+    t->model_us = -1;
+    t->forced = false;
+    uint32_t bit = 1u << (ALGO_ONESHOT * PROTO_COUNT + PROTO_LL);
+    unsigned long flags = NCCL_TUNING | ((cc->logged[t->func] & bit) ? 0 : NCCL_INIT);
+    cc->logged[t->func] |= bit;
+    INFO(flags, "%s: %zu bytes -> algo OneShot proto LL nchannels %d (rule: <= %d bytes on %d ranks)",
+         coll_func_name(t->func), bytes, t->nchannels, COLL_ONESHOT_MAX_BYTES, cc->nranks);
+    return ncclSuccess;
+  }
   tun.nchannels = t->nchannels;
   int algo = ALGO_RING, proto = PROTO_SIMPLE;
   double us = -1;
@@ -206,7 +234,12 @@ static void plan_req_add(struct coll_comm* cc, int channel, int peer, int is_sen
 static void plan_req_collective(struct coll_comm* cc, const coll_task_t* t, int channel,
                                 int* nreqs) {
   const dev_channel_t* ch = &cc->channels[channel];
-  if (t->algo == ALGO_TREE) {
+  if (t->algo == ALGO_ONESHOT) { /* every peer, both directions */
+    for (int p = 0; p < cc->nranks; p++) {
+      plan_req_add(cc, channel, p, 1, nreqs);
+      plan_req_add(cc, channel, p, 0, nreqs);
+    }
+  } else if (t->algo == ALGO_TREE) {
     plan_req_add(cc, channel, ch->tree_up, 1, nreqs);
     plan_req_add(cc, channel, ch->tree_up, 0, nreqs);
     for (int k = 0; k < TREE_MAX_CHILDREN; k++) {
@@ -312,19 +345,37 @@ static void plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nre
   }
 }
 
+/* Channels of a point-to-point message: one per COLL_P2P_MIN_CHANNEL_BYTES (fewer work items for
+ * an AlltoAll's many messages), within coll_op_nchannels' limits; NCCL_MIN_NCHANNELS wins. */
+static int plan_p2p_nchannels(const struct coll_comm* cc, size_t bytes) {
+  int nch = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  size_t want = (bytes + COLL_P2P_MIN_CHANNEL_BYTES - 1) / COLL_P2P_MIN_CHANNEL_BYTES;
+  if (want < 1) want = 1;
+  if (cc->min_channels <= 0 && want < (size_t)nch) nch = (int)want;
+  return nch;
+}
+
 static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t bytes = t->count * esize;
-  int nch = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  int nch = plan_p2p_nchannels(cc, bytes);
+  /* Messages at distance d (send to rank+d, receive from rank-d: the same d on both sides) start
+   * at channel d * nchannels / nranks, so an AlltoAll's peers (and its copy to self) land on
+   * different blocks instead of queueing on the same ones. */
+  int nranks = cc->nranks;
+  int d = t->func == FUNC_SEND ? (t->root - cc->rank + nranks) % nranks
+                               : (cc->rank - t->root + nranks) % nranks;
+  int first = (int)(((size_t)d * (size_t)cc->nchannels) / (size_t)nranks);
   int proto = plan_p2p_proto(cc, bytes);
   /* Chunks in bytes (a multiple of 16 when the slot allows), the same on both sides. */
   size_t chunk_bytes = coll_chunk_elems(cc->slot_data_bytes[proto], 1);
   size_t chunk = chunk_bytes / esize > 0 ? chunk_bytes / esize : 1;
   int is_send = t->func == FUNC_SEND;
-  for (int c = 0; c < nch; c++) {
+  for (int i = 0; i < nch; i++) {
     size_t boff, bn;
-    coll_split(bytes, nch, c, COLL_P2P_ALIGN_BYTES, &boff, &bn);
+    coll_split(bytes, nch, i, COLL_P2P_ALIGN_BYTES, &boff, &bn);
     if (bn == 0) continue;
+    int c = (first + i) % cc->nchannels;
     work_t w = {.func = t->func,
                 .algo = ALGO_RING,
                 .proto = (uint8_t)proto,

@@ -17,6 +17,13 @@
 #define NCCL_STEPS 8
 enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2, PROTO_COUNT = 3 };
 enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_COUNT = 2 };
+/* One-shot AllReduce, an algorithm of the CUDA executor only, outside the tuning model and
+ * NCCL_ALGO's names (the planner picks it by rule, plan.c): on 2 to TREE_MAX_CHILDREN + 1 ranks
+ * joined by NVLink, each rank sends its chunk to every peer (one step, half the block) and
+ * reduces every peer's chunk with its own (one step, the other half, started after the send so
+ * in-place data is sent before it is overwritten). Sources combine in rank order, so every rank
+ * computes the same bits. Peers are the other ranks in rank order; no PreMulSum. */
+#define ALGO_ONESHOT ALGO_COUNT
 typedef enum {
   FUNC_BROADCAST = 0,
   FUNC_REDUCE,

@@ -7,8 +7,8 @@
  * and compares every output element with a host reference in double (integers exactly); outputs
  * are poisoned beforehand and guard bytes around them checked.
  *
- * Cases: AllReduce (ring, tree), ReduceScatter, AllGather, Broadcast, Reduce (roots 0 and R-1) x
- * Simple, LL, LL128 x float, half, bfloat16, int32, fp8 e4m3, double x sum, prod, min, max,
+ * Cases: AllReduce (ring, tree, one-shot; every rank's result bit-identical), ReduceScatter,
+ * AllGather, Broadcast, Reduce (roots 0 and R-1) x Simple, LL, LL128 x float, half, bfloat16, int32, fp8 e4m3, double x sum, prod, min, max,
  * premulsum (host and device scalar), sumpostdiv x counts 0, 1, 7, 1000, 2^20+3 x in and out of
  * place, some with user buffers off 16-byte alignment or a small chunk; point-to-point
  * all-to-all including sends to self; plans with many items (the large parameter block, and
@@ -668,7 +668,11 @@ struct ccase {
 static std::string case_name(const ccase& c) {
   char b[256];
   snprintf(b, sizeof(b), "%s/%s/%s %s %s count=%zu %s root=%d mis=%d%s chunk=%zu", fname(c.func),
-           c.func == FUNC_ALLREDUCE && c.algo == ALGO_TREE ? "tree" : "ring", pname(c.proto),
+           c.func != FUNC_ALLREDUCE   ? "ring"
+           : c.algo == ALGO_TREE    ? "tree"
+           : c.algo == ALGO_ONESHOT ? "oneshot"
+                                    : "ring",
+           pname(c.proto),
            tname(c.dtype), oname(c.op), c.count, c.inplace ? "in-place" : "out-of-place", c.root,
            c.misalign, c.scalar_dev ? " device-scalar" : "", c.chunk);
   return b;
@@ -817,11 +821,22 @@ static void run_coll_case(world_t& w, const ccase& cs) {
 
   bool ok = true;
   int reported = 0;
-  std::vector<char> got(span);
+  std::vector<char> got(span), first;
   for (int q = 0; q < R && ok; q++) {
     rank_t& rk = w.r[q];
     from_rank(rk, got.data(), rk.rbuf, span);
     const char* region_p = got.data() + guard + mis;
+    /* AllReduce: every rank holds the same bits (each algorithm finishes a value once, or
+     * combines in one order everywhere), not just values close to the reference */
+    if (cs.func == FUNC_ALLREDUCE) {
+      if (q == 0) {
+        first.assign(region_p, region_p + out_elems * es);
+      } else if (memcmp(first.data(), region_p, out_elems * es) != 0) {
+        printf("FAIL %s: rank %d's result differs from rank 0's in its bits\n", what.c_str(), q);
+        ok = false;
+        break;
+      }
+    }
     const char* outp = scatter && cs.inplace ? region_p + (size_t)q * n * es : region_p;
     const size_t touched = (cs.inplace ? region : out_elems * es);
     for (size_t i = 0; i < guard + mis && ok; i++) ok = (uint8_t)got[i] == 0xA5;
@@ -943,8 +958,11 @@ static void run_many_allreduce(world_t& w, int proto, int nops) {
     for (int k = 0; k < nops; k++) {
       char* sb = rk.sbuf + (size_t)k * stride * 4;
       char* rb = rk.rbuf + (size_t)k * stride * 4;
-      plans[q].w[k % 2].push_back(make_work(FUNC_ALLREDUCE, k % 3 == 2 ? ALGO_TREE : ALGO_RING,
-                                            proto, ncclFloat32, &op, sb, rb, n, 0, n, 0, 0, R));
+      const int algo = k % 3 == 2                                   ? ALGO_TREE
+                       : k % 5 == 4 && R <= TREE_MAX_CHILDREN + 1 ? ALGO_ONESHOT
+                                                                  : ALGO_RING;
+      plans[q].w[k % 2].push_back(
+          make_work(FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op, sb, rb, n, 0, n, 0, 0, R));
     }
   }
   bool ok = run_plans(w, plans, what);
@@ -978,16 +996,20 @@ static void run_matrix(world_t& w, bool full) {
     int func, algo;
   };
   const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},     {FUNC_ALLREDUCE, ALGO_TREE},
-                      {FUNC_REDUCESCATTER, ALGO_RING}, {FUNC_ALLGATHER, ALGO_RING},
-                      {FUNC_BROADCAST, ALGO_RING},     {FUNC_REDUCE, ALGO_RING}};
+                      {FUNC_ALLREDUCE, ALGO_ONESHOT},  {FUNC_REDUCESCATTER, ALGO_RING},
+                      {FUNC_ALLGATHER, ALGO_RING},     {FUNC_BROADCAST, ALGO_RING},
+                      {FUNC_REDUCE, ALGO_RING}};
   int idx = 0;
   for (const fa& f : funcs) {
+    /* one-shot: the CUDA executor only, at most TREE_MAX_CHILDREN + 1 ranks, no PreMulSum */
+    if (f.algo == ALGO_ONESHOT && (w.interop || w.R > TREE_MAX_CHILDREN + 1)) continue;
     for (int proto = 0; proto < PROTO_COUNT; proto++) {
       if (w.interop && proto == PROTO_LL128) continue;
       for (int t : types) {
         if (w.interop && !full && t != ncclFloat32 && t != ncclFloat16 && t != ncclInt32) continue;
         const int nops = reduces(f.func) ? DEV_OP_COUNT : 1;
         for (int op = 0; op < nops; op++) {
+          if (f.algo == ALGO_ONESHOT && op == DEV_OP_PREMULSUM) continue;
           for (size_t count : counts) {
             const bool big = count > 100000;
             if (!full && big && (op != DEV_OP_SUM || w.interop)) continue;

@@ -5,6 +5,7 @@
 #endif
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collectives/collectives.h"
 #include "unit.h"
@@ -113,6 +114,96 @@ START_TEST(test_filter_rows) {
 }
 END_TEST
 
+/* A communicator as coll_plan_choose sees it: n GPU ranks of one host, default filters. */
+static struct coll_comm* plan_comm(int nranks, bool nvlink) {
+  struct coll_comm* cc = calloc(1, sizeof(*cc));
+  ck_assert_ptr_nonnull(cc);
+  cc->nranks = nranks;
+  cc->nchannels = 32;
+  cc->ll128_ok = nvlink;
+  cc->tuning = (topo_tuning_t){.nranks = nranks, .nhosts = 1, .nchannels = 32,
+                               .intra_bw_gbs = 6.0, .inter_bw_gbs = 6.0, .intra_lat_us = 0.8,
+                               .inter_lat_us = 0.8, .gpu = true};
+  ck_assert_int_eq(coll_filter_init(&cc->filter), ncclSuccess);
+  return cc;
+}
+
+static coll_task_t allreduce_task(size_t count, int op) {
+  coll_task_t t;
+  memset(&t, 0, sizeof(t));
+  t.func = FUNC_ALLREDUCE;
+  t.dtype = ncclFloat32;
+  t.count = count;
+  t.op.kind = (uint8_t)op;
+  return t;
+}
+
+/* One-shot AllReduce: small messages on 3-4 NVLink GPUs, never under NCCL_ALGO, NCCL_PROTO without
+ * LL, PreMulSum, two ranks, more than four, without NVLink or past the size limit. */
+START_TEST(test_oneshot_rule) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  struct { int nranks; bool nvlink; size_t bytes; int op; bool want; } cases[] = {
+      {4, true, 8, DEV_OP_SUM, true},
+      {3, true, 64 << 10, DEV_OP_MAX, true},
+      {4, true, COLL_ONESHOT_MAX_BYTES, DEV_OP_SUMPOSTDIV, true},
+      {4, true, COLL_ONESHOT_MAX_BYTES + 4, DEV_OP_SUM, false},
+      {4, true, 8, DEV_OP_PREMULSUM, false},
+      {2, true, 8, DEV_OP_SUM, false},
+      {5, true, 8, DEV_OP_SUM, false},
+      {4, false, 8, DEV_OP_SUM, false},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct coll_comm* cc = plan_comm(cases[i].nranks, cases[i].nvlink);
+    coll_task_t t = allreduce_task(cases[i].bytes / 4, cases[i].op);
+    ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+    ck_assert_msg((t.algo == ALGO_ONESHOT) == cases[i].want, "case %zu: algo %d", i, t.algo);
+    if (cases[i].want) {
+      ck_assert_int_eq(t.proto, PROTO_LL);
+      ck_assert_int_le(t.nchannels, COLL_ONESHOT_MAX_CHANNELS);
+    }
+    free(cc);
+  }
+  setenv("NCCL_ALGO", "ring", 1);
+  param_reload();
+  struct coll_comm* cc = plan_comm(4, true);
+  coll_task_t t = allreduce_task(2, DEV_OP_SUM);
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.algo, ALGO_RING);
+  free(cc);
+  unsetenv("NCCL_ALGO");
+  setenv("NCCL_PROTO", "Simple", 1);
+  param_reload();
+  cc = plan_comm(4, true);
+  t = allreduce_task(2, DEV_OP_SUM);
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_ne(t.algo, ALGO_ONESHOT);
+  free(cc);
+  unsetenv("NCCL_PROTO");
+  param_reload();
+}
+END_TEST
+
+/* Ring AllReduce parts: 16-byte multiples that cover the loop, never more than a chunk. */
+START_TEST(test_ring_part) {
+  const size_t units[] = {1, 2, 4, 8};
+  for (size_t u = 0; u < 4; u++) {
+    const size_t unit = units[u], align = 16 / unit;
+    for (size_t n = 2; n <= 8; n++) {
+      for (size_t lc = 0; lc < 3000; lc += 7) {
+        const size_t chunk = ((lc + n - 1) / n + align - 1) / align * align + align * (lc % 3);
+        const size_t part = ring_part(lc, n, unit, chunk);
+        ck_assert_uint_ge(part * n, lc);
+        ck_assert_uint_le(part, chunk);
+        ck_assert_uint_eq(part % align, 0);
+      }
+      ck_assert_uint_eq(ring_part(1000, n, unit, 3), 3); /* a chunk below the rounding wins */
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_scalar_bits) {
   uint64_t b = coll_scalar_bits(0.5, ncclFloat32);
   float f;
@@ -142,6 +233,8 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_task_bytes);
   tcase_add_test(tc, test_filter_rows);
   tcase_add_test(tc, test_scalar_bits);
+  tcase_add_test(tc, test_oneshot_rule);
+  tcase_add_test(tc, test_ring_part);
   suite_add_tcase(s, tc);
   return s;
 }

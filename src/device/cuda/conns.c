@@ -180,6 +180,12 @@ static const conn_fifo_t* chan_conn(const dev_channel_t* dc, int peer, int is_se
   return peer >= 0 && tab != NULL ? tab[peer] : NULL;
 }
 
+static bool cc_is_send(int i) {
+  return i == CUDA_CC_RING_SEND || i == CUDA_CC_UP_SEND ||
+         (i >= CUDA_CC_DOWN_SEND && i < CUDA_CC_DOWN_RECV) ||
+         (i >= CUDA_CC_PEER_SEND && i < CUDA_CC_PEER_RECV);
+}
+
 /* The connections the entry of channel c should point at now, and their peers. */
 static void chan_current(const exec_comm_t* comm, int c, const conn_fifo_t** cur, int* peer) {
   const dev_channel_t* dc = &comm->channels[c];
@@ -197,11 +203,16 @@ static void chan_current(const exec_comm_t* comm, int c, const conn_fifo_t** cur
     peer[CUDA_CC_DOWN_SEND + k] = peer[CUDA_CC_DOWN_RECV + k] = dc->tree_down[j];
     k++;
   }
-  for (int i = 0; i < CUDA_CC_COUNT; i++) {
-    int is_send = i == CUDA_CC_RING_SEND || i == CUDA_CC_UP_SEND ||
-                  (i >= CUDA_CC_DOWN_SEND && i < CUDA_CC_DOWN_RECV);
-    if (peer[i] >= 0 && peer[i] != comm->rank) cur[i] = chan_conn(dc, peer[i], is_send);
+  if (comm->nranks <= TREE_MAX_CHILDREN + 1) { /* one-shot: the other ranks, in rank order */
+    k = 0;
+    for (int p = 0; p < comm->nranks; p++) {
+      if (p == comm->rank) continue;
+      peer[CUDA_CC_PEER_SEND + k] = peer[CUDA_CC_PEER_RECV + k] = p;
+      k++;
+    }
   }
+  for (int i = 0; i < CUDA_CC_COUNT; i++)
+    if (peer[i] >= 0 && peer[i] != comm->rank) cur[i] = chan_conn(dc, peer[i], cc_is_send(i));
 }
 
 ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c) {
@@ -233,9 +244,7 @@ ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c) {
   for (int i = 0; i < CUDA_CC_COUNT; i++) {
     dev[i] = NULL;
     if (cur[i] == NULL) continue;
-    int is_send = i == CUDA_CC_RING_SEND || i == CUDA_CC_UP_SEND ||
-                  (i >= CUDA_CC_DOWN_SEND && i < CUDA_CC_DOWN_RECV);
-    CHECK(cuda_conn_mirror(ex, c, peer[i], is_send, &dev[i]));
+    CHECK(cuda_conn_mirror(ex, c, peer[i], cc_is_send(i), &dev[i]));
   }
   e->ring_send = dev[CUDA_CC_RING_SEND];
   e->ring_recv = dev[CUDA_CC_RING_RECV];
@@ -244,6 +253,8 @@ ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c) {
   for (int k = 0; k < TREE_MAX_CHILDREN; k++) {
     e->down_send[k] = dev[CUDA_CC_DOWN_SEND + k];
     e->down_recv[k] = dev[CUDA_CC_DOWN_RECV + k];
+    e->peer_send[k] = dev[CUDA_CC_PEER_SEND + k];
+    e->peer_recv[k] = dev[CUDA_CC_PEER_RECV + k];
   }
   CHECK(side_copy(ex, &ex->d_chans[c], e, sizeof(*e)));
   memcpy(h->src, cur, sizeof(cur));

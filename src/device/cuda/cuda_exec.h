@@ -63,6 +63,9 @@ typedef struct cuda_chan {
   cuda_conn_t* up_recv;                      /* from tree_up */
   cuda_conn_t* down_send[TREE_MAX_CHILDREN]; /* to the present children, in tree_down order */
   cuda_conn_t* down_recv[TREE_MAX_CHILDREN];
+  /* One-shot (nranks <= TREE_MAX_CHILDREN + 1): to and from every other rank, in rank order */
+  cuda_conn_t* peer_send[TREE_MAX_CHILDREN];
+  cuda_conn_t* peer_recv[TREE_MAX_CHILDREN];
 } cuda_chan_t;
 
 /* ---- One work item as the kernel sees it ------------------------------------------------------
@@ -86,11 +89,11 @@ typedef struct cuda_work {
   uint64_t cnt;
   const char* sendbuff;
   char* recvbuff;
-  uint64_t scalar;        /* PREMULSUM: the scalar's bits; SUMPOSTDIV: the divisor */
-  const void* scalar_ptr; /* PREMULSUM with scalar_on_device */
   union {
-    cuda_conn_t* conn; /* point-to-point: the connection to or from the peer */
-    char* self_dst;    /* CUDA_WORK_SELF */
+    uint64_t scalar;        /* collectives: PREMULSUM's scalar bits; SUMPOSTDIV: the divisor */
+    const void* scalar_ptr; /* collectives: PREMULSUM with scalar_on_device */
+    cuda_conn_t* conn;      /* point-to-point: the connection to or from the peer */
+    char* self_dst;         /* CUDA_WORK_SELF */
   } u;
 } cuda_work_t;
 
@@ -119,14 +122,15 @@ typedef struct cuda_args_hdr {
   uint8_t pad[2];
 } cuda_args_hdr_t;
 
-/* Three parameter block sizes, because a launch copies the whole block: a launch's host cost grows
+/* Four parameter block sizes, because a launch copies the whole block: a launch's host cost grows
  * with it, and past 4 KiB (the classic limit) it costs several microseconds more (run 7: about
  * 5 us a launch on H200). tiny: one operation on a few channels; small: the most that fits in
- * 4 KiB; large: the most Hopper allows. */
+ * 4 KiB; medium: 8 KiB; large: the most Hopper allows. The kernels share one body. */
 #define CUDA_TINY_WORKS 8
 #define CUDA_SMALL_WORKS ((4096 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
+#define CUDA_MEDIUM_WORKS ((8192 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
 #define CUDA_LARGE_WORKS ((32764 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
-enum { CUDA_KERN_TINY = 0, CUDA_KERN_SMALL, CUDA_KERN_LARGE, CUDA_KERN_COUNT };
+enum { CUDA_KERN_TINY = 0, CUDA_KERN_SMALL, CUDA_KERN_MEDIUM, CUDA_KERN_LARGE, CUDA_KERN_COUNT };
 
 typedef struct cuda_args_tiny {
   cuda_args_hdr_t hdr;
@@ -138,17 +142,22 @@ typedef struct cuda_args_small {
   cuda_work_t works[CUDA_SMALL_WORKS];
 } cuda_args_small_t;
 
+typedef struct cuda_args_medium {
+  cuda_args_hdr_t hdr;
+  cuda_work_t works[CUDA_MEDIUM_WORKS];
+} cuda_args_medium_t;
+
 typedef struct cuda_args_large {
   cuda_args_hdr_t hdr;
   cuda_work_t works[CUDA_LARGE_WORKS];
 } cuda_args_large_t;
 
 #ifdef __cplusplus
-static_assert(sizeof(cuda_work_t) == 80, "cuda_work_t layout");
+static_assert(sizeof(cuda_work_t) == 64, "cuda_work_t layout");
 static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
 static_assert(sizeof(cuda_args_small_t) <= 4096, "the small parameter block exceeds 4 KiB");
 #else
-_Static_assert(sizeof(cuda_work_t) == 80, "cuda_work_t layout");
+_Static_assert(sizeof(cuda_work_t) == 64, "cuda_work_t layout");
 _Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
 #endif
 
@@ -192,7 +201,9 @@ enum {
   CUDA_CC_UP_RECV,
   CUDA_CC_DOWN_SEND,                                         /* + child index */
   CUDA_CC_DOWN_RECV = CUDA_CC_DOWN_SEND + TREE_MAX_CHILDREN, /* + child index */
-  CUDA_CC_COUNT = CUDA_CC_DOWN_RECV + TREE_MAX_CHILDREN
+  CUDA_CC_PEER_SEND = CUDA_CC_DOWN_RECV + TREE_MAX_CHILDREN, /* + index among the other ranks */
+  CUDA_CC_PEER_RECV = CUDA_CC_PEER_SEND + TREE_MAX_CHILDREN, /* + index among the other ranks */
+  CUDA_CC_COUNT = CUDA_CC_PEER_RECV + TREE_MAX_CHILDREN
 };
 
 typedef struct cuda_chan_host {

@@ -179,10 +179,10 @@ static __device__ red_t item_red(const cuda_work_t* w) {
   red_t r;
   r.dtype = w->dtype;
   r.op = w->op;
-  r.scalar = w->scalar;
-  r.div = w->scalar;
+  r.scalar = w->u.scalar;
+  r.div = w->u.scalar;
   if (w->op == DEV_OP_PREMULSUM && w->scalar_on_device) {
-    const void* p = w->scalar_ptr;
+    const void* p = w->u.scalar_ptr;
     switch (w->esize) {
       case 1:
         r.scalar = *(const uint8_t*)p;
@@ -244,22 +244,30 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     conns_store(g, sm.home[0]);
     return ok;
   }
-  /* tree: up lane on the first half, down lane on the second */
+  /* tree: up lane on the first half, down lane on the second (the root's down lane waits for
+   * its up lane); one-shot: send lane on the first half, receive lane on the second (which waits
+   * for the send of the same chunk: in place, the receive overwrites what the send reads) */
   if (threadIdx.x == 0) sm.up_done = 0;
   __syncthreads();
   int half;
   const grp_t g = group_half(sm, half);
   grp_shared_t& gs = sm.gs[half];
-  const bool root = ch->tree_up < 0;
-  const int ndown = ch->ndown;
+  const bool oneshot = w->algo == ALGO_ONESHOT;
+  const bool ordered = oneshot || ch->tree_up < 0; /* the second half waits for the first */
   if (g.tid == 0) {
-    gs.ln = item_lane(hdr, ch, w, half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
+    const int kind = oneshot ? (half == 0 ? LANE_ONESHOT_SEND : LANE_ONESHOT_RECV)
+                             : (half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
+    gs.ln = item_lane(hdr, ch, w, kind);
     gs.r = item_red(w);
   }
-  for (int j = 0; j < ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
-  if (!root) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
+  if (oneshot) {
+    for (int j = 0; j < hdr->nranks - 1; j++) src[j] = half == 0 ? ch->peer_send[j] : ch->peer_recv[j];
+  } else {
+    for (int j = 0; j < ch->ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
+    if (ch->tree_up >= 0) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
+  }
   conns_load(k, g, sm.home[half], src);
-  bool ok = lane_run(k, g, sm, gs, w->proto, half == 1 && root, half == 0 && root);
+  bool ok = lane_run(k, g, sm, gs, w->proto, half == 1 && ordered, half == 0 && ordered);
   conns_store(g, sm.home[half]);
   return ok;
 }
@@ -358,12 +366,18 @@ __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
 }
 
 __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
+    baton_exec_medium(const __grid_constant__ cuda_args_medium_t args) {
+  baton::exec_block(&args.hdr, args.works);
+}
+
+__global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
     baton_exec_large(const __grid_constant__ cuda_args_large_t args) {
   baton::exec_block(&args.hdr, args.works);
 }
 
 extern "C" const void* cuda_exec_kernel(int which) {
-  return which == CUDA_KERN_TINY    ? (const void*)baton_exec_tiny
-         : which == CUDA_KERN_SMALL ? (const void*)baton_exec_small
-                                    : (const void*)baton_exec_large;
+  return which == CUDA_KERN_TINY     ? (const void*)baton_exec_tiny
+         : which == CUDA_KERN_SMALL  ? (const void*)baton_exec_small
+         : which == CUDA_KERN_MEDIUM ? (const void*)baton_exec_medium
+                                     : (const void*)baton_exec_large;
 }

@@ -96,8 +96,6 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
   o->count = w->count;
   o->sendbuff = (const char*)w->sendbuff;
   o->recvbuff = (char*)w->recvbuff;
-  o->scalar = w->op.scalar;
-  o->scalar_ptr = w->op.scalar_ptr;
   if (w->count == 0 || w->chan_count == 0) {
     o->flags = CUDA_WORK_SKIP;
     return ncclSuccess;
@@ -125,6 +123,10 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
 
   o->off = w->chan_off;
   o->cnt = w->chan_count;
+  if (o->scalar_on_device)
+    o->u.scalar_ptr = w->op.scalar_ptr;
+  else
+    o->u.scalar = w->op.scalar;
   if (comm->nranks == 1) { /* one local step */
     o->chunk = 0;
     return ncclSuccess;
@@ -159,9 +161,24 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
           comm->rank, c, comm->nranks);
       return ncclInternalError;
     }
+  } else if (w->algo == ALGO_ONESHOT && w->func == FUNC_ALLREDUCE) {
+    if (comm->nranks > TREE_MAX_CHILDREN + 1 || w->op.kind == DEV_OP_PREMULSUM) {
+      WARN(
+          "CUDA executor: one-shot AllReduce runs on 2 to %d ranks without PreMulSum (got %d "
+          "ranks, op %d)",
+          TREE_MAX_CHILDREN + 1, comm->nranks, w->op.kind);
+      return ncclInternalError;
+    }
+    for (int p = 0; p < comm->nranks; p++) {
+      if (p == comm->rank) continue;
+      CHECK(conn_cap(ex, c, p, 1, w->proto, &cap, net));
+      CHECK(conn_cap(ex, c, p, 0, w->proto, &cap, net));
+    }
   } else {
-    WARN("CUDA executor: algorithm %d cannot run function %d (tree runs AllReduce only)", w->algo,
-         w->func);
+    WARN(
+        "CUDA executor: algorithm %d cannot run function %d (tree and one-shot run AllReduce "
+        "only)",
+        w->algo, w->func);
     return ncclInternalError;
   }
   return item_chunk(ex, c, w, esize, w->chunk, cap, o);
@@ -260,9 +277,10 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
   h->nranks = ex->comm->nranks;
   CHECK(cuda_conns_flush(ex));
   if (b->net && ex->comm->proxy_wake != NULL) ex->comm->proxy_wake(ex->comm->arg);
-  const int which = b->nworks <= CUDA_TINY_WORKS    ? CUDA_KERN_TINY
-                    : b->nworks <= CUDA_SMALL_WORKS ? CUDA_KERN_SMALL
-                                                    : CUDA_KERN_LARGE;
+  const int which = b->nworks <= CUDA_TINY_WORKS     ? CUDA_KERN_TINY
+                    : b->nworks <= CUDA_SMALL_WORKS  ? CUDA_KERN_SMALL
+                    : b->nworks <= CUDA_MEDIUM_WORKS ? CUDA_KERN_MEDIUM
+                                                     : CUDA_KERN_LARGE;
   void* params[] = {&ex->args};
   dim3 grid = {(unsigned)b->nblocks, 1, 1}, block = {CUDA_EXEC_THREADS, 1, 1};
   cudaError_t err =

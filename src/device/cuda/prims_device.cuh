@@ -238,6 +238,8 @@ struct dstep_t {
   int nrecv, nsend;
   int recv[TREE_MAX_CHILDREN];
   int send[TREE_MAX_CHILDREN];
+  int local_pos; /* -1: local data first (its pre-op applied); else its place among the received
+                  * sources, none pre-op'd (one-shot: every rank combines in rank order) */
   bool reduce, postop;
 };
 
@@ -353,14 +355,21 @@ static __device__ void reduce_step(const grp_t& g, const rc_args& a, const red_t
   copy_multi(a.dst[0], a.dst + 1, a.ndst - 1, a.nelem * unit, g.tid, g.nth);
 }
 
-/* The leader's description of a step's reduction over memory: the local data (at offset off),
- * then the given sources; the output (at off), then the given destinations. */
+/* The leader's description of a step's reduction over memory: the sources (the local data at
+ * offset off, placed by st.local_pos, and the received ones, recv[j] for st.recv[j]); the output
+ * (at off), then the destinations the caller adds. */
 static __device__ __forceinline__ void rc_plan(rc_args& a, const dstep_t& st, size_t off,
-                                               size_t nelem) {
+                                               size_t nelem, const char* const* recv) {
   a.nsrc = a.ndst = 0;
-  a.has_local = st.local != nullptr;
   a.nelem = nelem;
-  if (a.has_local) a.src[a.nsrc++] = st.local + off;
+  const char* local = st.local != nullptr ? st.local + off : nullptr;
+  a.has_local = local != nullptr && st.local_pos < 0;
+  if (a.has_local) a.src[a.nsrc++] = local;
+  for (int j = 0; j < st.nrecv; j++) {
+    if (local != nullptr && j == st.local_pos) a.src[a.nsrc++] = local;
+    a.src[a.nsrc++] = recv[j];
+  }
+  if (local != nullptr && st.local_pos >= st.nrecv) a.src[a.nsrc++] = local;
   if (st.out != nullptr) a.dst[a.ndst++] = st.out + off;
 }
 
@@ -388,9 +397,9 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
     DTRACE(k, g, TR_HEAD);
     rc_args& a = *g.rc;
     if (st.reduce) {
-      rc_plan(a, st, 0, st.nelem);
-      for (int j = 0; j < st.nrecv; j++)
-        a.src[a.nsrc++] = slot_of(g.conns[st.recv[j]], PROTO_SIMPLE);
+      const char* recv[TREE_MAX_CHILDREN];
+      for (int j = 0; j < st.nrecv; j++) recv[j] = slot_of(g.conns[st.recv[j]], PROTO_SIMPLE);
+      rc_plan(a, st, 0, st.nelem, recv);
     } else { /* a copy: src[0] to every destination */
       a.nsrc = 1;
       a.ndst = 0;
@@ -513,8 +522,9 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
     }
     if (g.tid == 0) {
       rc_args& a = *g.rc;
-      rc_plan(a, st, r0, rb / unit);
-      for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * rb_max;
+      const char* recv[TREE_MAX_CHILDREN];
+      for (int j = 0; j < st.nrecv; j++) recv[j] = g.stage + (size_t)j * rb_max;
+      rc_plan(a, st, r0, rb / unit, recv);
       if (st.nsend > 0) a.dst[a.ndst++] = res;
     }
     if (grp_sync_or(g, bad)) return false;
@@ -634,8 +644,9 @@ static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const
     }
     if (g.tid == 0) {
       rc_args& a = *g.rc;
-      rc_plan(a, st, r0, rb / unit);
-      for (int j = 0; j < st.nrecv; j++) a.src[a.nsrc++] = g.stage + (size_t)j * stride;
+      const char* recv[TREE_MAX_CHILDREN];
+      for (int j = 0; j < st.nrecv; j++) recv[j] = g.stage + (size_t)j * stride;
+      rc_plan(a, st, r0, rb / unit, recv);
       if (st.nsend > 0) a.dst[a.ndst++] = res;
     }
     if (grp_sync_or(g, bad)) return false;

@@ -22,7 +22,10 @@
  *   Reduce        per chunk one step along the chain root+1 -> ... -> root-1 -> root.
  * Tree (AllReduce): per chunk an up step (recv every child, reduce with mine, send to the parent;
  * the root finishes and outputs) and a down step (recv from the parent, output, send to every
- * child; the root sends its output). */
+ * child; the root sends its output).
+ * One-shot (AllReduce, device.h's ALGO_ONESHOT; CUDA executor only): per chunk a send step (my
+ * chunk to every other rank) and a receive step (every other rank's chunk combined with mine in
+ * rank order, finish, output). */
 #ifndef BATON_DEVICE_CUDA_STEPS_DEVICE_CUH
 #define BATON_DEVICE_CUDA_STEPS_DEVICE_CUH
 
@@ -30,7 +33,16 @@
 
 namespace baton {
 
-enum { LANE_LOCAL, LANE_RING, LANE_TREE_UP, LANE_TREE_DOWN, LANE_SEND, LANE_RECV };
+enum {
+  LANE_LOCAL,
+  LANE_RING,
+  LANE_TREE_UP,
+  LANE_TREE_DOWN,
+  LANE_SEND,
+  LANE_RECV,
+  LANE_ONESHOT_SEND, /* conns 0 .. n-2: to the other ranks in rank order */
+  LANE_ONESHOT_RECV  /* conns 0 .. n-2: from the other ranks in rank order */
+};
 
 /* Connection slots of a group (indexes into grp_t.conns). */
 enum { CONN_RING_RECV = 0, CONN_RING_SEND = 1, CONN_TREE_UP = TREE_MAX_CHILDREN, CONN_P2P = 0 };
@@ -86,7 +98,7 @@ static __device__ size_t lane_nops(const lane_t& ln) {
     case LANE_TREE_DOWN:
       return ln.has_up || ln.ndown > 0 ? div_up(ln.cnt, ln.chunk) : 0;
     default:
-      return div_up(ln.cnt, ln.chunk); /* tree up, send, recv */
+      return div_up(ln.cnt, ln.chunk); /* tree up, send, recv, one-shot */
   }
 }
 
@@ -241,12 +253,31 @@ static __device__ void step_tree(const lane_t& ln, size_t k, dstep_t& st) {
   }
 }
 
+static __device__ void step_oneshot(const lane_t& ln, size_t k, dstep_t& st) {
+  size_t x, c;
+  chunk_of(ln, k, x, c);
+  st.nelem = c;
+  st.local = at_in(ln, ln.sendbuff, x);
+  for (int j = 0; j < ln.n - 1; j++) {
+    if (ln.kind == LANE_ONESHOT_SEND)
+      step_send(st, j);
+    else
+      step_recv(st, j);
+  }
+  if (ln.kind == LANE_ONESHOT_RECV) {
+    st.reduce = st.postop = true;
+    st.out = at_out(ln, ln.recvbuff, x);
+    st.local_pos = ln.rank; /* the other ranks in rank order: ranks below mine come first */
+  }
+}
+
 static __device__ void lane_step(const lane_t& ln, size_t k, dstep_t& st) {
   st.local = nullptr;
   st.out = nullptr;
   st.nelem = 0;
   st.nrecv = st.nsend = 0;
   st.reduce = st.postop = false;
+  st.local_pos = -1;
   size_t x, c;
   switch (ln.kind) {
     case LANE_LOCAL: {
@@ -291,6 +322,10 @@ static __device__ void lane_step(const lane_t& ln, size_t k, dstep_t& st) {
       st.nelem = c;
       st.out = at_out(ln, ln.recvbuff, x);
       step_recv(st, CONN_P2P);
+      break;
+    case LANE_ONESHOT_SEND:
+    case LANE_ONESHOT_RECV:
+      step_oneshot(ln, k, st);
       break;
     default:
       break;

@@ -209,6 +209,11 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     ch->lanes[1].kind = LANE_TREE_DOWN;
     if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
     nlanes = 2;
+  } else if (w->algo == ALGO_ONESHOT) {
+    WARN(
+        "Host executor: one-shot AllReduce is not implemented here (the planner picks it only for "
+        "GPUs joined by NVLink, which the CUDA executor drives)");
+    return ncclInternalError;
   } else {
     WARN("Host executor: algorithm %d cannot run function %d (tree runs AllReduce only)", w->algo,
          w->func);
