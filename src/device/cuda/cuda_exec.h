@@ -110,6 +110,9 @@ typedef struct cuda_status {
 /* ---- Kernel parameters -------------------------------------------------------------------------
  * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. Three kernels share one body and
  * differ in the size of their parameter block (CUDA_KERN_*, below). */
+/* A launch has a block per channel with work, and a second one for a channel whose list holds
+ * copies to self (AlltoAll's own block): those run beside the transfers, on other SMs. */
+#define CUDA_MAX_BLOCKS (2 * PLAN_MAX_CHANNELS)
 typedef struct cuda_args_hdr {
   const cuda_chan_t* chans;
   const volatile uint32_t* abort_flag; /* device view of the communicator's abort flag */
@@ -117,8 +120,8 @@ typedef struct cuda_args_hdr {
   int32_t rank;
   int32_t nranks;
   int32_t nblocks;
-  uint16_t first[PLAN_MAX_CHANNELS + 1];
-  uint8_t chan_id[PLAN_MAX_CHANNELS];
+  uint16_t first[CUDA_MAX_BLOCKS + 1];
+  uint8_t chan_id[CUDA_MAX_BLOCKS];
   uint8_t pad[2];
 } cuda_args_hdr_t;
 
@@ -244,6 +247,7 @@ typedef struct cuda_exec {
   bool have_last;
   cuda_split_t split;
   cuda_args_large_t args; /* the parameter block being filled (copied by each launch) */
+  cuda_work_t self_tmp[CUDA_LARGE_WORKS]; /* pack.c: a channel's copies to self, moved last */
 } cuda_exec_t;
 #define CUDA_POOL_BLOCK 128
 

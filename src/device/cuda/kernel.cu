@@ -6,7 +6,8 @@
  *    up step k through a shared-memory counter.
  *  - A run of consecutive point-to-point items splits the block into a send half and a receive
  *    half, each walking its own items in order, so a rank's send to A and its receive from B
- *    progress together. Sends to self were paired with their receives on the host: a copy.
+ *    progress together. Sends to self were paired with their receives on the host: a copy, in
+ *    a block of its own that the whole block copies (pack.c puts them there).
  *  - After each item (or run) the block meets at a barrier that also tells every thread whether
  *    some group stopped (abort flag, or an error reported to the host); then the block returns.
  * Each connection's position (step) is loaded into shared memory when an item starts and written
@@ -338,8 +339,21 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
     const int func = works[i].func;
     if (func == FUNC_SEND || func == FUNC_RECV) {
       int j = i + 1;
-      while (j < end && (works[j].func == FUNC_SEND || works[j].func == FUNC_RECV)) j++;
-      ok = p2p_run(k, sm, hdr, ch, works + i, j - i);
+      bool all_self = (works[i].flags & CUDA_WORK_SELF) != 0;
+      while (j < end && (works[j].func == FUNC_SEND || works[j].func == FUNC_RECV)) {
+        all_self &= (works[j].flags & CUDA_WORK_SELF) != 0;
+        j++;
+      }
+      if (all_self) { /* a block of copies to self (pack.c): the whole block copies */
+        for (int q = i; q < j; q++) {
+          char* dst = works[q].u.self_dst;
+          copy_multi(works[q].sendbuff + works[q].off, &dst, 1, works[q].cnt, threadIdx.x,
+                     CUDA_EXEC_THREADS);
+        }
+        ok = true;
+      } else {
+        ok = p2p_run(k, sm, hdr, ch, works + i, j - i);
+      }
       i = j;
     } else {
       ok = coll_run(k, sm, hdr, ch, &works[i]);

@@ -243,16 +243,28 @@ static ncclResult_t b_close(cuda_exec_t* ex, builder_t* b, int c) {
     if (w->func == FUNC_RECV && w->root == ex->comm->rank && w->cnt > 0 && w->u.self_dst == NULL)
       goto unmatched;
   }
-  /* compact: drop items with nothing to do */
-  int k = b->chan_first;
+  /* compact: drop items with nothing to do; copies to self go last, in a block of their own
+   * (they wait for nobody, so they run beside the channel's transfers instead of before them) */
+  int k = b->chan_first, nself = 0;
   for (int i = b->chan_first; i < b->nworks; i++) {
     if (works[i].flags & CUDA_WORK_SKIP) continue;
+    if (works[i].flags & CUDA_WORK_SELF) {
+      ex->self_tmp[nself++] = works[i];
+      continue;
+    }
     if (k != i) works[k] = works[i];
     k++;
   }
+  const int self_first = k;
+  for (int i = 0; i < nself; i++) works[k++] = ex->self_tmp[i];
   b->nworks = k;
-  if (b->nworks > b->chan_first) {
+  if (self_first > b->chan_first) {
     ex->args.hdr.first[b->nblocks] = (uint16_t)b->chan_first;
+    ex->args.hdr.chan_id[b->nblocks] = (uint8_t)c;
+    b->nblocks++;
+  }
+  if (nself > 0) {
+    ex->args.hdr.first[b->nblocks] = (uint16_t)self_first;
     ex->args.hdr.chan_id[b->nblocks] = (uint8_t)c;
     b->nblocks++;
   }
