@@ -50,7 +50,7 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * hops overlap: a chain of h hops over k chunks takes (h + k - 1) chunk times, not h slice times. */
 /* One-shot AllReduce (device.h's ALGO_ONESHOT) up to this size, on at most this many channels
  * (each channel it uses connects every pair of ranks). */
-#define COLL_ONESHOT_MAX_BYTES (256 << 10)
+#define COLL_ONESHOT_MAX_BYTES (128 << 10)
 #define COLL_ONESHOT_MAX_CHANNELS 16
 #define COLL_PIPE_CHUNKS 8
 #define COLL_PIPE_MIN_BYTES (64 << 10)
