@@ -131,48 +131,54 @@ static bool plan_oneshot_ok(const struct coll_comm* cc, const coll_task_t* t, si
   return cc->filter.proto_ok[FUNC_ALLREDUCE][PROTO_LL];
 }
 
-ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
-  size_t bytes = coll_task_bytes(t, cc->nranks);
+/* The model's choice under the NCCL_ALGO / NCCL_PROTO filters; why says what decided. */
+static void plan_model_choice(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* algo,
+                              int* proto, double* us, const char** why) {
   topo_tuning_t tun = cc->tuning;
-  t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
-  if (plan_oneshot_ok(cc, t, bytes)) {
-    if (t->nchannels > COLL_ONESHOT_MAX_CHANNELS) t->nchannels = COLL_ONESHOT_MAX_CHANNELS;
-    t->algo = ALGO_ONESHOT;
-    t->proto = PROTO_LL;
-    t->model_us = -1;
-    t->forced = false;
-    uint32_t bit = 1u << (ALGO_ONESHOT * PROTO_COUNT + PROTO_LL);
-    unsigned long flags = NCCL_TUNING | ((cc->logged[t->func] & bit) ? 0 : NCCL_INIT);
-    cc->logged[t->func] |= bit;
-    INFO(flags, "%s: %zu bytes -> algo OneShot proto LL nchannels %d (rule: <= %d bytes on %d ranks)",
-         coll_func_name(t->func), bytes, t->nchannels, COLL_ONESHOT_MAX_BYTES, cc->nranks);
-    return ncclSuccess;
-  }
   tun.nchannels = t->nchannels;
-  int algo = ALGO_RING, proto = PROTO_SIMPLE;
-  double us = -1;
-  const char* why = "tuning model";
+  *algo = ALGO_RING;
+  *proto = PROTO_SIMPLE;
+  *us = -1;
+  *why = "tuning model";
   bool aset = cc->filter.algo_set[t->func], pset = cc->filter.proto_set[t->func];
   /* What the filters allow; if that is nothing this build offers for the function, drop the
    * algorithm filter first, then the protocol filter, and say so. */
   t->forced = aset || pset;
-  if (plan_pick(cc, &tun, t->func, bytes, aset, pset, &algo, &proto, &us)) {
+  if (plan_pick(cc, &tun, t->func, bytes, aset, pset, algo, proto, us)) {
     if (aset || pset)
-      why = aset && pset ? "NCCL_ALGO and NCCL_PROTO"
-            : aset       ? "NCCL_ALGO, then the model"
-                         : "NCCL_PROTO, then the model";
-  } else if (pset && plan_pick(cc, &tun, t->func, bytes, false, true, &algo, &proto, &us)) {
-    why = "NCCL_PROTO, then the model; NCCL_ALGO allows no algorithm this build has for it";
-  } else if (aset && plan_pick(cc, &tun, t->func, bytes, true, false, &algo, &proto, &us)) {
-    why = "NCCL_ALGO, then the model; NCCL_PROTO allows no protocol this build has for it";
-  } else if (plan_pick(cc, &tun, t->func, bytes, false, false, &algo, &proto, &us)) {
-    why = "the model; NCCL_ALGO/NCCL_PROTO allow nothing this build has for it";
+      *why = aset && pset ? "NCCL_ALGO and NCCL_PROTO"
+             : aset       ? "NCCL_ALGO, then the model"
+                          : "NCCL_PROTO, then the model";
+  } else if (pset && plan_pick(cc, &tun, t->func, bytes, false, true, algo, proto, us)) {
+    *why = "NCCL_PROTO, then the model; NCCL_ALGO allows no algorithm this build has for it";
+  } else if (aset && plan_pick(cc, &tun, t->func, bytes, true, false, algo, proto, us)) {
+    *why = "NCCL_ALGO, then the model; NCCL_PROTO allows no protocol this build has for it";
+  } else if (plan_pick(cc, &tun, t->func, bytes, false, false, algo, proto, us)) {
+    *why = "the model; NCCL_ALGO/NCCL_PROTO allow nothing this build has for it";
     t->forced = false;
   } else {
-    algo = ALGO_RING;
-    proto = PROTO_SIMPLE;
-    why = "default; the tuning model offered nothing";
+    *algo = ALGO_RING;
+    *proto = PROTO_SIMPLE;
+    *why = "default; the tuning model offered nothing";
     t->forced = false;
+  }
+}
+
+ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
+  size_t bytes = coll_task_bytes(t, cc->nranks);
+  t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  int algo, proto;
+  double us;
+  const char* why;
+  if (plan_oneshot_ok(cc, t, bytes)) {
+    if (t->nchannels > COLL_ONESHOT_MAX_CHANNELS) t->nchannels = COLL_ONESHOT_MAX_CHANNELS;
+    algo = ALGO_ONESHOT;
+    proto = PROTO_LL;
+    us = -1;
+    why = "the one-shot rule";
+    t->forced = false;
+  } else {
+    plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
   }
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
@@ -355,6 +361,13 @@ static int plan_p2p_nchannels(const struct coll_comm* cc, size_t bytes) {
   return nch;
 }
 
+/* A point-to-point task's distance: a send to rank+d and a receive from rank-d have the same d,
+ * on their two ranks. */
+static int plan_p2p_distance(const struct coll_comm* cc, const coll_task_t* t) {
+  int n = cc->nranks;
+  return t->func == FUNC_SEND ? (t->root - cc->rank + n) % n : (cc->rank - t->root + n) % n;
+}
+
 static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t bytes = t->count * esize;
@@ -362,10 +375,8 @@ static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   /* Messages at distance d (send to rank+d, receive from rank-d: the same d on both sides) start
    * at channel d * nchannels / nranks, so an AlltoAll's peers (and its copy to self) land on
    * different blocks instead of queueing on the same ones. */
-  int nranks = cc->nranks;
-  int d = t->func == FUNC_SEND ? (t->root - cc->rank + nranks) % nranks
-                               : (cc->rank - t->root + nranks) % nranks;
-  int first = (int)(((size_t)d * (size_t)cc->nchannels) / (size_t)nranks);
+  int d = plan_p2p_distance(cc, t);
+  int first = (int)(((size_t)d * (size_t)cc->nchannels) / (size_t)cc->nranks);
   int proto = plan_p2p_proto(cc, bytes);
   /* Chunks in bytes (a multiple of 16 when the slot allows), the same on both sides. */
   size_t chunk_bytes = coll_chunk_elems(cc->slot_data_bytes[proto], 1);
@@ -444,9 +455,7 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
     for (int i = 0; i < tasks->n; i++) {
       coll_task_t* t = &tasks->items[i];
       if (!plan_is_p2p(t)) continue;
-      int dist = t->func == FUNC_SEND ? (t->root - cc->rank + nranks) % nranks
-                                      : (cc->rank - t->root + nranks) % nranks;
-      if (dist == d) cc->order[norder++] = i;
+      if (plan_p2p_distance(cc, t) == d) cc->order[norder++] = i;
     }
   }
   for (int k = 0; k < norder; k++) plan_p2p(cc, &tasks->items[cc->order[k]], &nreqs);
