@@ -325,9 +325,10 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
 }
 
 /* SUM, PROD and PREMULSUM give the same bits on signed and unsigned integers of one width (they
- * wrap): S is the signed type's ops, U the unsigned one's. SUMPOSTDIV sums here. */
-template <typename S, typename U>
-static __device__ void rc_op_int(const rc_args& a, int ndst, const red_t& r, int tid, int nth) {
+ * wrap): S is the signed type's ops, U the unsigned one's (the same ops for the other types).
+ * SUMPOSTDIV sums here. */
+template <typename S, typename U = S>
+static __device__ void rc_op(const rc_args& a, int ndst, const red_t& r, int tid, int nth) {
   switch (r.op) {
     case DEV_OP_PROD:
       rc_impl<U, DEV_OP_PROD>(a, ndst, r, tid, nth);
@@ -347,49 +348,28 @@ static __device__ void rc_op_int(const rc_args& a, int ndst, const red_t& r, int
   }
 }
 
-template <typename O>
-static __device__ void rc_op(const rc_args& a, int ndst, const red_t& r, int tid, int nth) {
-  switch (r.op) {
-    case DEV_OP_PROD:
-      rc_impl<O, DEV_OP_PROD>(a, ndst, r, tid, nth);
-      break;
-    case DEV_OP_MIN:
-      rc_impl<O, DEV_OP_MIN>(a, ndst, r, tid, nth);
-      break;
-    case DEV_OP_MAX:
-      rc_impl<O, DEV_OP_MAX>(a, ndst, r, tid, nth);
-      break;
-    case DEV_OP_PREMULSUM:
-      rc_impl<O, DEV_OP_PREMULSUM>(a, ndst, r, tid, nth);
-      break;
-    default:
-      rc_impl<O, DEV_OP_SUM>(a, ndst, r, tid, nth);
-      break;
-  }
-}
-
 /* The reduction of one step by the calling group (tid < nth). */
 /* dst[0 .. ndst) = combine(src): ndst may be below a.ndst (SUMPOSTDIV writes dst[0] first). */
 static __device__ __noinline__ void reduce_copy(const rc_args& a, int ndst, const red_t& r, int tid,
                                                 int nth) {
   switch (r.dtype) {
     case ncclInt8:
-      rc_op_int<ops_i8, ops_u8>(a, ndst, r, tid, nth);
+      rc_op<ops_i8, ops_u8>(a, ndst, r, tid, nth);
       break;
     case ncclUint8:
-      rc_op_int<ops_u8, ops_u8>(a, ndst, r, tid, nth);
+      rc_op<ops_u8, ops_u8>(a, ndst, r, tid, nth);
       break;
     case ncclInt32:
-      rc_op_int<ops_i32, ops_u32>(a, ndst, r, tid, nth);
+      rc_op<ops_i32, ops_u32>(a, ndst, r, tid, nth);
       break;
     case ncclUint32:
-      rc_op_int<ops_u32, ops_u32>(a, ndst, r, tid, nth);
+      rc_op<ops_u32, ops_u32>(a, ndst, r, tid, nth);
       break;
     case ncclInt64:
-      rc_op_int<ops_i64, ops_u64>(a, ndst, r, tid, nth);
+      rc_op<ops_i64, ops_u64>(a, ndst, r, tid, nth);
       break;
     case ncclUint64:
-      rc_op_int<ops_u64, ops_u64>(a, ndst, r, tid, nth);
+      rc_op<ops_u64, ops_u64>(a, ndst, r, tid, nth);
       break;
     case ncclFloat16:
       rc_op<ops_f16>(a, ndst, r, tid, nth);
