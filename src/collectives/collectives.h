@@ -45,15 +45,19 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * (docs/gpu-results.md, run 7), which only large messages amortise. */
 #define COLL_WIDE_MIN_BYTES (16 << 20)
 #define COLL_NARROW_CHANNELS 48
-/* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
- * slice is cut into at least COLL_PIPE_CHUNKS chunks (none under COLL_PIPE_MIN_BYTES), so the
- * hops overlap: a chain of h hops over k chunks takes (h + k - 1) chunk times, not h slice times. */
 /* One-shot AllReduce (device.h's ALGO_ONESHOT) up to this size, on at most this many channels
  * (each channel it uses connects every pair of ranks). */
 #define COLL_ONESHOT_MAX_BYTES (128 << 10)
 #define COLL_ONESHOT_MAX_CHANNELS 16
-#define COLL_PIPE_CHUNKS 8
-#define COLL_PIPE_MIN_BYTES (64 << 10)
+/* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
+ * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
+ * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the
+ * publishing fence), counted as the bytes a block could have moved meanwhile:
+ * COLL_PIPE_STEP_COST_BYTES.
+ * The total D*cost/C + D + (h-1)*C is least at C = sqrt(D * cost / (h - 1))
+ * (coll_pipe_chunk_bytes), kept within [COLL_PIPE_MIN_BYTES, a slot]. */
+#define COLL_PIPE_STEP_COST_BYTES (16 << 10)
+#define COLL_PIPE_MIN_BYTES (32 << 10)
 
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
 typedef struct coll_task {
@@ -190,6 +194,9 @@ int coll_op_nchannels(size_t bytes, int max, int min_forced);
 /* Elements per pipeline chunk: one FIFO slot of payload, at least 1, a multiple of 16 bytes where
  * the slot allows it. */
 size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
+/* Bytes a step of a pipeline carries (see COLL_PIPE_STEP_COST_BYTES): slice_bytes over a pipeline
+ * of hops (> 1) hops, at most slot_bytes; a multiple of 16 unless the slot is smaller. */
+size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);
 /* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */

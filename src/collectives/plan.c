@@ -5,6 +5,7 @@
  * connection carries what (channel counts, slices, chunks, protocol, the order of items in a
  * channel's list) depends only on what every rank knows the same way: the collective's arguments,
  * a point-to-point pair's byte count, and the environment. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
@@ -75,6 +76,16 @@ size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize) {
   size_t bytes = slot_data_bytes >= 16 ? slot_data_bytes & ~(size_t)15 : slot_data_bytes;
   size_t elems = bytes / esize;
   return elems > 0 ? elems : 1;
+}
+
+size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes) {
+  size_t c = slot_bytes;
+  if (hops > 1) {
+    double best = sqrt((double)slice_bytes * COLL_PIPE_STEP_COST_BYTES / (double)(hops - 1));
+    c = best < (double)COLL_PIPE_MIN_BYTES ? COLL_PIPE_MIN_BYTES : (size_t)best;
+  }
+  if (c > slot_bytes) c = slot_bytes;
+  return c >= 16 ? c & ~(size_t)15 : c;
 }
 
 size_t coll_task_bytes(const coll_task_t* t, int nranks) {
@@ -305,23 +316,26 @@ static void plan_add_work(struct coll_comm* cc, int channel, const work_t* w) {
   if (channel + 1 > plan->nchannels) plan->nchannels = channel + 1;
 }
 
-/* Whether the function runs as a pipeline of hops along a chain or tree (see COLL_PIPE_CHUNKS). */
-static bool plan_is_pipeline(const struct coll_comm* cc, const coll_task_t* t) {
-  if (cc->nranks <= 2 || t->proto != PROTO_SIMPLE) return false;
-  return t->func == FUNC_BROADCAST || t->func == FUNC_REDUCE ||
-         (t->func == FUNC_ALLREDUCE && t->algo == ALGO_TREE);
+/* Hops of the pipeline the function runs along (a chain or a tree), 0 when it is not one. */
+static int plan_pipe_hops(const struct coll_comm* cc, const coll_task_t* t) {
+  if (cc->nranks <= 2 || t->proto != PROTO_SIMPLE) return 0;
+  if (t->func == FUNC_BROADCAST || t->func == FUNC_REDUCE) return cc->nranks - 1;
+  if (t->func != FUNC_ALLREDUCE || t->algo != ALGO_TREE) return 0;
+  int depth = 0; /* up the tree and down again: twice its depth, ceil(log2(nranks)) */
+  while ((1 << depth) < cc->nranks) depth++;
+  return 2 * depth;
 }
 
-/* Elements a step of a channel's slice of n elements carries: a slot's worth, or less for a
- * pipeline (COLL_PIPE_CHUNKS), a multiple of 16 bytes either way. */
+/* Elements a step of a channel's slice of n elements carries: a slot's worth, or a pipeline's
+ * chunk (coll_pipe_chunk_bytes), a multiple of 16 bytes either way. */
 static size_t plan_chunk(const struct coll_comm* cc, const coll_task_t* t, size_t n, size_t esize,
                          size_t align) {
   size_t chunk = coll_chunk_elems(cc->slot_data_bytes[t->proto], esize);
-  if (!plan_is_pipeline(cc, t)) return chunk;
-  size_t want = (n + COLL_PIPE_CHUNKS - 1) / COLL_PIPE_CHUNKS;
-  size_t floor_elems = COLL_PIPE_MIN_BYTES / esize;
-  if (want < floor_elems) want = floor_elems;
-  want = (want + align - 1) / align * align;
+  int hops = plan_pipe_hops(cc, t);
+  if (hops == 0) return chunk;
+  size_t want = coll_pipe_chunk_bytes(n * esize, hops, chunk * esize) / esize;
+  want = want / align * align;
+  if (want == 0) want = align;
   return want < chunk ? want : chunk;
 }
 

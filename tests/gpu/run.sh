@@ -43,7 +43,7 @@ RESULTS=$OUT/results.tsv
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
 if [ "$FULL" = 1 ]; then
-  d_corr_max=256M d_corr_iters=20 d_perf_max=8G d_bench_factor=2
+  d_corr_max=1G d_corr_iters=5 d_perf_max=8G d_bench_factor=2
 else
   d_corr_max=64M d_corr_iters=5 d_perf_max=1G d_bench_factor=4
 fi
@@ -389,6 +389,11 @@ stage_nccltests() {
   for b in "${all_bins[@]}"; do
     nt_case "$b.g$n" "" "${b}_perf" "${common[@]}" -g "$n"
   done
+  if [ "$FULL" = 1 ] && [ "$n" -gt 2 ]; then # the issue's -g 2 as well, on two of the GPUs
+    for b in "${all_bins[@]}"; do
+      nt_case "$b.g2" "" "${b}_perf" "${common[@]}" -g 2
+    done
+  fi
   # hypercube's rounds depend on each other (a round sends what the previous one received). With
   # -g N one thread's outer group merges every round of every GPU into one group, where NCCL does
   # not order them: stock 2.28.9 fails it exactly like Baton on 4 H200s (2026-11-21), and both
@@ -540,8 +545,9 @@ DIAG_COLLS=${DIAG_COLLS:-all_reduce all_gather sendrecv}
 DIAG_PROTOS=${DIAG_PROTOS-Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple}
 DIAG_TRACE=${DIAG_TRACE-default Tree/LL Ring/LL Ring/Simple}
 # Build variants compared with the main build, same binaries, same sizes: "name:-DX=1,-DY=2 ..."
-# (comma-separated nvcc flags, e.g. "u4:-DCUDA_EXEC_UNROLL=4"); the main build runs as "base".
+# (comma-separated flags for the C and the CUDA compiler, e.g. "u4:-DCUDA_EXEC_UNROLL=4"); the main build runs as "base".
 DIAG_VARIANTS=${DIAG_VARIANTS:-}
+DIAG_TRACE_COLL=${DIAG_TRACE_COLL:-all_reduce} # the collective DIAG_TRACE_LARGE traces
 DIAG_VARIANT_COLLS=${DIAG_VARIANT_COLLS:-all_reduce sendrecv alltoall broadcast}
 diag_variant_run() { # diag_variant_run NAME LIBDIR
   local name=$1 dir=$2 coll log
@@ -582,7 +588,7 @@ stage_diag() {
       [ "$mode" != default ] && envs=("NCCL_ALGO=${mode%/*}" "NCCL_PROTO=${mode#*/}")
       log=$LOGS/diag/trace.large.${mode/\//.}.log
       run_logged "$log" 60 env LD_LIBRARY_PATH="$(dirname "$tlib"):$CUDA_HOME/lib64" LD_PRELOAD="$tlib" \
-        NCCL_DEBUG=VERSION "${envs[@]}" "$NT_BIN/all_reduce_perf" -b 1M -e 64M -f 8 -c 0 -n 520 -w 2 -g "$n"
+        NCCL_DEBUG=VERSION "${envs[@]}" "$NT_BIN/${DIAG_TRACE_COLL}_perf" -b 1M -e 64M -f 8 -c 0 -n 520 -w 2 -g "$n"
       record diag "trace.large.$mode" "$(status_of $?)" "$(grep -c '^baton-trace' "$log") trace lines"
     done
   fi
@@ -593,7 +599,8 @@ stage_diag() {
       vname=${v%%:*} vflags=${v#*:} vbuild=$BUILD-var-${v%%:*}
       run_logged "$LOGS/diag/build-variant.$vname.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$vbuild' \
         -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBUILD_TESTING=OFF \
-        '-DCMAKE_CUDA_FLAGS=${vflags//,/ }' && cmake --build '$vbuild' -j$(nproc) --target nccl"
+        '-DCMAKE_C_FLAGS=${vflags//,/ }' '-DCMAKE_CUDA_FLAGS=${vflags//,/ }' && \
+        cmake --build '$vbuild' -j$(nproc) --target nccl"
       rc=$?
       record diag "build-variant.$vname" "$(status_of "$rc")" "${vflags//,/ } $(why "$rc")"
       [ "$rc" = 0 ] && diag_variant_run "$vname" "$(dirname "$(find "$vbuild" -maxdepth 2 -name libnccl.so.2 | head -1)")"

@@ -78,6 +78,41 @@ START_TEST(test_chunk_elems) {
 }
 END_TEST
 
+/* The pipeline model's time for slice D in chunks of C over h hops (collectives.h): the chosen
+ * chunk must beat its neighbours by that model, and stay within its limits. */
+static double pipe_model(double d, double c, int h) {
+  return (d / c + h - 1) * (c + COLL_PIPE_STEP_COST_BYTES);
+}
+
+START_TEST(test_pipe_chunk_bytes) {
+  const size_t slot = 512 << 10;
+  /* not a pipeline (one hop): a slot; a small slice: the floor; a huge one: the slot */
+  ck_assert_uint_eq(coll_pipe_chunk_bytes(64 << 20, 1, slot), slot);
+  ck_assert_uint_eq(coll_pipe_chunk_bytes(1 << 10, 3, slot), COLL_PIPE_MIN_BYTES);
+  ck_assert_uint_eq(coll_pipe_chunk_bytes((size_t)16 << 30, 3, slot), slot);
+  /* a slot below the floor wins */
+  ck_assert_uint_eq(coll_pipe_chunk_bytes(64 << 20, 3, 4096), 4096);
+  size_t prev = 0;
+  for (size_t d = 1 << 20; d <= (64u << 20); d *= 2) {
+    size_t c = coll_pipe_chunk_bytes(d, 3, slot);
+    ck_assert_uint_eq(c % 16, 0);
+    ck_assert_uint_ge(c, prev); /* larger slices, larger chunks */
+    prev = c;
+    if (c > COLL_PIPE_MIN_BYTES && c < slot) {
+      double here = pipe_model((double)d, (double)c, 3);
+      ck_assert(here <= pipe_model((double)d, c * 0.8, 3));
+      ck_assert(here <= pipe_model((double)d, c * 1.25, 3));
+    }
+  }
+  /* 4 ranks, 256 MiB over 62 channels: about 150 KB steps (8 chunks of 512 KiB before) */
+  size_t c = coll_pipe_chunk_bytes((256u << 20) / 62, 3, slot);
+  ck_assert_uint_ge(c, 128 << 10);
+  ck_assert_uint_le(c, 192 << 10);
+  /* more hops, smaller chunks */
+  ck_assert_uint_lt(coll_pipe_chunk_bytes(8 << 20, 7, slot), coll_pipe_chunk_bytes(8 << 20, 3, slot));
+}
+END_TEST
+
 START_TEST(test_task_bytes) {
   coll_task_t t = {.func = FUNC_ALLGATHER, .dtype = ncclFloat64, .count = 10};
   ck_assert_uint_eq(coll_task_bytes(&t, 4), 320);
@@ -230,6 +265,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_split_balanced);
   tcase_add_test(tc, test_op_nchannels);
   tcase_add_test(tc, test_chunk_elems);
+  tcase_add_test(tc, test_pipe_chunk_bytes);
   tcase_add_test(tc, test_task_bytes);
   tcase_add_test(tc, test_filter_rows);
   tcase_add_test(tc, test_scalar_bits);
