@@ -548,6 +548,7 @@ DIAG_TRACE=${DIAG_TRACE-default Tree/LL Ring/LL Ring/Simple}
 # (comma-separated flags for the C and the CUDA compiler, e.g. "u4:-DCUDA_EXEC_UNROLL=4"); the main build runs as "base".
 DIAG_VARIANTS=${DIAG_VARIANTS:-}
 DIAG_TRACE_COLL=${DIAG_TRACE_COLL:-all_reduce} # the collective DIAG_TRACE_LARGE traces
+DIAG_STOCK_INFO=${DIAG_STOCK_INFO:-} # collectives run once under stock at NCCL_DEBUG=INFO (its channels)
 DIAG_VARIANT_COLLS=${DIAG_VARIANT_COLLS:-all_reduce sendrecv alltoall broadcast}
 diag_variant_run() { # diag_variant_run NAME LIBDIR
   local name=$1 dir=$2 coll log
@@ -606,6 +607,13 @@ stage_diag() {
       [ "$rc" = 0 ] && diag_variant_run "$vname" "$(dirname "$(find "$vbuild" -maxdepth 2 -name libnccl.so.2 | head -1)")"
     done
   fi
+  local coll_i
+  for coll_i in ${DIAG_STOCK_INFO:-}; do # stock's own choices (channels, algorithms) at INFO
+    lib_env stock
+    run_logged "$LOGS/diag/stock-info.$coll_i.log" 60 env "${LENV[@]}" NCCL_DEBUG=INFO \
+      NCCL_DEBUG_SUBSYS=INIT,GRAPH,TUNING "$NT_BIN/${coll_i}_perf" -b 64M -e 64M -c 0 -n 2 -w 1 -g "$n"
+    record diag "stock-info.$coll_i" "$(status_of $?)" "$(grep -c 'Channel' "$LOGS/diag/stock-info.$coll_i.log") channel lines"
+  done
   lib_env ours
   # all_reduce time per size for each algorithm/protocol (the tuning model's calibration data)
   for mode in $DIAG_PROTOS; do
