@@ -375,32 +375,11 @@ static __device__ __forceinline__ void rc_plan(rc_args& a, const dstep_t& st, si
 
 /* ---- Simple ------------------------------------------------------------------------------------
  */
-#ifndef CUDA_EXEC_PREFETCH
-#define CUDA_EXEC_PREFETCH 1
-#endif
-/* Asks L2 for the step's local input (the user's buffer, usually not cached) while the leader
- * waits for the step's slots: the data loop then reads it from L2 instead of HBM. A hint only
- * (sm_90's bulk prefetch: 16-byte aligned, a multiple of 16 bytes); the unaligned edges are left
- * to the loop. */
-static __device__ __forceinline__ void prefetch_l2(const char* p, size_t nbytes) {
-#if CUDA_EXEC_PREFETCH && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uintptr_t lo = ((uintptr_t)p + 15) & ~(uintptr_t)15, hi = ((uintptr_t)p + nbytes) & ~(uintptr_t)15;
-  for (; lo < hi; lo += (1u << 30)) {
-    uint32_t n = (uint32_t)min_size_t(hi - lo, (size_t)1 << 30);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(lo), "r"(n) : "memory");
-  }
-#else
-  (void)p;
-  (void)nbytes;
-#endif
-}
-
 static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g, const dstep_t& st,
                                                 const red_t& r, size_t unit) {
   bool bad = false;
   if (g.tid == 0) { /* the leader waits and describes the step's data movement in g.rc */
     const size_t nbytes = st.nelem * unit;
-    if (st.local != nullptr) prefetch_l2(st.local, nbytes);
     for (int j = 0; j < st.nrecv && !bad; j++) {
       const cuda_conn_t& c = g.conns[st.recv[j]];
       const uint64_t need = c.step + 1;
