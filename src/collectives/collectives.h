@@ -53,10 +53,9 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
  * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the
  * publishing fence), counted as the bytes a block could have moved meanwhile:
- * COLL_PIPE_STEP_COST_BYTES.
- * The total D*cost/C + D + (h-1)*C is least at C = sqrt(D * cost / (h - 1))
- * (coll_pipe_chunk_bytes), kept within [COLL_PIPE_MIN_BYTES, a slot]. */
-/* 48 KiB: on 4 H200s a step's publishing fence took 2-10 us (it waits for the step's NVLink
+ * COLL_PIPE_STEP_COST_BYTES. The total D*cost/C + D + (h-1)*C is least at
+ * C = sqrt(D * cost / (h - 1)) (coll_pipe_chunk_bytes), kept within [COLL_PIPE_MIN_BYTES, a slot].
+ * 48 KiB: on 4 H200s a step's publishing fence took 2-10 us (it waits for the step's NVLink
  * stores), at about 5.5 GB/s a block (docs/gpu-results.md, run 18). */
 #define COLL_PIPE_STEP_COST_BYTES (48 << 10)
 #define COLL_PIPE_MIN_BYTES (32 << 10)
@@ -196,8 +195,9 @@ int coll_op_nchannels(size_t bytes, int max, int min_forced);
 /* Elements per pipeline chunk: one FIFO slot of payload, at least 1, a multiple of 16 bytes where
  * the slot allows it. */
 size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
-/* Bytes a step of a pipeline carries (see COLL_PIPE_STEP_COST_BYTES): slice_bytes over a pipeline
- * of hops (> 1) hops, at most slot_bytes; a multiple of 16 unless the slot is smaller. */
+/* Bytes a step carries when a channel's slice_bytes flow through a pipeline of hops hops (see
+ * COLL_PIPE_STEP_COST_BYTES; slot_bytes when hops < 2): at most slot_bytes, a multiple of 16
+ * unless the slot is smaller. */
 size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);

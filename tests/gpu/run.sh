@@ -545,7 +545,8 @@ DIAG_COLLS=${DIAG_COLLS:-all_reduce all_gather sendrecv}
 DIAG_PROTOS=${DIAG_PROTOS-Ring/LL Ring/LL128 Ring/Simple Tree/LL Tree/LL128 Tree/Simple}
 DIAG_TRACE=${DIAG_TRACE-default Tree/LL Ring/LL Ring/Simple}
 # Build variants compared with the main build, same binaries, same sizes: "name:-DX=1,-DY=2 ..."
-# (comma-separated flags for the C and the CUDA compiler, e.g. "u4:-DCUDA_EXEC_UNROLL=4"); the main build runs as "base".
+# (comma-separated flags for the C and the CUDA compiler, e.g. "u4:-DCUDA_EXEC_UNROLL=4"); the
+# main build runs as "base".
 DIAG_VARIANTS=${DIAG_VARIANTS:-}
 DIAG_TRACE_COLL=${DIAG_TRACE_COLL:-all_reduce} # the collective DIAG_TRACE_LARGE traces
 DIAG_STOCK_INFO=${DIAG_STOCK_INFO:-} # collectives run once under stock at NCCL_DEBUG=INFO (its channels)
