@@ -422,6 +422,14 @@ stage_nccltests() {
   done
   nt_case "broadcast.root$((n - 1))" "" broadcast_perf "${common[@]}" -g "$n" -r $((n - 1))
   nt_case "reduce.root$((n - 1))" "" reduce_perf "${common[@]}" -g "$n" -r $((n - 1))
+  # GPU buffers over the other transports: SHM (P2P off) and NET over sockets, driven by the
+  # proxy (P2P and SHM off; torch's net case gives each rank a host of its own too).
+  local tb
+  for tb in all_reduce sendrecv; do
+    nt_case "$tb.shm" "NCCL_P2P_DISABLE=1" "${tb}_perf" -b 8 -e 16M -f 8 -c 1 -n 5 -w 1 -g "$n"
+    nt_case "$tb.net" "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" "${tb}_perf" -b 8 -e 16M -f 8 -c 1 \
+      -n 5 -w 1 -g "$n"
+  done
   nt_case "all_reduce.graph" "" all_reduce_perf -b 8 -e "$CORR_MAX" -f 8 -c 1 -n 5 -w 1 -G 5 -g "$n"
   nt_case "all_reduce.blocking" "" all_reduce_perf -b 8 -e 1M -f 8 -c 1 -n 5 -w 1 -z 1 -g "$n"
 }
@@ -520,6 +528,10 @@ stage_torch() {
       record torch abi-probes FAIL "differs from stock: $(diff <(echo "$ps") <(echo "$po") | grep '^>' | head -1 | cut -c1-150)"
     fi
   fi
+  # SHM, and NET with every rank on a host of its own (suite.py sets NCCL_HOSTID per rank)
+  torch_run "shm.ours" ours NCCL_P2P_DISABLE=1 -- "$suite" --tests collectives,groups,p2p
+  torch_run "net.ours" ours NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 BATON_HOST_PER_RANK=1 -- \
+    "$suite" --tests collectives,groups,p2p
   local variants=(ours)
   [ "$FULL" = 1 ] && variants=(stock ours)
   for lib in "${variants[@]}"; do
@@ -551,13 +563,19 @@ DIAG_VARIANTS=${DIAG_VARIANTS:-}
 DIAG_TRACE_COLL=${DIAG_TRACE_COLL:-all_reduce} # the collective DIAG_TRACE_LARGE traces
 DIAG_STOCK_INFO=${DIAG_STOCK_INFO:-} # collectives run once under stock at NCCL_DEBUG=INFO (its channels)
 DIAG_VARIANT_COLLS=${DIAG_VARIANT_COLLS:-all_reduce sendrecv alltoall broadcast}
+DIAG_VARIANT_CHANNELS=${DIAG_VARIANT_CHANNELS:-} # e.g. "24 32": every variant again at these counts
 diag_variant_run() { # diag_variant_run NAME LIBDIR
-  local name=$1 dir=$2 coll log
-  for coll in $DIAG_VARIANT_COLLS; do
-    log=$LOGS/diag/variant.$name.$coll.log
-    run_logged "$log" 60 env LD_LIBRARY_PATH="$dir:$CUDA_HOME/lib64" LD_PRELOAD="$dir/libnccl.so.2" \
-      NCCL_DEBUG=VERSION "$NT_BIN/${coll}_perf" -b 64K -e 1G -f 4 -c 0 -n 10 -w 2 -g "$NGPUS"
-    record diag "variant.$name.$coll" "$(status_of $?)" "$(awk '$1 ~ /^[0-9]+$/ && NF > 8 { printf "%s:%s ", $1, $(NF-1) }' "$log" | cut -c1-200)"
+  local name=$1 dir=$2 coll log c tag
+  for c in default ${DIAG_VARIANT_CHANNELS:-}; do
+    local -a envs=()
+    tag=""
+    [ "$c" != default ] && envs=("NCCL_MIN_NCHANNELS=$c" "NCCL_MAX_NCHANNELS=$c") tag=".c$c"
+    for coll in $DIAG_VARIANT_COLLS; do
+      log=$LOGS/diag/variant.$name$tag.$coll.log
+      run_logged "$log" 60 env LD_LIBRARY_PATH="$dir:$CUDA_HOME/lib64" LD_PRELOAD="$dir/libnccl.so.2" \
+        NCCL_DEBUG=VERSION "${envs[@]}" "$NT_BIN/${coll}_perf" -b 64K -e 1G -f 4 -c 0 -n 10 -w 2 -g "$NGPUS"
+      record diag "variant.$name$tag.$coll" "$(status_of $?)" "$(awk '$1 ~ /^[0-9]+$/ && NF > 8 { printf "%s:%s ", $1, $(NF-1) }' "$log" | cut -c1-200)"
+    done
   done
 }
 stage_diag() {

@@ -6,20 +6,26 @@
 --no-device-id  init_process_group without device_id (lazy communicator creation; sub-groups
                 made with fresh inits instead of ncclCommSplit)
 --losses FILE   where ddp writes its per-step losses (rank 0)
-Set TORCH_NCCL_USE_COMM_NONBLOCKING=1 in the environment for the nonblocking-communicator variant.
+Set TORCH_NCCL_USE_COMM_NONBLOCKING=1 in the environment for the nonblocking-communicator variant,
+and BATON_HOST_PER_RANK=1 to give every rank a host of its own (NCCL_HOSTID, set before NCCL loads),
+so that ranks connect as if on different machines.
 Every run checks first which libnccl is mapped (BATON_EXPECT_LIB, see baton_common.py), last that
 destroy_process_group returns. Exit status 0 only when every check on every rank passed.
 """
 import argparse
+import os
 import sys
 import time
 
-import baton_common
-import collectives
-import cuda_graph
-import ddp
-import groups
-import p2p
+if os.environ.get("BATON_HOST_PER_RANK") == "1":
+    os.environ["NCCL_HOSTID"] = "baton-host-" + os.environ.get("RANK", "0")
+
+import baton_common  # noqa: E402 (after NCCL_HOSTID: torch loads NCCL)
+import collectives  # noqa: E402
+import cuda_graph  # noqa: E402
+import ddp  # noqa: E402
+import groups  # noqa: E402
+import p2p  # noqa: E402
 
 TESTS = {"collectives": collectives.run, "groups": groups.run, "p2p": p2p.run,
          "graph": cuda_graph.run, "ddp": ddp.run}
