@@ -564,12 +564,16 @@ DIAG_TRACE_COLL=${DIAG_TRACE_COLL:-all_reduce} # the collective DIAG_TRACE_LARGE
 DIAG_STOCK_INFO=${DIAG_STOCK_INFO:-} # collectives run once under stock at NCCL_DEBUG=INFO (its channels)
 DIAG_VARIANT_COLLS=${DIAG_VARIANT_COLLS:-all_reduce sendrecv alltoall broadcast}
 DIAG_VARIANT_CHANNELS=${DIAG_VARIANT_CHANNELS:-} # e.g. "24 32": every variant again at these counts
-diag_variant_run() { # diag_variant_run NAME LIBDIR
+# The main build under other environment settings, like a variant: "name:VAR=v,VAR2=w ..."
+DIAG_ENVS=${DIAG_ENVS:-}
+diag_variant_run() { # diag_variant_run NAME LIBDIR [ENV=v,ENV=v]
   local name=$1 dir=$2 coll log c tag
+  local -a extra=()
+  [ -n "${3:-}" ] && IFS=, read -r -a extra <<<"$3"
   for c in default ${DIAG_VARIANT_CHANNELS:-}; do
-    local -a envs=()
+    local -a envs=("${extra[@]}")
     tag=""
-    [ "$c" != default ] && envs=("NCCL_MIN_NCHANNELS=$c" "NCCL_MAX_NCHANNELS=$c") tag=".c$c"
+    [ "$c" != default ] && envs+=("NCCL_MIN_NCHANNELS=$c" "NCCL_MAX_NCHANNELS=$c") && tag=".c$c"
     for coll in $DIAG_VARIANT_COLLS; do
       log=$LOGS/diag/variant.$name$tag.$coll.log
       run_logged "$log" 60 env LD_LIBRARY_PATH="$dir:$CUDA_HOME/lib64" LD_PRELOAD="$dir/libnccl.so.2" \
@@ -612,9 +616,9 @@ stage_diag() {
       record diag "trace.large.$mode" "$(status_of $?)" "$(grep -c '^baton-trace' "$log") trace lines"
     done
   fi
+  [ -n "$DIAG_VARIANTS$DIAG_ENVS" ] && diag_variant_run base "$OURS_DIR"
   if [ -n "$DIAG_VARIANTS" ]; then
     local v vname vflags vbuild
-    diag_variant_run base "$OURS_DIR"
     for v in $DIAG_VARIANTS; do
       vname=${v%%:*} vflags=${v#*:} vbuild=$BUILD-var-${v%%:*}
       run_logged "$LOGS/diag/build-variant.$vname.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$vbuild' \
@@ -626,6 +630,10 @@ stage_diag() {
       [ "$rc" = 0 ] && diag_variant_run "$vname" "$(dirname "$(find "$vbuild" -maxdepth 2 -name libnccl.so.2 | head -1)")"
     done
   fi
+  local e
+  for e in $DIAG_ENVS; do # the main build under other settings
+    diag_variant_run "env-${e%%:*}" "$OURS_DIR" "${e#*:}"
+  done
   local coll_i
   for coll_i in ${DIAG_STOCK_INFO:-}; do # stock's own choices (channels, algorithms) at INFO
     lib_env stock
