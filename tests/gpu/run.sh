@@ -425,10 +425,11 @@ stage_nccltests() {
   # GPU buffers over the other transports: SHM (P2P off) and NET over sockets, driven by the
   # proxy (P2P and SHM off; torch's net case gives each rank a host of its own too).
   local tb
-  for tb in all_reduce sendrecv; do
-    nt_case "$tb.shm" "NCCL_P2P_DISABLE=1" "${tb}_perf" -b 8 -e 16M -f 8 -c 1 -n 5 -w 1 -g "$n"
-    nt_case "$tb.net" "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" "${tb}_perf" -b 8 -e 16M -f 8 -c 1 \
-      -n 5 -w 1 -g "$n"
+  for tb in all_reduce sendrecv; do # (45 s each at most: a hang must not eat the budget)
+    T_CORR=45 nt_case "$tb.shm" "NCCL_P2P_DISABLE=1" "${tb}_perf" -b 8 -e 16M -f 8 -c 1 -n 5 -w 1 \
+      -g "$n"
+    T_CORR=45 nt_case "$tb.net" "NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1" "${tb}_perf" -b 8 -e 16M \
+      -f 8 -c 1 -n 5 -w 1 -g "$n"
   done
   nt_case "all_reduce.graph" "" all_reduce_perf -b 8 -e "$CORR_MAX" -f 8 -c 1 -n 5 -w 1 -G 5 -g "$n"
   nt_case "all_reduce.blocking" "" all_reduce_perf -b 8 -e 1M -f 8 -c 1 -n 5 -w 1 -z 1 -g "$n"
