@@ -171,6 +171,7 @@ const char* host_name(void); /* short hostname, cached */
 /* Identity of this process (pid + pid namespace), distinct per process on one host. */
 uint64_t pid_hash(void);
 size_t datatype_size(ncclDataType_t t); /* 0 for an invalid type */
+int ceil_log2(int n);                   /* the least d with 2^d >= n (0 for n <= 1) */
 const char* datatype_name(ncclDataType_t t);
 const char* redop_name(ncclRedOp_t op);
 

@@ -321,9 +321,7 @@ static int plan_pipe_hops(const struct coll_comm* cc, const coll_task_t* t) {
   if (cc->nranks <= 2 || t->proto != PROTO_SIMPLE) return 0;
   if (t->func == FUNC_BROADCAST || t->func == FUNC_REDUCE) return cc->nranks - 1;
   if (t->func != FUNC_ALLREDUCE || t->algo != ALGO_TREE) return 0;
-  int depth = 0; /* up the tree and down again: twice its depth, ceil(log2(nranks)) */
-  while ((1 << depth) < cc->nranks) depth++;
-  return 2 * depth;
+  return 2 * ceil_log2(cc->nranks); /* up the tree and down again: twice its depth */
 }
 
 /* Elements a step of a channel's slice of n elements carries: a slot's worth, or a pipeline's

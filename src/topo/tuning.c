@@ -55,12 +55,6 @@ static const double proto_bw[TP_COUNT] = {
 };
 static const double tree_bw_efficiency = 0.9;
 
-static int ceil_log2(int n) {
-  int d = 0;
-  while ((1 << d) < n) d++;
-  return d;
-}
-
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
   if (t == NULL || t->nranks < 1 || proto < 0 || proto >= TP_COUNT) return -1.0;
   if (func < TF_BROADCAST || func > TF_ALLREDUCE) return -1.0;

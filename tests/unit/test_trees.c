@@ -11,11 +11,13 @@
 
 #define MAXN 64
 
-static int ceil_log2(int n) {
-  int d = 0;
-  while ((1 << d) < n) d++;
-  return d;
+/* base's ceil_log2, the depth bound below */
+START_TEST(test_ceil_log2) {
+  const int n[] = {0, 1, 2, 3, 4, 5, 8, 9, 64, 65};
+  const int want[] = {0, 0, 1, 2, 2, 3, 3, 4, 6, 7};
+  for (size_t i = 0; i < sizeof(n) / sizeof(n[0]); i++) ck_assert_int_eq(ceil_log2(n[i]), want[i]);
 }
+END_TEST
 
 /* Each rank's position in order[], checking that order[] is a permutation of 0..n-1. */
 static void check_permutation(const int* order, int n, int* pos, const char* what) {
@@ -191,6 +193,7 @@ END_TEST
 static Suite* trees_suite(void) {
   Suite* s = suite_create("trees");
   TCase* tc = tcase_create("rings_trees");
+  tcase_add_test(tc, test_ceil_log2);
   tcase_add_test(tc, test_ring_one_host);
   tcase_add_test(tc, test_ring_hosts_contiguous);
   tcase_add_test(tc, test_dbtree_structure);
