@@ -32,6 +32,12 @@
 #define CUDA_EXEC_UNROLL 8
 #endif
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
+/* A group of at least this many threads runs Simple steps with its last warp set apart to publish
+ * them: the step's fence (which waits for its stores to cross the link) then overlaps the next
+ * step's data, moved by the other warps. */
+#ifndef CUDA_EXEC_PUBLISHER_MIN_THREADS
+#define CUDA_EXEC_PUBLISHER_MIN_THREADS 256
+#endif
 /* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). A
  * round of LL lines is then 4 lines per thread (LL_BATCH), and the rest of the SM stays L1. */
 #define CUDA_EXEC_STAGE_BYTES (32 << 10)

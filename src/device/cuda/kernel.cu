@@ -21,15 +21,25 @@
 namespace baton {
 
 #define GROUP_WARPS (CUDA_EXEC_GROUP_THREADS / 32)
-enum { BAR_BLOCK = 0, BAR_ALL = 1, BAR_HALF0 = 2, BAR_HALF1 = 3 };
+/* Named barriers: the block, each group, and each group's workers (grp_t). */
+enum {
+  BAR_BLOCK = 0,
+  BAR_ALL = 1,
+  BAR_HALF0 = 2,
+  BAR_HALF1 = 3,
+  BAR_ALL_WORKERS = 4,
+  BAR_HALF0_WORKERS = 5,
+  BAR_HALF1_WORKERS = 6
+};
 
 /* What a group's leader (its thread 0) works out for the whole group: the item's lane and
  * reduction, each step's plan (lane_step) and its reduce/copy descriptor. Kept in shared memory,
- * so the other threads neither repeat the arithmetic nor hold it in (slow) local memory. */
+ * so the other threads neither repeat the arithmetic nor hold it in (slow) local memory. Step s
+ * has st[s % 2]: a publishing warp may still read step s's plan while the leader writes s + 1's. */
 struct grp_shared_t {
   lane_t ln;
   red_t r;
-  dstep_t st;
+  dstep_t st[2];
   rc_args rc;
 };
 
@@ -98,6 +108,8 @@ static __device__ __forceinline__ grp_t group_all(block_smem_t& sm) {
   g.tid = threadIdx.x;
   g.nth = CUDA_EXEC_THREADS;
   g.bar = BAR_ALL;
+  g.nw = g.nth >= CUDA_EXEC_PUBLISHER_MIN_THREADS ? g.nth - 32 : g.nth;
+  g.bar_w = g.nw < g.nth ? BAR_ALL_WORKERS : g.bar;
   g.conns = sm.conns[0];
   g.rc = &sm.gs[0].rc;
   g.stage = stage_smem;
@@ -112,6 +124,8 @@ static __device__ __forceinline__ grp_t group_half(block_smem_t& sm, int& half) 
   g.tid = threadIdx.x - half * CUDA_EXEC_GROUP_THREADS;
   g.nth = CUDA_EXEC_GROUP_THREADS;
   g.bar = half ? BAR_HALF1 : BAR_HALF0;
+  g.nw = g.nth >= CUDA_EXEC_PUBLISHER_MIN_THREADS ? g.nth - 32 : g.nth;
+  g.bar_w = g.nw == g.nth ? g.bar : half ? BAR_HALF1_WORKERS : BAR_HALF0_WORKERS;
   g.conns = sm.conns[half];
   g.rc = &sm.gs[half].rc;
   g.stage = stage_smem + half * (CUDA_EXEC_STAGE_BYTES / 2);
@@ -166,13 +180,16 @@ static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, bl
     }
     /* The leader plans step s; the others read the plan after the step's first barrier (every
      * step starts with the leader's waits and that barrier). */
-    if (g.tid == 0) lane_step(ln, s, gs.st);
-    if (!step_run(k, g, gs.st, proto, r, ln.unit)) return false;
+    dstep_t& st = gs.st[s & 1];
+    if (g.tid == 0) lane_step(ln, s, st);
+    if (!step_run(k, g, st, proto, r, ln.unit)) return false;
     if (signal && g.tid == 0) {
       __threadfence_block(); /* the group's output writes (ordered by the step's last barrier) */
       sm.up_done = s + 1;
     }
   }
+  /* a publishing warp has published the last step before the item's conns are stored or reused */
+  if (g.nw < g.nth && proto == PROTO_SIMPLE) grp_sync(g);
   return true;
 }
 

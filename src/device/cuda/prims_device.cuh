@@ -9,9 +9,15 @@
  * Wire format and ordering (conn_fifo_t in device.h; identical to the host executor's):
  *   Simple  thread 0 of the group waits for tail >= step+1 on every receive FIFO (ld.acquire.sys)
  *           and checks sizes[] (unless NET), and for head + NCCL_STEPS >= step+1 on every send
- *           FIFO; a barrier releases the group; the data moves with 16-byte accesses; a barrier;
- *           thread 0 fences once (fence.acq_rel.sys), then writes sizes[] and tail per send
- *           FIFO and head per receive FIFO (relaxed system-scope stores: a release pattern).
+ *           FIFO, and claims the step (each FIFO's step advances; dstep_t.seq_* keep the claimed
+ *           ones); a barrier releases the group's workers; the data moves with 16-byte accesses;
+ *           a barrier; the publisher writes sizes[], fences once (fence.acq_rel.sys) when the
+ *           step filled a slot, then writes tail per send FIFO and head per receive FIFO (relaxed
+ *           system-scope stores: a release pattern). In a group of at least
+ *           CUDA_EXEC_PUBLISHER_MIN_THREADS the publisher is the first thread of the group's last
+ *           warp, which moves no data: the workers go on to the next step while it waits on the
+ *           fence (the next step's closing barrier waits for it, so it is never two steps
+ *           behind). In a smaller group the workers are the whole group and thread 0 publishes.
  *   LL      16-byte lines {data0, flag0, data1, flag1}, flag = (uint32_t)(step+1), 8 data bytes
  *           a line, written with one 16-byte volatile store and polled with one 16-byte volatile
  *           load until both flags match. A step writes at least one line (an empty step is one
@@ -127,9 +133,12 @@ struct kctx_t {
 };
 
 /* A group of threads running steps together; conns are its connections' mirrors, in shared
- * memory (their step advances there; the item writes it back to device memory at its end). */
+ * memory (their step advances there; the item writes it back to device memory at its end).
+ * Simple steps move data with the group's workers, threads [0, nw), meeting at barrier bar_w;
+ * when nw < nth the last warp publishes (see the header comment). */
 struct grp_t {
   int tid, nth, bar;
+  int nw, bar_w;
   cuda_conn_t* conns;
   rc_args* rc;     /* shared memory: the step's reduce/copy descriptor, written by the leader */
   char* stage;     /* shared memory: GRP_STAGES stages of stage_bytes (LL/LL128 reductions) */
@@ -165,16 +174,25 @@ static __device__ __forceinline__ void dtrace_mark(const kctx_t& k, int id) {
     k.trace->dt[i] = (int)(clock64() - k.trace->t0);
   }
 }
-/* g's leader stamps id; the second half of a split block adds 100. */
-#define DTRACE(k, g, id) \
+/* The group's thread t stamps id; the second half of a split block adds 100. */
+#define DTRACE_BY(k, g, t, id) \
   do { \
-    if ((g).tid == 0) dtrace_mark((k), (id) + (threadIdx.x >= CUDA_EXEC_GROUP_THREADS ? 100 : 0)); \
+    if ((g).tid == (t)) dtrace_mark((k), (id) + (threadIdx.x >= CUDA_EXEC_GROUP_THREADS ? 100 : 0)); \
   } while (0)
 #else
-#define DTRACE(k, g, id) \
+#define DTRACE_BY(k, g, t, id) \
   do { \
   } while (0)
 #endif
+#define DTRACE(k, g, id) DTRACE_BY(k, g, 0, id) /* the group's leader */
+
+/* The group's workers as a group of their own (g itself when it has no publishing warp). */
+static __device__ __forceinline__ grp_t grp_workers(const grp_t& g) {
+  grp_t w = g;
+  w.nth = g.nw;
+  w.bar = g.bar_w;
+  return w;
+}
 
 static __device__ __forceinline__ void grp_sync(const grp_t& g) {
   asm volatile("bar.sync %0, %1;" ::"r"(g.bar), "r"(g.nth) : "memory");
@@ -241,6 +259,9 @@ struct dstep_t {
   int local_pos; /* -1: local data first (its pre-op applied); else its place among the received
                   * sources, none pre-op'd (one-shot: every rank combines in rank order) */
   bool reduce, postop;
+  /* Simple: the FIFO steps the leader claimed for recv[j] / send[j] (their publisher's input) */
+  uint64_t seq_recv[TREE_MAX_CHILDREN];
+  uint64_t seq_send[TREE_MAX_CHILDREN];
 };
 
 static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto) {
@@ -270,19 +291,19 @@ static __device__ __forceinline__ void fence_acq_rel_sys() {
   asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
-/* Thread 0: head for every received slot; tail (and sizes) for every filled one. Simple (and any
- * FIFO a proxy reads) needs the group's data accesses, and sizes[], ordered before tail and
- * head: the barrier that ends the step orders the group's accesses before thread 0, which
- * writes sizes[], fences once (fence.acq_rel.sys) and then writes the counters with plain
- * system-scope stores (a release pattern: one fence per step, not one per counter). */
-static __device__ void publish(const grp_t& g, const dstep_t& st, int proto, int sizes_bytes) {
-  bool fence = proto == PROTO_SIMPLE;
+/* LL / LL128, thread 0: head for every received slot; tail (and sizes) for every filled one.
+ * The flags carry the data, so only a FIFO a proxy reads (NET) needs the group's stores, and
+ * sizes[], ordered before tail: the barrier that ends the step orders the group's accesses
+ * before thread 0, which writes sizes[], fences once (fence.acq_rel.sys) and then writes the
+ * counters with plain system-scope stores (a release pattern: one fence per step). */
+static __device__ void publish_lines(const grp_t& g, const dstep_t& st, int sizes_bytes) {
+  bool fence = false;
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
     fence |= (c.flags & CONN_FLAG_NET) != 0;
     st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
   }
-  if (fence && st.nsend + st.nrecv > 0) fence_acq_rel_sys();
+  if (fence) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
     st_volatile_u64(c.tail, c.step + 1);
@@ -293,6 +314,18 @@ static __device__ void publish(const grp_t& g, const dstep_t& st, int proto, int
     st_volatile_u64(c.head, c.step + 1);
     c.step++;
   }
+}
+
+/* Simple, the publisher: the same for the steps the leader claimed. The fence orders the workers'
+ * stores to the filled slots (seen through the barrier) before tail. A step that only received
+ * needs none: its loads have returned (their values were stored) before the barrier, so head
+ * cannot free a slot still being read. */
+static __device__ void publish_simple(const grp_t& g, const dstep_t& st, int sizes_bytes) {
+  for (int j = 0; j < st.nsend; j++)
+    st_volatile_s32(g.conns[st.send[j]].sizes + st.seq_send[j] % NCCL_STEPS, sizes_bytes);
+  if (st.nsend > 0) fence_acq_rel_sys();
+  for (int j = 0; j < st.nsend; j++) st_volatile_u64(g.conns[st.send[j]].tail, st.seq_send[j] + 1);
+  for (int j = 0; j < st.nrecv; j++) st_volatile_u64(g.conns[st.recv[j]].head, st.seq_recv[j] + 1);
 }
 
 /* Untyped copy of nbytes from src to every dst, as wide as the pointers allow. */
@@ -375,10 +408,18 @@ static __device__ __forceinline__ void rc_plan(rc_args& a, const dstep_t& st, si
 
 /* ---- Simple ------------------------------------------------------------------------------------
  */
-static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g, const dstep_t& st,
+static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g, dstep_t& st,
                                                 const red_t& r, size_t unit) {
+  const bool split = g.nw < g.nth;
+  if (g.tid >= g.nw) { /* the publishing warp: waits for the workers' data, then publishes */
+    if (grp_sync_or(g, false)) return false;
+    if (g.tid == g.nw) publish_simple(g, st, (int)(st.nelem * unit));
+    DTRACE_BY(k, g, g.nw, TR_PUBLISHED);
+    return true;
+  }
+  const grp_t w = grp_workers(g);
   bool bad = false;
-  if (g.tid == 0) { /* the leader waits and describes the step's data movement in g.rc */
+  if (g.tid == 0) { /* the leader waits, describes the step's data movement and claims it */
     const size_t nbytes = st.nelem * unit;
     for (int j = 0; j < st.nrecv && !bad; j++) {
       const cuda_conn_t& c = g.conns[st.recv[j]];
@@ -408,20 +449,26 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
       if (st.out != nullptr && st.out != a.src[0]) a.dst[a.ndst++] = st.out;
     }
     for (int j = 0; j < st.nsend; j++) a.dst[a.ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
+    for (int j = 0; j < st.nrecv; j++) st.seq_recv[j] = g.conns[st.recv[j]].step++;
+    for (int j = 0; j < st.nsend; j++) st.seq_send[j] = g.conns[st.send[j]].step++;
   }
-  if (grp_sync_or(g, bad)) return false;
+  if (grp_sync_or(w, bad)) {
+    if (split) grp_sync_or(g, true); /* the publisher learns of it at its barrier */
+    return false;
+  }
 
   const size_t nbytes = st.nelem * unit;
   if (nbytes > 0) {
     const rc_args& a = *g.rc;
     if (st.reduce)
-      reduce_step(g, a, r, unit, st.postop);
+      reduce_step(w, a, r, unit, st.postop);
     else
-      copy_multi(a.src[0], a.dst, a.ndst, nbytes, g.tid, g.nth);
+      copy_multi(a.src[0], a.dst, a.ndst, nbytes, w.tid, w.nth);
   }
+  if (split) return !grp_sync_or(g, false); /* the publisher takes it from here */
   grp_sync(g);
   DTRACE(k, g, TR_MOVED);
-  if (g.tid == 0) publish(g, st, PROTO_SIMPLE, (int)nbytes);
+  if (g.tid == 0) publish_simple(g, st, (int)nbytes);
   DTRACE(k, g, TR_PUBLISHED);
   return true;
 }
@@ -553,7 +600,7 @@ static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, con
     bad = !ll_copy_lines(k, g, st, nbytes);
   if (grp_sync_or(g, bad)) return false;
   DTRACE(k, g, TR_MOVED);
-  if (g.tid == 0) publish(g, st, PROTO_LL, (int)(nlines * sizeof(ll_line_t)));
+  if (g.tid == 0) publish_lines(g, st, (int)(nlines * sizeof(ll_line_t)));
   return true;
 }
 
@@ -680,12 +727,12 @@ static __device__ __noinline__ bool step_ll128(const kctx_t& k, const grp_t& g, 
     bad = !ll128_copy_lines(k, g, st, nbytes);
   if (grp_sync_or(g, bad)) return false;
   DTRACE(k, g, TR_MOVED);
-  if (g.tid == 0) publish(g, st, PROTO_LL128, (int)(nlines * LL128_LINE_BYTES));
+  if (g.tid == 0) publish_lines(g, st, (int)(nlines * LL128_LINE_BYTES));
   return true;
 }
 
 /* Runs one step; false when the group must stop (abort, or an error reported). */
-static __device__ __forceinline__ bool step_run(const kctx_t& k, const grp_t& g, const dstep_t& st,
+static __device__ __forceinline__ bool step_run(const kctx_t& k, const grp_t& g, dstep_t& st,
                                                 int proto, const red_t& r, size_t unit) {
   switch (proto) {
     case PROTO_LL:
