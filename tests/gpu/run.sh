@@ -19,7 +19,7 @@
 # Environment: STAGES (default unit,exec,nccltests,perf,torch; the build always runs), FULL=1
 # (long sweeps), BUDGET_S (540), NGPUS (all), BUILD_DIR (build-gpu), CORR_MAX, CORR_ITERS,
 # PERF_MAX_AR, PERF_MAX, PERF_ITERS, PERF_WARMUP, PERF_COLLS, BENCH_FACTOR, STOCK_NCCL_LIB, T_* limits,
-# NT_ONLY (a regex: only the nccl-tests cases whose names match, e.g. "\\.(shm|net)$"),
+# NT_ONLY (a regex: only the nccl-tests cases whose names match, e.g. '\.(shm|net)$'),
 # BATON_COMMIT.
 
 # NVLink multicast must never be used on these machines (KINDS.md): first thing, for every child.
