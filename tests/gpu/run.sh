@@ -664,7 +664,7 @@ stage_diag() {
 
 # ---- stages -----------------------------------------------------------------------------------
 LOSSES_LINE=""
-for stage in unit exec nccltests diag perf torch; do
+for stage in unit exec nccltests perf torch diag; do # diag last: optional, it gets what time is left
   selected "$stage" || continue
   stage_begin "$stage"
   if [ "$BUILD_OK" != 1 ]; then
@@ -704,7 +704,7 @@ stage_counts() {
   echo
   echo "== Baton GPU verification: commit $COMMIT, ${NGPUS}x ${GPU_NAME:-?}, $(elapsed)s (budget ${BUDGET_S}s), FULL=$FULL"
   printf '%-10s %-5s %5s  %s\n' stage res secs notes
-  for st in build unit exec nccltests diag perf torch; do
+  for st in build unit exec nccltests perf torch diag; do
     [ "$st" = build ] || selected "$st" || continue
     printf '%-10s %-5s %5s  %s\n' "$st" "$(stage_status "$st")" "${STAGE_SECS[$st]:--}" "$(stage_counts "$st")"
   done

@@ -23,16 +23,17 @@
 #include "device/device.h"
 
 /* Threads per block (one block per channel). 512 with 4 vectors in flight each moved a 4-GPU
- * Reduce 10 % faster than 256 with 8 (35 % at 24 channels), Broadcast the same (docs/
- * gpu-results.md, runs 17 and 23): the same bytes in flight, issued by twice the warps. */
+ * Reduce 10 % faster at 1 GiB than 256 with 8 (35 % at 24 channels), but made the small and
+ * medium messages of every collective 10-20 % slower (all-reduce at 64 KiB 2x): docs/
+ * gpu-results.md, runs 23 and 24. */
 #ifndef CUDA_EXEC_THREADS
-#define CUDA_EXEC_THREADS 512
+#define CUDA_EXEC_THREADS 256
 #endif
 /* 16-byte vectors a thread keeps in flight per source in copies and 4/8-byte reductions (half of
  * it for 2-byte types, a quarter for 1-byte ones, whose conversions make the unrolled code long):
  * with the thread count, a block's memory-level parallelism, so its bandwidth. */
 #ifndef CUDA_EXEC_UNROLL
-#define CUDA_EXEC_UNROLL 4
+#define CUDA_EXEC_UNROLL 8
 #endif
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
 /* A group of at least this many threads runs Simple steps with its last warp set apart to publish
