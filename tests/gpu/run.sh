@@ -10,6 +10,8 @@
 #   perf       nccl-tests sweeps under stock and Baton, communicator init/destroy times
 #   torch      torchrun checks under stock and Baton (LD_PRELOAD), DDP loss comparison,
 #              torch all_reduce sweep
+#   micro      (not in the default list) tests/gpu/bench_push.cu: how fast a block pushes data into
+#              a peer GPU, one knob of the executor's Simple step at a time (logs/micro)
 #   diag       (not in the default list) Baton built with BATON_DEVICE_TRACE: step timelines of
 #              small and large all_reduce per algorithm/protocol; and a channel-count sweep of
 #              large messages. Logs only (logs/diag), judged by a person, not by the harness.
@@ -64,7 +66,7 @@ T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORC
 
 mkdir -p "$OUT"
 rm -rf "$WORK"
-mkdir -p "$LOGS"/{build,unit,exec,nccltests,perf,init,torch,diag}
+mkdir -p "$LOGS"/{build,unit,exec,nccltests,micro,perf,init,torch,diag}
 : >"$RESULTS"
 declare -A STAGE_SECS=()
 
@@ -554,6 +556,19 @@ stage_torch() {
   done
 }
 
+# ---- micro: the NVLink push microbenchmark (a person reads logs/micro) -------------------------
+stage_micro() {
+  local bin=$BUILD/bench_push log=$LOGS/micro/bench_push.log rc
+  run_logged "$LOGS/micro/build.log" "$T_BUILD" "$CUDA_HOME/bin/nvcc" -O3 -arch=sm_90 -o "$bin" \
+    "$GPU_DIR/bench_push.cu"
+  rc=$?
+  record micro build "$(status_of "$rc")" "$(why "$rc")"
+  [ "$rc" = 0 ] || return
+  run_logged "$log" 180 "$bin"
+  rc=$?
+  record micro bench_push "$(status_of "$rc")" "$(grep -c '^move ' "$log") configurations, $(grep -c 'WRONG' "$log") wrong; $(why "$rc")"
+}
+
 # ---- diag: where the time goes (a person reads logs/diag) ---------------------------------------
 DIAG_CHANNELS=${DIAG_CHANNELS:-}   # e.g. "24 32 48 64": large messages at fixed channel counts
 DIAG_COLLS=${DIAG_COLLS:-all_reduce all_gather sendrecv}
@@ -664,7 +679,7 @@ stage_diag() {
 
 # ---- stages -----------------------------------------------------------------------------------
 LOSSES_LINE=""
-for stage in unit exec nccltests perf torch diag; do # diag last: optional, it gets what time is left
+for stage in unit exec nccltests micro perf torch diag; do # diag last: optional, it gets what time is left
   selected "$stage" || continue
   stage_begin "$stage"
   if [ "$BUILD_OK" != 1 ]; then
@@ -704,7 +719,7 @@ stage_counts() {
   echo
   echo "== Baton GPU verification: commit $COMMIT, ${NGPUS}x ${GPU_NAME:-?}, $(elapsed)s (budget ${BUDGET_S}s), FULL=$FULL"
   printf '%-10s %-5s %5s  %s\n' stage res secs notes
-  for st in build unit exec nccltests perf torch diag; do
+  for st in build unit exec nccltests micro perf torch diag; do
     [ "$st" = build ] || selected "$st" || continue
     printf '%-10s %-5s %5s  %s\n' "$st" "$(stage_status "$st")" "${STAGE_SECS[$st]:--}" "$(stage_counts "$st")"
   done
