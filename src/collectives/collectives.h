@@ -56,7 +56,8 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * COLL_PIPE_STEP_COST_BYTES. The total D*cost/C + D + (h-1)*C is least at
  * C = sqrt(D * cost / (h - 1)) (coll_pipe_chunk_bytes), kept within [COLL_PIPE_MIN_BYTES, a slot].
  * 48 KiB: on 4 H200s a step's publishing fence took 2-10 us (it waits for the step's NVLink
- * stores), at about 5.5 GB/s a block (docs/gpu-results.md, run 18). */
+ * stores), at about 5.5 GB/s a block (docs/gpu-results.md, run 18). Since a warp of its own
+ * publishes, 16 KiB measures the same (run 24). */
 #ifndef COLL_PIPE_STEP_COST_BYTES /* (a build may set it: run.sh diag variants) */
 #define COLL_PIPE_STEP_COST_BYTES (48 << 10)
 #endif

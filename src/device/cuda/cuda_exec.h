@@ -23,8 +23,8 @@
 #include "device/device.h"
 
 /* Threads per block (one block per channel). 512 with 4 vectors in flight each moved a 4-GPU
- * Reduce 10 % faster at 1 GiB than 256 with 8 (35 % at 24 channels), but made the small and
- * medium messages of every collective 10-20 % slower (all-reduce at 64 KiB 2x): docs/
+ * Reduce 10 % faster at 1 GiB than 256 with 8 (35 % at 24 channels), but made all-reduce,
+ * all-gather and reduce-scatter below 1 MiB 9-22 % slower (all-reduce at 64 KiB 2x): docs/
  * gpu-results.md, runs 23 and 24. */
 #ifndef CUDA_EXEC_THREADS
 #define CUDA_EXEC_THREADS 256

@@ -174,7 +174,8 @@ static __device__ __forceinline__ void dtrace_mark(const kctx_t& k, int id) {
     k.trace->dt[i] = (int)(clock64() - k.trace->t0);
   }
 }
-/* The group's thread t stamps id; the second half of a split block adds 100. */
+/* The group's thread t stamps id, plus 100 from a thread in the second half of the block (the
+ * second group of a split block, and also a whole-block group's publishing warp). */
 #define DTRACE_BY(k, g, t, id) \
   do { \
     if ((g).tid == (t)) dtrace_mark((k), (id) + (threadIdx.x >= CUDA_EXEC_GROUP_THREADS ? 100 : 0)); \
