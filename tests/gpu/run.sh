@@ -559,7 +559,7 @@ stage_torch() {
 # ---- micro: the NVLink push microbenchmark (a person reads logs/micro) -------------------------
 stage_micro() {
   local bin=$BUILD/bench_push log=$LOGS/micro/bench_push.log rc
-  run_logged "$LOGS/micro/build.log" "$T_BUILD" "$CUDA_HOME/bin/nvcc" -O3 -arch=sm_90 -o "$bin" \
+  run_logged "$LOGS/micro/build.log" "$T_BUILD" nvcc -O3 -arch=sm_90 -o "$bin" \
     "$GPU_DIR/bench_push.cu"
   rc=$?
   record micro build "$(status_of "$rc")" "$(why "$rc")"
