@@ -222,7 +222,7 @@ static __device__ red_t item_red(const cuda_work_t* w) {
 static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t* ch,
                                    const cuda_work_t* w, int kind) {
   lane_t ln;
-  ln.kind = kind;
+  ln.kind = (uint8_t)kind;
   ln.func = w->func;
   ln.proto = w->proto;
   ln.unit = w->func == FUNC_SEND || w->func == FUNC_RECV ? 1 : w->esize;
@@ -239,6 +239,7 @@ static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t
   ln.ring = ch->ring_ranks;
   ln.has_up = ch->tree_up >= 0;
   ln.ndown = ch->ndown;
+  ln.self_out = nullptr; /* (a host executor lane) */
   return ln;
 }
 

@@ -38,6 +38,7 @@
 #define BATON_DEVICE_CUDA_PRIMS_DEVICE_CUH
 
 #include "device/cuda/reduce_device.cuh"
+#include "device/steps.h"
 
 namespace baton {
 
@@ -249,17 +250,9 @@ static __device__ __forceinline__ bool spin_until(const kctx_t& k, F ready) {
 }
 
 /* ---- Steps ---------------------------------------------------------------------------------- */
-/* One step, as host_step_t: recv[] / send[] index the group's conns. */
-struct dstep_t {
-  const char* local;
-  char* out;
-  size_t nelem; /* units */
-  int nrecv, nsend;
-  int recv[TREE_MAX_CHILDREN];
-  int send[TREE_MAX_CHILDREN];
-  int local_pos; /* -1: local data first (its pre-op applied); else its place among the received
-                  * sources, none pre-op'd (one-shot: every rank combines in rank order) */
-  bool reduce, postop;
+/* One step (device/steps.h's step_t) with recv[] / send[] indexing the group's conns
+ * (steps_device.cuh maps the roles). */
+struct dstep_t : step_t {
   /* Simple: the FIFO steps the leader claimed for recv[j] / send[j] (their publisher's input) */
   uint64_t seq_recv[TREE_MAX_CHILDREN];
   uint64_t seq_send[TREE_MAX_CHILDREN];

@@ -4,7 +4,7 @@
  * Shape:
  *   exec.c   executor_host_ops: worker threads, launch, the channel loop and its bounded waits
  *   lanes.c  turns work items into lanes (resumable sequences of steps) and progresses them
- *   steps.c  pure step math: which step k of a ring / tree / p2p item reads, reduces and moves
+ *   steps.c  the step math of device/steps.h (shared with the CUDA executor), roles to peers
  *   prims.c  one step over the FIFOs: readiness, Simple and LL slots, reduce, publish
  *
  * A step receives at most one slot from each of up to TREE_MAX_CHILDREN peers, combines it with
@@ -19,6 +19,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
+#include "device/steps.h"
 
 /* Stands for "no peer" in step and lane fields. */
 #define HOST_NO_PEER (-1)
@@ -38,39 +39,17 @@ typedef struct host_step {
 
 /* ---- Lanes ------------------------------------------------------------------------------------
  */
-typedef enum {
-  LANE_LOCAL,     /* one rank: local reduce or copy, one step */
-  LANE_RING,      /* any collective over the channel's ring */
-  LANE_TREE_UP,   /* AllReduce tree: reduce towards the root */
-  LANE_TREE_DOWN, /* AllReduce tree: broadcast from the root */
-  LANE_SEND,      /* point-to-point */
-  LANE_RECV,
-  LANE_SELF /* a send to self paired with a receive from self: one copy */
-} host_lane_kind_t;
-
-/* One resumable sequence of steps: step k for k in [pos, nops) is a pure function of the lane. */
+/* One resumable sequence of steps: step k for k in [pos, nops) is a pure function of the lane's
+ * geometry (device/steps.h, the rules both executors share); the peers fill its roles. */
 typedef struct host_lane {
-  uint8_t kind; /* host_lane_kind_t */
-  uint8_t func; /* func_t */
-  uint8_t proto;
+  step_lane_t geo;
   uint8_t dtype;
   const dev_redop_t* op;
-  size_t unit;          /* bytes per element of nelem (datatype size; 1 for point-to-point) */
-  const char* sendbuff; /* base pointers of the operation */
-  char* recvbuff;
-  size_t count;    /* work count (per-rank count for AllGather/ReduceScatter) */
-  size_t off, cnt; /* the channel's slice, in units */
-  size_t chunk;    /* units per step after clamping to the slots */
   size_t pos, nops;
-  /* Ring geometry. */
-  int n, idx, root_idx, prev, next, rank;
-  const int* ring;
-  /* Tree geometry. */
-  int up, ndown;
-  int down[TREE_MAX_CHILDREN];
-  /* Point-to-point. */
-  int peer;
-  char* self_out;               /* LANE_SELF: the matched receive's buffer */
+  int prev, next;               /* ring neighbours */
+  int up;                       /* tree parent (HOST_NO_PEER at the root) */
+  int down[TREE_MAX_CHILDREN];  /* tree children, geo.ndown of them */
+  int peer;                     /* point-to-point */
   const struct host_lane* gate; /* step k waits until gate->pos > k (tree root: down after up) */
   int pred;                     /* index in the segment of a lane that must finish first, -1 */
   /* The peers the last blocked attempt waited on (every not-ready connection of the step). */
@@ -117,8 +96,8 @@ typedef struct host_exec {
   host_chan_t chans[PLAN_MAX_CHANNELS];
 } host_exec_t;
 
-/* ---- steps.c: pure step math -------------------------------------------------------------- */
-/* Number of steps of a lane whose geometry fields are set. */
+/* ---- steps.c: the shared step math with peers for roles ------------------------------------ */
+/* Number of steps of a lane whose geometry is set. */
 size_t host_lane_nops(const host_lane_t* ln);
 /* Step k < nops of the lane. */
 void host_lane_step(const host_lane_t* ln, size_t k, host_step_t* st);

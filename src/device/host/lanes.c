@@ -75,33 +75,35 @@ static ncclResult_t conns_capacity(const host_chan_t* ch, int proto, const int* 
 /* Step size in units: want (0: no preference) clamped to cap_bytes. */
 static ncclResult_t lane_set_chunk(host_chan_t* ch, host_lane_t* ln, size_t want,
                                    size_t cap_bytes) {
-  size_t cap = cap_bytes / ln->unit;
+  size_t cap = cap_bytes / ln->geo.unit;
   if (cap == 0) {
     WARN(
         "Host executor: channel %d: a %s FIFO slot of %zu bytes cannot hold one element of %zu "
         "bytes; raise NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE",
-        ch->id, ln->proto == PROTO_LL ? "LL" : "Simple", cap_bytes, ln->unit);
+        ch->id, ln->geo.proto == PROTO_LL ? "LL" : "Simple", cap_bytes, ln->geo.unit);
     return ncclInternalError;
   }
-  ln->chunk = want == 0 || want > cap ? cap : want;
-  if (ln->proto == PROTO_LL) CHECK(host_chan_stage_reserve(ch, ln->chunk * ln->unit));
+  ln->geo.chunk = want == 0 || want > cap ? cap : want;
+  if (ln->geo.proto == PROTO_LL) CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
   return ncclSuccess;
 }
 
 static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, size_t unit) {
   const exec_comm_t* comm = ch->ex->comm;
-  *ln = (host_lane_t){.func = w->func,
-                      .proto = w->proto,
+  *ln = (host_lane_t){.geo = {.func = w->func,
+                              .proto = w->proto,
+                              .unit = unit,
+                              .sendbuff = w->sendbuff,
+                              .recvbuff = w->recvbuff,
+                              .count = w->count,
+                              .off = w->chan_off,
+                              .cnt = w->chan_count,
+                              .n = comm->nranks,
+                              .rank = comm->rank},
                       .dtype = w->dtype,
                       .op = &w->op,
-                      .unit = unit,
-                      .sendbuff = w->sendbuff,
-                      .recvbuff = w->recvbuff,
-                      .count = w->count,
-                      .off = w->chan_off,
-                      .cnt = w->chan_count,
-                      .n = comm->nranks,
-                      .rank = comm->rank,
+                      .prev = HOST_NO_PEER,
+                      .next = HOST_NO_PEER,
                       .up = HOST_NO_PEER,
                       .peer = HOST_NO_PEER,
                       .pred = -1,
@@ -156,13 +158,13 @@ static ncclResult_t lanes_run(host_chan_t* ch, host_lane_t* lanes, int nlanes) {
 
 static ncclResult_t ring_root_index(const host_chan_t* ch, const host_lane_t* ln, int root,
                                     int* idx) {
-  for (int i = 0; i < ln->n; i++) {
-    if (ln->ring[i] == root) {
+  for (int i = 0; i < ln->geo.n; i++) {
+    if (ln->geo.ring[i] == root) {
       *idx = i;
       return ncclSuccess;
     }
   }
-  WARN("Host executor: root rank %d is not in channel %d's ring of %d ranks", root, ch->id, ln->n);
+  WARN("Host executor: root rank %d is not in channel %d's ring of %d ranks", root, ch->id, ln->geo.n);
   return ncclInternalError;
 }
 
@@ -175,38 +177,39 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   host_lane_t* ln = &ch->lanes[0];
   lane_init(ln, ch, w, esize);
   int nlanes = 1;
-  if (ln->n == 1) {
-    ln->kind = LANE_LOCAL;
+  if (ln->geo.n == 1) {
+    ln->geo.kind = LANE_LOCAL;
   } else if (w->algo == ALGO_RING) {
-    ln->kind = LANE_RING;
-    ln->ring = dc->ring_ranks;
-    ln->idx = dc->ring_index;
+    ln->geo.kind = LANE_RING;
+    ln->geo.ring = dc->ring_ranks;
+    ln->geo.idx = dc->ring_index;
     ln->prev = dc->ring_prev;
     ln->next = dc->ring_next;
     if (w->func == FUNC_BROADCAST || w->func == FUNC_REDUCE)
-      CHECK(ring_root_index(ch, ln, w->root, &ln->root_idx));
+      CHECK(ring_root_index(ch, ln, w->root, &ln->geo.root_idx));
     size_t cap = SIZE_MAX;
     CHECK(conns_capacity(ch, w->proto, &ln->next, 1, true, false, &cap));
     CHECK(conns_capacity(ch, w->proto, &ln->prev, 1, false, true, &cap));
     CHECK(lane_set_chunk(ch, ln, w->chunk, cap));
   } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE) {
-    ln->kind = LANE_TREE_UP;
+    ln->geo.kind = LANE_TREE_UP;
     ln->up = dc->tree_up;
+    ln->geo.has_up = ln->up >= 0;
     for (int j = 0; j < TREE_MAX_CHILDREN; j++)
-      if (dc->tree_down[j] >= 0) ln->down[ln->ndown++] = dc->tree_down[j];
+      if (dc->tree_down[j] >= 0) ln->down[ln->geo.ndown++] = dc->tree_down[j];
     size_t cap = SIZE_MAX;
     if (ln->up >= 0) CHECK(conns_capacity(ch, w->proto, &ln->up, 1, true, true, &cap));
-    CHECK(conns_capacity(ch, w->proto, ln->down, ln->ndown, true, true, &cap));
+    CHECK(conns_capacity(ch, w->proto, ln->down, ln->geo.ndown, true, true, &cap));
     if (cap == SIZE_MAX) {
       WARN(
           "Host executor: rank %d is alone in channel %d's tree of %d ranks (no parent, no "
           "children)",
-          ln->rank, ch->id, ln->n);
+          ln->geo.rank, ch->id, ln->geo.n);
       return ncclInternalError;
     }
     CHECK(lane_set_chunk(ch, ln, w->chunk, cap));
     ch->lanes[1] = *ln;
-    ch->lanes[1].kind = LANE_TREE_DOWN;
+    ch->lanes[1].geo.kind = LANE_TREE_DOWN;
     if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
     nlanes = 2;
   } else if (w->algo == ALGO_ONESHOT) {
@@ -228,24 +231,24 @@ static ncclResult_t p2p_pair_self(host_chan_t* ch, host_lane_t* lanes, int nlane
   int rank = ch->ex->comm->rank;
   int r = 0;
   for (int s = 0; s < nlanes; s++) {
-    if (lanes[s].kind != LANE_SEND || lanes[s].peer != rank) continue;
-    while (r < nlanes && !(lanes[r].kind == LANE_RECV && lanes[r].peer == rank)) r++;
+    if (lanes[s].geo.kind != LANE_SEND || lanes[s].peer != rank) continue;
+    while (r < nlanes && !(lanes[r].geo.kind == LANE_RECV && lanes[r].peer == rank)) r++;
     if (r == nlanes) goto unmatched;
-    if (lanes[r].cnt != lanes[s].cnt) {
+    if (lanes[r].geo.cnt != lanes[s].geo.cnt) {
       WARN(
           "Host executor: rank %d channel %d: a send to self of %zu bytes is paired with a "
           "receive from self of %zu bytes",
-          rank, ch->id, lanes[s].cnt, lanes[r].cnt);
+          rank, ch->id, lanes[s].geo.cnt, lanes[r].geo.cnt);
       return ncclInvalidUsage;
     }
-    lanes[s].kind = LANE_SELF;
-    lanes[s].self_out = lanes[r].recvbuff + lanes[r].off;
-    lanes[r].kind = LANE_SELF;
-    lanes[r].cnt = 0; /* done: its data arrives through the send's copy */
+    lanes[s].geo.kind = LANE_SELF;
+    lanes[s].geo.self_out = lanes[r].geo.recvbuff + lanes[r].geo.off;
+    lanes[r].geo.kind = LANE_SELF;
+    lanes[r].geo.cnt = 0; /* done: its data arrives through the send's copy */
     r++;
   }
   for (; r < nlanes; r++)
-    if (lanes[r].kind == LANE_RECV && lanes[r].peer == rank) goto unmatched;
+    if (lanes[r].geo.kind == LANE_RECV && lanes[r].peer == rank) goto unmatched;
   return ncclSuccess;
 unmatched:
   WARN(
@@ -273,19 +276,19 @@ ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork) {
     }
     host_lane_t* ln = &lanes[nlanes];
     lane_init(ln, ch, w, 1); /* point-to-point counts in bytes */
-    ln->kind = w->func == FUNC_SEND ? LANE_SEND : LANE_RECV;
+    ln->geo.kind = w->func == FUNC_SEND ? LANE_SEND : LANE_RECV;
     ln->peer = w->root;
-    ln->off = w->chan_off * esize;
-    ln->cnt = w->chan_count * esize;
+    ln->geo.off = w->chan_off * esize;
+    ln->geo.cnt = w->chan_count * esize;
     if (ln->peer == comm->rank) {
       has_self = true;
     } else {
       size_t cap = SIZE_MAX;
-      CHECK(conns_capacity(ch, w->proto, &ln->peer, 1, ln->kind == LANE_SEND, ln->kind == LANE_RECV,
+      CHECK(conns_capacity(ch, w->proto, &ln->peer, 1, ln->geo.kind == LANE_SEND, ln->geo.kind == LANE_RECV,
                            &cap));
       CHECK(lane_set_chunk(ch, ln, w->chunk * esize, cap));
       for (int j = nlanes - 1; j >= 0; j--) { /* same connection: wait for the earlier item */
-        if (lanes[j].kind == ln->kind && lanes[j].peer == ln->peer) {
+        if (lanes[j].geo.kind == ln->geo.kind && lanes[j].peer == ln->peer) {
           ln->pred = j;
           break;
         }

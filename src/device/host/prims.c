@@ -109,8 +109,8 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   conn_fifo_t* rf[TREE_MAX_CHILDREN];
   conn_fifo_t* sf[TREE_MAX_CHILDREN];
   const char* in[TREE_MAX_CHILDREN];
-  size_t nbytes = st->nelem * ln->unit;
-  int proto = ln->proto;
+  size_t nbytes = st->nelem * ln->geo.unit;
+  int proto = ln->geo.proto;
   *ran = false;
 
   /* Ready? Nothing is consumed or published until every connection is. Every connection that
