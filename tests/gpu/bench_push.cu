@@ -6,7 +6,7 @@
  * (docs/gpu-results.md, run 25). Here the same traffic runs without the executor around it, one
  * knob at a time: threads a block, vectors in flight a thread, which warp touches which bytes,
  * how a step is published (no fence / the leader fences after the closing barrier / a warp set
- * apart fences while the others go on), step size, block count, load and store flavours, one or
+ * apart fences while the others go on / that warp uses one st.release.sys), step size, block count, load and store flavours, one or
  * two local sources (a copy, or a float sum as a chain's middle rank does).
  *
  * One process drives every visible GPU with peer access on. Patterns: "one" (GPU 0 writes into
@@ -37,7 +37,10 @@
   } while (0)
 
 enum { LAYOUT_STRIDED = 0, LAYOUT_WARP_HUNK = 1 };
-enum { FENCE_NONE = 0, FENCE_LEADER = 1, FENCE_PUBLISHER = 2 };
+/* How a step is published: not at all; by the leader after the closing barrier (fence, then a
+ * relaxed store); by a warp set apart (the same, while the others go on); by a warp set apart
+ * with one st.release.sys instead of the fence and the store. */
+enum { FENCE_NONE = 0, FENCE_LEADER = 1, FENCE_PUBLISHER = 2, FENCE_RELEASE = 3 };
 enum { BAR_ALL = 1, BAR_WORKERS = 2 };
 
 struct push_args {
@@ -124,7 +127,12 @@ static __device__ void move_step(const push_args& a, size_t off, size_t n, int t
 static __device__ __forceinline__ void bar(int id, int n) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
-static __device__ __forceinline__ void publish(unsigned long long* flag, unsigned long long v) {
+static __device__ __forceinline__ void publish(unsigned long long* flag, unsigned long long v,
+                                               bool release) {
+  if (release) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(v) : "memory");
+    return;
+  }
   asm volatile("fence.acq_rel.sys;" ::: "memory");
   asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(flag), "l"(v) : "memory");
 }
@@ -134,7 +142,7 @@ static __device__ __forceinline__ void publish(unsigned long long* flag, unsigne
 template <int U, int LD, int ST>
 __global__ void __launch_bounds__(512, 1) push_kernel(const push_args a) {
   const int nth = blockDim.x, t = threadIdx.x;
-  const bool split = a.fence == FENCE_PUBLISHER;
+  const bool split = a.fence == FENCE_PUBLISHER || a.fence == FENCE_RELEASE;
   const int nw = split ? nth - 32 : nth;
   const size_t base = (size_t)blockIdx.x * a.per_block;
   unsigned long long* flag = a.flags + blockIdx.x;
@@ -144,7 +152,7 @@ __global__ void __launch_bounds__(512, 1) push_kernel(const push_args a) {
     if (split) {
       if (t >= nw) { /* the publishing warp */
         bar(BAR_ALL, nth);
-        if (t == nw) publish(flag, s + 1);
+        if (t == nw) publish(flag, s + 1, a.fence == FENCE_RELEASE);
         continue;
       }
       bar(BAR_WORKERS, nw); /* the leader's waits and plan, in the executor */
@@ -155,7 +163,7 @@ __global__ void __launch_bounds__(512, 1) push_kernel(const push_args a) {
     bar(BAR_ALL, nth);
     move_step<U, LD, ST>(a, base + off, n, t, nw);
     bar(BAR_ALL, nth);
-    if (a.fence == FENCE_LEADER && t == 0) publish(flag, s + 1);
+    if (a.fence == FENCE_LEADER && t == 0) publish(flag, s + 1, false);
   }
 }
 
@@ -281,7 +289,10 @@ static bool run(const config& c) {
   printf("move pattern=%s srcs=%d threads=%d unroll=%d layout=%s fence=%s step=%zuK blocks=%d "
          "ld=%s st=%s : GB/s a sender mean %.1f slowest %.1f, a block %.2f %s\n",
          c.pattern, c.srcs, c.threads, c.unroll, c.layout ? "hunk" : "strided",
-         c.fence == FENCE_NONE ? "none" : c.fence == FENCE_LEADER ? "leader" : "publisher",
+         c.fence == FENCE_NONE     ? "none"
+         : c.fence == FENCE_LEADER ? "leader"
+         : c.fence == FENCE_PUBLISHER ? "publisher"
+                                      : "release",
          c.step >> 10, c.blocks, c.ld ? "volatile" : "plain", c.st ? "cs" : "plain", sum / nsend,
          worst, sum / nsend / c.blocks, ok ? "OK" : "WRONG");
   fflush(stdout);
@@ -357,7 +368,7 @@ int main(int argc, char** argv) {
     c = b;
     c.layout = 1 - b.layout;
     list.push_back(c);
-    for (int v : {FENCE_NONE, FENCE_LEADER, FENCE_PUBLISHER}) {
+    for (int v : {FENCE_NONE, FENCE_LEADER, FENCE_PUBLISHER, FENCE_RELEASE}) {
       c = b;
       c.fence = v;
       if (v != b.fence) list.push_back(c);
