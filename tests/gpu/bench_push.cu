@@ -222,7 +222,8 @@ static bool check(const config& c, int g) {
   const size_t n = bytes_per_sender / sizeof(float);
   const size_t per_block = bytes_per_sender / (size_t)c.blocks / 16 * 16;
   const size_t covered = per_block * (size_t)c.blocks / sizeof(float);
-  std::vector<float> got(n);
+  static std::vector<float> got; /* sized once: a fresh 256 MiB vector per check costs seconds */
+  got.resize(n);
   CK(cudaSetDevice(g + 1));
   CK(cudaMemcpy(got.data(), bufs[g + 1].dst, bytes_per_sender, cudaMemcpyDeviceToHost));
   for (size_t k = 0; k <= covered / 4099; k++) {
