@@ -37,11 +37,11 @@
 #include "device/device.h"
 
 typedef enum {
-  LANE_LOCAL,        /* one rank: local reduce or copy, one step */
-  LANE_RING,         /* any collective over the channel's ring */
-  LANE_TREE_UP,      /* AllReduce tree: reduce towards the root */
-  LANE_TREE_DOWN,    /* AllReduce tree: broadcast from the root */
-  LANE_SEND,         /* point-to-point */
+  LANE_LOCAL,     /* one rank: local reduce or copy, one step */
+  LANE_RING,      /* any collective over the channel's ring */
+  LANE_TREE_UP,   /* AllReduce tree: reduce towards the root */
+  LANE_TREE_DOWN, /* AllReduce tree: broadcast from the root */
+  LANE_SEND,      /* point-to-point */
   LANE_RECV,
   LANE_SELF,         /* host: a send to self paired with a receive from self, one copy */
   LANE_ONESHOT_SEND, /* CUDA: my chunk to the other ranks, in rank order */
@@ -65,9 +65,9 @@ typedef struct step_lane {
   size_t unit;          /* bytes per unit (datatype size; 1 for point-to-point) */
   const char* sendbuff; /* base pointers of the operation */
   char* recvbuff;
-  size_t count;    /* work count (per-rank count for AllGather/ReduceScatter) */
-  size_t off, cnt; /* the channel's slice, in units */
-  size_t chunk;    /* units per step (already clamped to the slots) */
+  size_t count;               /* work count (per-rank count for AllGather/ReduceScatter) */
+  size_t off, cnt;            /* the channel's slice, in units */
+  size_t chunk;               /* units per step (already clamped to the slots) */
   int n, idx, root_idx, rank; /* ring: ranks, my ring index, the root's, my rank */
   const int* ring;            /* ring order (n ranks) */
   bool has_up;                /* tree: a parent */
@@ -117,7 +117,8 @@ DEVICE_HOST_FN size_t steps_count(const step_lane_t* ln) {
     case LANE_RING:
       switch (ln->func) {
         case FUNC_ALLREDUCE:
-          if (RING_ALLREDUCE_EXCHANGE(ln->n, ln->proto)) return steps_div_up(ln->cnt, ln->chunk) * 2;
+          if (RING_ALLREDUCE_EXCHANGE(ln->n, ln->proto))
+            return steps_div_up(ln->cnt, ln->chunk) * 2;
           return steps_div_up(ln->cnt, (size_t)ln->n * ln->chunk) * (size_t)(2 * ln->n - 1);
         case FUNC_ALLGATHER:
         case FUNC_REDUCESCATTER:

@@ -6,8 +6,9 @@
  * (docs/gpu-results.md, run 25). Here the same traffic runs without the executor around it, one
  * knob at a time: threads a block, vectors in flight a thread, which warp touches which bytes,
  * how a step is published (no fence / the leader fences after the closing barrier / a warp set
- * apart fences while the others go on / that warp uses one st.release.sys), step size, block count, load and store flavours, one or
- * two local sources (a copy, or a float sum as a chain's middle rank does).
+ * apart fences while the others go on / that warp uses one st.release.sys), step size, block count,
+ * load and store flavours, one or two local sources (a copy, or a float sum as a chain's middle
+ * rank does).
  *
  * One process drives every visible GPU with peer access on. Patterns: "one" (GPU 0 writes into
  * GPU 1 alone), "chain" (GPU g writes into GPU g+1, every g < n-1 at once, as a chain's hops do)
@@ -27,13 +28,13 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x) \
-  do { \
-    cudaError_t e_ = (x); \
-    if (e_ != cudaSuccess) { \
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
       fprintf(stderr, "bench_push: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-      exit(2); \
-    } \
+      exit(2);                                                                                 \
+    }                                                                                          \
   } while (0)
 
 enum { LAYOUT_STRIDED = 0, LAYOUT_WARP_HUNK = 1 };
@@ -45,8 +46,8 @@ enum { BAR_ALL = 1, BAR_WORKERS = 2 };
 
 struct push_args {
   const char* src0;
-  const char* src1; /* NULL: a copy; else dst = src0 + src1 (floats) */
-  char* dst;        /* on the receiver */
+  const char* src1;          /* NULL: a copy; else dst = src0 + src1 (floats) */
+  char* dst;                 /* on the receiver */
   unsigned long long* flags; /* on the receiver: one per block, the step count published */
   size_t per_block;          /* bytes, a multiple of 16 */
   size_t step;               /* bytes, a multiple of 16 */
@@ -177,10 +178,9 @@ struct config {
 typedef void (*kernel_fn)(const push_args);
 static kernel_fn pick_kernel(int unroll, int ld, int st) {
   const int k = (unroll == 8 ? 4 : 0) | (ld ? 2 : 0) | (st ? 1 : 0);
-  static const kernel_fn table[8] = {push_kernel<4, 0, 0>, push_kernel<4, 0, 1>,
-                                     push_kernel<4, 1, 0>, push_kernel<4, 1, 1>,
-                                     push_kernel<8, 0, 0>, push_kernel<8, 0, 1>,
-                                     push_kernel<8, 1, 0>, push_kernel<8, 1, 1>};
+  static const kernel_fn table[8] = {
+      push_kernel<4, 0, 0>, push_kernel<4, 0, 1>, push_kernel<4, 1, 0>, push_kernel<4, 1, 1>,
+      push_kernel<8, 0, 0>, push_kernel<8, 0, 1>, push_kernel<8, 1, 0>, push_kernel<8, 1, 1>};
   return table[k];
 }
 
@@ -229,7 +229,8 @@ static bool check(const config& c, int g) {
   for (size_t k = 0; k <= covered / 4099; k++) {
     const size_t i = k < covered / 4099 ? k * 4099 : covered - 1;
     const bool pull = strcmp(c.pattern, "pull") == 0;
-    const float want = src_value(g, 0, i) + (c.srcs == 2 ? src_value(pull ? g + 1 : g, 1, i) : 0.0f);
+    const float want =
+        src_value(g, 0, i) + (c.srcs == 2 ? src_value(pull ? g + 1 : g, 1, i) : 0.0f);
     if (got[i] != want) {
       fprintf(stderr, "bench_push: GPU %d -> %d element %zu: %g, expected %g\n", g, g + 1, i,
               (double)got[i], (double)want);
@@ -287,15 +288,16 @@ static bool run(const config& c) {
     sum += gbs;
     if (gbs < worst) worst = gbs;
   }
-  printf("move pattern=%s srcs=%d threads=%d unroll=%d layout=%s fence=%s step=%zuK blocks=%d "
-         "ld=%s st=%s : GB/s a sender mean %.1f slowest %.1f, a block %.2f %s\n",
-         c.pattern, c.srcs, c.threads, c.unroll, c.layout ? "hunk" : "strided",
-         c.fence == FENCE_NONE     ? "none"
-         : c.fence == FENCE_LEADER ? "leader"
-         : c.fence == FENCE_PUBLISHER ? "publisher"
-                                      : "release",
-         c.step >> 10, c.blocks, c.ld ? "volatile" : "plain", c.st ? "cs" : "plain", sum / nsend,
-         worst, sum / nsend / c.blocks, ok ? "OK" : "WRONG");
+  printf(
+      "move pattern=%s srcs=%d threads=%d unroll=%d layout=%s fence=%s step=%zuK blocks=%d "
+      "ld=%s st=%s : GB/s a sender mean %.1f slowest %.1f, a block %.2f %s\n",
+      c.pattern, c.srcs, c.threads, c.unroll, c.layout ? "hunk" : "strided",
+      c.fence == FENCE_NONE        ? "none"
+      : c.fence == FENCE_LEADER    ? "leader"
+      : c.fence == FENCE_PUBLISHER ? "publisher"
+                                   : "release",
+      c.step >> 10, c.blocks, c.ld ? "volatile" : "plain", c.st ? "cs" : "plain", sum / nsend,
+      worst, sum / nsend / c.blocks, ok ? "OK" : "WRONG");
   fflush(stdout);
   return ok;
 }
@@ -303,8 +305,10 @@ static bool run(const config& c) {
 int main(int argc, char** argv) {
   size_t mib = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--mib-per-sender") == 0) mib = strtoull(argv[i + 1], nullptr, 10);
-    else if (strcmp(argv[i], "--iters") == 0) iters = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--mib-per-sender") == 0)
+      mib = strtoull(argv[i + 1], nullptr, 10);
+    else if (strcmp(argv[i], "--iters") == 0)
+      iters = atoi(argv[i + 1]);
   }
   CK(cudaGetDeviceCount(&ngpus));
   if (ngpus < 2) {
@@ -341,7 +345,8 @@ int main(int argc, char** argv) {
    * vectors, strided, the publishing warp, ~192 KiB steps, 62 blocks) and stock NCCL's shape
    * (512 threads, 4 vectors, warp hunks, publishing warp, 512 KiB steps, 24 blocks). */
   const config ours = {"chain", 1, 256, 8, LAYOUT_STRIDED, FENCE_PUBLISHER, 192 << 10, 62, 0, 0};
-  const config stockish = {"chain", 1, 512, 4, LAYOUT_WARP_HUNK, FENCE_PUBLISHER, 512 << 10, 24, 0, 0};
+  const config stockish = {"chain",         1,         512, 4, LAYOUT_WARP_HUNK,
+                           FENCE_PUBLISHER, 512 << 10, 24,  0, 0};
   std::vector<config> list;
   for (const config& b : {ours, stockish}) {
     list.push_back(b);

@@ -46,8 +46,8 @@ static void collect(const step_lane_t* ln, int role, bool send, seq_t* q) {
 static void assert_same(const seq_t* a, const seq_t* b, const char* what) {
   ck_assert_msg(a->n == b->n, "%s: %d sends, %d receives", what, a->n, b->n);
   for (int i = 0; i < a->n; i++)
-    ck_assert_msg(a->nelem[i] == b->nelem[i], "%s: step %d carries %zu sent, %zu received", what,
-                  i, a->nelem[i], b->nelem[i]);
+    ck_assert_msg(a->nelem[i] == b->nelem[i], "%s: step %d carries %zu sent, %zu received", what, i,
+                  a->nelem[i], b->nelem[i]);
 }
 
 /* Marks what every step of ln writes to the output (in units from recvbuff); fails on a write
@@ -91,8 +91,8 @@ static step_lane_t ring_lane(int func, int proto, int n, int r, int root, size_t
 }
 
 /* Units a rank's output holds, and which of them the lane must write exactly once. */
-static void expected_outputs(int func, int n, int r, int root, size_t count, size_t off,
-                             size_t cnt, unsigned char* want, size_t* out_units) {
+static void expected_outputs(int func, int n, int r, int root, size_t count, size_t off, size_t cnt,
+                             unsigned char* want, size_t* out_units) {
   const bool gathers = func == FUNC_ALLGATHER;
   *out_units = gathers ? (size_t)n * count : count;
   memset(want, 0, *out_units);
@@ -105,7 +105,7 @@ START_TEST(test_ring_lockstep_and_coverage) {
   static const int funcs[] = {FUNC_BROADCAST, FUNC_REDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER,
                               FUNC_ALLREDUCE};
   static const size_t shapes[][4] = {/* count, off, cnt, chunk */
-                                     {1, 0, 1, 1},       {7, 2, 5, 2},      {100, 0, 100, 16},
+                                     {1, 0, 1, 1},        {7, 2, 5, 2},          {100, 0, 100, 16},
                                      {1000, 40, 900, 64}, {1000, 0, 1000, 1000}, {333, 33, 300, 7}};
   for (int n = 1; n <= MAXN; n++) g_ring[n - 1] = n - 1;
   for (size_t fi = 0; fi < sizeof(funcs) / sizeof(funcs[0]); fi++)
@@ -131,7 +131,8 @@ START_TEST(test_ring_lockstep_and_coverage) {
                               "%d times, expected %d",
                               func, proto, n, root, si, r, i, hits[i], want[i]);
               if (n == 1) continue;
-              step_lane_t next = ring_lane(func, proto, n, (r + 1) % n, root, count, off, cnt, chunk);
+              step_lane_t next =
+                  ring_lane(func, proto, n, (r + 1) % n, root, count, off, cnt, chunk);
               seq_t sent, got;
               collect(&me, STEP_ROLE_RING_NEXT, true, &sent);
               collect(&next, STEP_ROLE_RING_PREV, false, &got);
@@ -166,8 +167,8 @@ START_TEST(test_tree_lockstep_and_coverage) {
         mark_outputs(&up, hits, cnt);
         mark_outputs(&down, hits, cnt);
         for (size_t i = 0; i < cnt; i++)
-          ck_assert_msg(hits[i] == 1, "n %d shape %zu rank %d: unit %zu written %d times", n, si,
-                        r, i, hits[i]);
+          ck_assert_msg(hits[i] == 1, "n %d shape %zu rank %d: unit %zu written %d times", n, si, r,
+                        i, hits[i]);
         for (int j = 0; j < up.ndown; j++) { /* child j of r is 2r + 1 + j */
           const int c = 2 * r + 1 + j;
           step_lane_t cup = tree_lane(LANE_TREE_UP, n, c, cnt, chunk);

@@ -164,7 +164,8 @@ static ncclResult_t ring_root_index(const host_chan_t* ch, const host_lane_t* ln
       return ncclSuccess;
     }
   }
-  WARN("Host executor: root rank %d is not in channel %d's ring of %d ranks", root, ch->id, ln->geo.n);
+  WARN("Host executor: root rank %d is not in channel %d's ring of %d ranks", root, ch->id,
+       ln->geo.n);
   return ncclInternalError;
 }
 
@@ -284,8 +285,8 @@ ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork) {
       has_self = true;
     } else {
       size_t cap = SIZE_MAX;
-      CHECK(conns_capacity(ch, w->proto, &ln->peer, 1, ln->geo.kind == LANE_SEND, ln->geo.kind == LANE_RECV,
-                           &cap));
+      CHECK(conns_capacity(ch, w->proto, &ln->peer, 1, ln->geo.kind == LANE_SEND,
+                           ln->geo.kind == LANE_RECV, &cap));
       CHECK(lane_set_chunk(ch, ln, w->chunk * esize, cap));
       for (int j = nlanes - 1; j >= 0; j--) { /* same connection: wait for the earlier item */
         if (lanes[j].geo.kind == ln->geo.kind && lanes[j].peer == ln->peer) {
