@@ -42,21 +42,30 @@ typedef enum {
  * cuts its steps by this rule. */
 #define RING_ALLREDUCE_EXCHANGE(nranks, proto) ((nranks) == 2 && (proto) != PROTO_SIMPLE)
 
-/* Ring AllReduce cuts a loop of lc elements into n parts of ring_part() elements (the last ones
- * may be shorter or empty): lc / n rounded up to 16 bytes, so every part starts 16-byte aligned
- * when the buffers are (the reductions then move 16-byte vectors), and never more than a chunk
- * (n chunks always cover a loop). Both executors cut their steps by this rule. */
+/* Functions both executors compile: host C, and host and device code under nvcc. */
 #ifdef __CUDACC__
 #define DEVICE_HOST_FN static __host__ __device__ __forceinline__
 #else
 #define DEVICE_HOST_FN static inline
 #endif
+/* a / b and a % b, in 32 bits when both fit (a 64-bit division is a long software routine on the
+ * GPU); the smaller of two sizes. */
+DEVICE_HOST_FN size_t dev_udiv(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a / (uint32_t)b) : a / b;
+}
+DEVICE_HOST_FN size_t dev_umod(size_t a, size_t b) {
+  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a % (uint32_t)b) : a % b;
+}
+DEVICE_HOST_FN size_t dev_min(size_t a, size_t b) {
+  return a < b ? a : b;
+}
+/* Ring AllReduce cuts a loop of lc elements into n parts of ring_part() elements (the last ones
+ * may be shorter or empty): lc / n rounded up to 16 bytes, so every part starts 16-byte aligned
+ * when the buffers are (the reductions then move 16-byte vectors), and never more than a chunk
+ * (n chunks always cover a loop). Both executors cut their steps by this rule. */
 DEVICE_HOST_FN size_t ring_part(size_t lc, size_t n, size_t unit, size_t chunk) {
   const size_t align = unit < 16 ? 16 / unit : 1; /* unit is 1, 2, 4 or 8: align a power of 2 */
-  const size_t a = lc + n - 1;
-  /* 32-bit division when it fits: a 64-bit one is a long software routine on the GPU */
-  const size_t q = ((a | n) >> 32) == 0 ? (size_t)((uint32_t)a / (uint32_t)n) : a / n;
-  const size_t part = (q + align - 1) & ~(align - 1);
+  const size_t part = (dev_udiv(lc + n - 1, n) + align - 1) & ~(align - 1);
   return part < chunk ? part : chunk;
 }
 

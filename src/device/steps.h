@@ -89,19 +89,8 @@ typedef struct step {
   bool postop;   /* the result is final (SUMPOSTDIV divides it) */
 } step_t;
 
-/* a / b and a % b, in 32 bits when both fit (a 64-bit division is a long software routine on
- * the GPU). */
-DEVICE_HOST_FN size_t steps_udiv(size_t a, size_t b) {
-  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a / (uint32_t)b) : a / b;
-}
-DEVICE_HOST_FN size_t steps_umod(size_t a, size_t b) {
-  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a % (uint32_t)b) : a % b;
-}
 DEVICE_HOST_FN size_t steps_div_up(size_t a, size_t b) {
-  return steps_udiv(a + b - 1, b);
-}
-DEVICE_HOST_FN size_t steps_min(size_t a, size_t b) {
-  return a < b ? a : b;
+  return dev_udiv(a + b - 1, b);
 }
 DEVICE_HOST_FN int steps_ring_mod(int a, int n) {
   return ((a % n) + n) % n;
@@ -150,7 +139,7 @@ DEVICE_HOST_FN void steps_send(step_t* st, int role) {
 DEVICE_HOST_FN void steps_chunk(const step_lane_t* ln, size_t k, size_t* x, size_t* c) {
   const size_t start = k * ln->chunk;
   *x = ln->off + start;
-  *c = steps_min(ln->chunk, ln->cnt - start);
+  *c = dev_min(ln->chunk, ln->cnt - start);
 }
 
 /* RING_ALLREDUCE_EXCHANGE: step 2c sends chunk c, step 2c+1 receives the peer's and finishes. */
@@ -176,15 +165,15 @@ DEVICE_HOST_FN void steps_ring_allreduce(const step_lane_t* ln, size_t k, step_t
   }
   const int n = ln->n, idx = ln->idx;
   const size_t per_loop = (size_t)(2 * n - 1);
-  const size_t loop = steps_udiv(k, per_loop);
-  const int s = (int)steps_umod(k, per_loop);
+  const size_t loop = dev_udiv(k, per_loop);
+  const int s = (int)dev_umod(k, per_loop);
   const size_t loop_elems = (size_t)n * ln->chunk;
   const size_t lbase = loop * loop_elems;
-  const size_t lc = steps_min(loop_elems, ln->cnt - lbase);
+  const size_t lc = dev_min(loop_elems, ln->cnt - lbase);
   const size_t part = ring_part(lc, (size_t)n, ln->unit, ln->chunk);
   const int m = steps_ring_mod(s <= n - 1 ? idx - 1 - s : idx - (s - (n - 1)), n);
-  const size_t pstart = steps_min((size_t)m * part, lc);
-  const size_t pend = steps_min((size_t)(m + 1) * part, lc);
+  const size_t pstart = dev_min((size_t)m * part, lc);
+  const size_t pend = dev_min((size_t)(m + 1) * part, lc);
   const size_t x = ln->off + lbase + pstart;
   st->nelem = pend - pstart;
   if (s <= n - 1) { /* reduce-scatter phase */
@@ -205,9 +194,9 @@ DEVICE_HOST_FN void steps_ring_allreduce(const step_lane_t* ln, size_t k, step_t
 
 DEVICE_HOST_FN void steps_ring_reducescatter(const step_lane_t* ln, size_t k, step_t* st) {
   const int n = ln->n, idx = ln->idx;
-  const int s = (int)steps_umod(k, (size_t)n);
+  const int s = (int)dev_umod(k, (size_t)n);
   size_t x, c;
-  steps_chunk(ln, steps_udiv(k, (size_t)n), &x, &c);
+  steps_chunk(ln, dev_udiv(k, (size_t)n), &x, &c);
   const int m = steps_ring_mod(s == n - 1 ? idx : idx - 1 - s, n);
   st->nelem = c;
   st->local = steps_at_in(ln, ln->sendbuff, (size_t)ln->ring[m] * ln->count + x);
@@ -223,9 +212,9 @@ DEVICE_HOST_FN void steps_ring_reducescatter(const step_lane_t* ln, size_t k, st
 
 DEVICE_HOST_FN void steps_ring_allgather(const step_lane_t* ln, size_t k, step_t* st) {
   const int n = ln->n, idx = ln->idx;
-  const int s = (int)steps_umod(k, (size_t)n);
+  const int s = (int)dev_umod(k, (size_t)n);
   size_t x, c;
-  steps_chunk(ln, steps_udiv(k, (size_t)n), &x, &c);
+  steps_chunk(ln, dev_udiv(k, (size_t)n), &x, &c);
   st->nelem = c;
   if (s == 0) {
     st->local = steps_at_in(ln, ln->sendbuff, x);

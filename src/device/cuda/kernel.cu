@@ -103,13 +103,20 @@ static __device__ __forceinline__ bool block_sync_or(bool pred) {
 
 extern __shared__ __align__(16) char stage_smem[]; /* CUDA_EXEC_STAGE_BYTES, dynamic */
 
+/* A group of CUDA_EXEC_PUBLISHER_MIN_THREADS or more sets its last warp apart to publish Simple
+ * steps; its workers meet at bar_workers. */
+static __device__ __forceinline__ void grp_set_workers(grp_t& g, int bar_workers) {
+  const bool split = g.nth >= CUDA_EXEC_PUBLISHER_MIN_THREADS;
+  g.nw = split ? g.nth - 32 : g.nth;
+  g.bar_w = split ? bar_workers : g.bar;
+}
+
 static __device__ __forceinline__ grp_t group_all(block_smem_t& sm) {
   grp_t g;
   g.tid = threadIdx.x;
   g.nth = CUDA_EXEC_THREADS;
   g.bar = BAR_ALL;
-  g.nw = g.nth >= CUDA_EXEC_PUBLISHER_MIN_THREADS ? g.nth - 32 : g.nth;
-  g.bar_w = g.nw < g.nth ? BAR_ALL_WORKERS : g.bar;
+  grp_set_workers(g, BAR_ALL_WORKERS);
   g.conns = sm.conns[0];
   g.rc = &sm.gs[0].rc;
   g.stage = stage_smem;
@@ -124,8 +131,7 @@ static __device__ __forceinline__ grp_t group_half(block_smem_t& sm, int& half) 
   g.tid = threadIdx.x - half * CUDA_EXEC_GROUP_THREADS;
   g.nth = CUDA_EXEC_GROUP_THREADS;
   g.bar = half ? BAR_HALF1 : BAR_HALF0;
-  g.nw = g.nth >= CUDA_EXEC_PUBLISHER_MIN_THREADS ? g.nth - 32 : g.nth;
-  g.bar_w = g.nw == g.nth ? g.bar : half ? BAR_HALF1_WORKERS : BAR_HALF0_WORKERS;
+  grp_set_workers(g, half ? BAR_HALF1_WORKERS : BAR_HALF0_WORKERS);
   g.conns = sm.conns[half];
   g.rc = &sm.gs[half].rc;
   g.stage = stage_smem + half * (CUDA_EXEC_STAGE_BYTES / 2);

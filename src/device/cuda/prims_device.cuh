@@ -83,9 +83,6 @@ static __device__ __forceinline__ void st_volatile_v2u64(void* p, uint64_t a, ui
   asm volatile("st.volatile.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
 
-static __device__ __forceinline__ size_t min_size_t(size_t a, size_t b) {
-  return a < b ? a : b;
-}
 
 /* Up to 8 bytes (16 for the wide forms) of user memory at any alignment; bytes past n read as 0. */
 static __device__ __forceinline__ uint64_t load8(const char* p, int n) {
@@ -530,7 +527,7 @@ static __device__ bool ll_copy_lines(const kctx_t& k, const grp_t& g, const dste
     for (int u = 0; u < LL_BATCH; u++) {
       const size_t i = i0 + (size_t)u * stride;
       if (i >= nlines) break;
-      const int valid = nbytes > i * 8 ? (int)min_size_t(nbytes - i * 8, 8) : 0;
+      const int valid = nbytes > i * 8 ? (int)dev_min(nbytes - i * 8, 8) : 0;
       uint64_t x = w[u];
       if (st.local != nullptr) x = load8(st.local + i * 8, valid); /* the host's choice too */
       x = low_bytes(x, valid);
@@ -548,7 +545,7 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
   const size_t rb_max = (size_t)g.stage_bytes;
   char* res = g.stage + (size_t)TREE_MAX_CHILDREN * rb_max;
   for (size_t r0 = 0; r0 < nbytes; r0 += rb_max) {
-    const size_t rb = min_size_t(rb_max, nbytes - r0), l0 = r0 / 8, nl = (rb + 7) / 8;
+    const size_t rb = dev_min(rb_max, nbytes - r0), l0 = r0 / 8, nl = (rb + 7) / 8;
     bool bad = false;
     const size_t stride = (size_t)g.nth;
     for (size_t i0 = (size_t)g.tid; i0 < nl && !bad; i0 += stride * LL_BATCH) {
@@ -572,7 +569,7 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
     reduce_step(g, *g.rc, r, unit, st.postop);
     grp_sync(g);
     for (size_t i = (size_t)g.tid; i < nl && st.nsend > 0; i += (size_t)g.nth) {
-      const int valid = (int)min_size_t(rb - i * 8, 8);
+      const int valid = (int)dev_min(rb - i * 8, 8);
       const uint64_t w = low_bytes(reinterpret_cast<const uint64_t*>(res)[i], valid);
       for (int j = 0; j < st.nsend; j++) ll_write(g.conns[st.send[j]], l0 + i, w);
     }
@@ -638,7 +635,7 @@ static __device__ bool ll128_copy_lines(const kctx_t& k, const grp_t& g, const d
     const size_t line = base + (size_t)(lane >> 3);
     const bool active = line < nlines;
     const size_t off = line * LL128_DATA_BYTES + (size_t)pos * 16;
-    const int valid = active && nbytes > off ? (int)min_size_t(nbytes - off, (size_t)width) : 0;
+    const int valid = active && nbytes > off ? (int)dev_min(nbytes - off, (size_t)width) : 0;
     uint64_t a = 0, b = 0;
     if (st.nrecv > 0 && !ll128_read(k, g.conns[st.recv[0]], line, active, pos, a, b)) return false;
     if (st.local != nullptr && valid > 0) {
@@ -667,7 +664,7 @@ static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const
   const int lane = g.tid & 31, warp = g.tid >> 5, nwarps = g.nth >> 5;
   const int pos = lane & 7;
   for (size_t r0 = 0; r0 < nbytes; r0 += rb_max) {
-    const size_t rb = min_size_t(rb_max, nbytes - r0), l0 = r0 / LL128_DATA_BYTES;
+    const size_t rb = dev_min(rb_max, nbytes - r0), l0 = r0 / LL128_DATA_BYTES;
     const size_t nl = (rb + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
     bool bad = false;
     for (size_t base = (size_t)warp * 4; base < nl && !bad; base += (size_t)nwarps * 4) {
