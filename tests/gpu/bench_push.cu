@@ -7,7 +7,7 @@
  * knob at a time: threads a block, vectors in flight a thread, which warp touches which bytes,
  * how a step is published (no fence / the leader fences after the closing barrier / a warp set
  * apart fences while the others go on / that warp uses one st.release.sys), step size, block count,
- * load and store flavours, one or two local sources (a copy, or a float sum as a chain's middle
+ * load and store flavours (plain, volatile, non-coherent), one or two local sources (a copy, or a float sum as a chain's middle
  * rank does).
  *
  * One process drives every visible GPU with peer access on. Patterns: "one" (GPU 0 writes into
@@ -37,7 +37,7 @@
     }                                                                                          \
   } while (0)
 
-enum { LAYOUT_STRIDED = 0, LAYOUT_WARP_HUNK = 1 };
+enum { LAYOUT_STRIDED = 0, LAYOUT_WARP_HUNK = 1, LAYOUT_WARP_SLAB = 2 };
 /* How a step is published: not at all; by the leader after the closing barrier (fence, then a
  * relaxed store); by a warp set apart (the same, while the others go on); by a warp set apart
  * with one st.release.sys instead of the fence and the store. */
@@ -56,6 +56,13 @@ struct push_args {
 
 template <int LD>
 static __device__ __forceinline__ uint4 load16(const char* p) {
+  if (LD == 2) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+  }
   if (LD == 1) {
     uint4 v;
     asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -84,12 +91,14 @@ static __device__ __forceinline__ uint4 add_f32x4(uint4 a, uint4 b) {
 }
 
 /* Vector i of a step handled by thread t at round r, slot u: strided (the executor's
- * rc_impl: i = r * nw * U + u * nw + t) or in warp hunks (a warp's U loads cover U * 512
- * contiguous bytes: i = (r * nwarps + warp) * U * 32 + u * 32 + lane). */
+ * rc_impl: i = r * nw * U + u * nw + t), in warp hunks (a warp's U loads cover U * 512
+ * contiguous bytes: i = (r * nwarps + warp) * U * 32 + u * 32 + lane) or in warp slabs (warp w
+ * streams through its own contiguous share of the step, rounds = ceil(share / (U * 512))). */
 static __device__ __forceinline__ size_t vec_index(int layout, size_t round, int u, int t, int nw,
-                                                   int U) {
+                                                   int U, size_t rounds) {
   if (layout == LAYOUT_STRIDED) return round * (size_t)nw * U + (size_t)u * nw + t;
   const int warp = t >> 5, lane = t & 31, nwarps = nw >> 5;
+  if (layout == LAYOUT_WARP_SLAB) return ((size_t)warp * rounds + round) * U * 32 + (size_t)u * 32 + lane;
   return (round * nwarps + warp) * (size_t)U * 32 + (size_t)u * 32 + lane;
 }
 
@@ -104,14 +113,14 @@ static __device__ void move_step(const push_args& a, size_t off, size_t n, int t
     uint4 x[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const size_t i = vec_index(a.layout, r, u, t, nw, U);
+      const size_t i = vec_index(a.layout, r, u, t, nw, U, rounds);
       x[u] = i < nvec ? load16<LD>(s0 + i * 16) : make_uint4(0, 0, 0, 0);
     }
     if (s1 != nullptr) {
       uint4 y[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        const size_t i = vec_index(a.layout, r, u, t, nw, U);
+        const size_t i = vec_index(a.layout, r, u, t, nw, U, rounds);
         y[u] = i < nvec ? load16<LD>(s1 + i * 16) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
@@ -119,7 +128,7 @@ static __device__ void move_step(const push_args& a, size_t off, size_t n, int t
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      const size_t i = vec_index(a.layout, r, u, t, nw, U);
+      const size_t i = vec_index(a.layout, r, u, t, nw, U, rounds);
       if (i < nvec) store16<ST>(d + i * 16, x[u]);
     }
   }
@@ -176,12 +185,17 @@ struct config {
 };
 
 typedef void (*kernel_fn)(const push_args);
+template <int U>
+static kernel_fn pick_ld_st(int ld, int st) {
+  static const kernel_fn table[6] = {push_kernel<U, 0, 0>, push_kernel<U, 0, 1>,
+                                     push_kernel<U, 1, 0>, push_kernel<U, 1, 1>,
+                                     push_kernel<U, 2, 0>, push_kernel<U, 2, 1>};
+  return table[ld * 2 + (st ? 1 : 0)];
+}
 static kernel_fn pick_kernel(int unroll, int ld, int st) {
-  const int k = (unroll == 8 ? 4 : 0) | (ld ? 2 : 0) | (st ? 1 : 0);
-  static const kernel_fn table[8] = {
-      push_kernel<4, 0, 0>, push_kernel<4, 0, 1>, push_kernel<4, 1, 0>, push_kernel<4, 1, 1>,
-      push_kernel<8, 0, 0>, push_kernel<8, 0, 1>, push_kernel<8, 1, 0>, push_kernel<8, 1, 1>};
-  return table[k];
+  return unroll == 16 ? pick_ld_st<16>(ld, st)
+         : unroll == 8 ? pick_ld_st<8>(ld, st)
+                       : pick_ld_st<4>(ld, st);
 }
 
 struct gpu_bufs {
@@ -291,12 +305,13 @@ static bool run(const config& c) {
   printf(
       "move pattern=%s srcs=%d threads=%d unroll=%d layout=%s fence=%s step=%zuK blocks=%d "
       "ld=%s st=%s : GB/s a sender mean %.1f slowest %.1f, a block %.2f %s\n",
-      c.pattern, c.srcs, c.threads, c.unroll, c.layout ? "hunk" : "strided",
+      c.pattern, c.srcs, c.threads, c.unroll,
+      c.layout == LAYOUT_WARP_SLAB ? "slab" : c.layout == LAYOUT_WARP_HUNK ? "hunk" : "strided",
       c.fence == FENCE_NONE        ? "none"
       : c.fence == FENCE_LEADER    ? "leader"
       : c.fence == FENCE_PUBLISHER ? "publisher"
                                    : "release",
-      c.step >> 10, c.blocks, c.ld ? "volatile" : "plain", c.st ? "cs" : "plain", sum / nsend,
+      c.step >> 10, c.blocks, c.ld == 2 ? "nc" : c.ld ? "volatile" : "plain", c.st ? "cs" : "plain", sum / nsend,
       worst, sum / nsend / c.blocks, ok ? "OK" : "WRONG");
   fflush(stdout);
   return ok;
@@ -368,12 +383,16 @@ int main(int argc, char** argv) {
       c.unroll = v == 256 ? 8 : 4;
       if (v != b.threads) list.push_back(c);
     }
-    c = b;
-    c.unroll = b.unroll == 8 ? 4 : 8;
-    list.push_back(c);
-    c = b;
-    c.layout = 1 - b.layout;
-    list.push_back(c);
+    for (int v : {4, 8, 16}) {
+      c = b;
+      c.unroll = v;
+      if (v != b.unroll) list.push_back(c);
+    }
+    for (int v : {LAYOUT_STRIDED, LAYOUT_WARP_HUNK, LAYOUT_WARP_SLAB}) {
+      c = b;
+      c.layout = v;
+      if (v != b.layout) list.push_back(c);
+    }
     for (int v : {FENCE_NONE, FENCE_LEADER, FENCE_PUBLISHER, FENCE_RELEASE}) {
       c = b;
       c.fence = v;
@@ -384,9 +403,11 @@ int main(int argc, char** argv) {
       c.step = v;
       if (v != b.step) list.push_back(c);
     }
-    c = b;
-    c.ld = 1;
-    list.push_back(c);
+    for (int v : {1, 2}) {
+      c = b;
+      c.ld = v;
+      list.push_back(c);
+    }
     c = b;
     c.st = 1;
     list.push_back(c);

@@ -35,6 +35,12 @@
 #ifndef CUDA_EXEC_UNROLL
 #define CUDA_EXEC_UNROLL 8
 #endif
+/* Which 16-byte vectors of a step a thread moves, round after round: 0, strided (thread t of n
+ * takes t, t + n, ... t + (U - 1) n, so one instruction of a warp covers 512 contiguous bytes);
+ * 1, warp hunks (a warp's U instructions cover U * 512 contiguous bytes, as stock NCCL's). */
+#ifndef CUDA_EXEC_VEC_LAYOUT
+#define CUDA_EXEC_VEC_LAYOUT 0
+#endif
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
 /* A group of at least this many threads runs Simple steps with its last warp set apart to publish
  * them: the step's fence (which waits for its stores to cross the link) then overlaps the next

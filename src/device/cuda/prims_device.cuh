@@ -325,17 +325,18 @@ static __device__ __forceinline__ void copy_wide(const char* src, char* const* d
                                                  size_t nv, int tid, int nth) {
   enum { U = CUDA_EXEC_UNROLL };
   const V* s = reinterpret_cast<const V*>(src);
-  for (size_t base = (size_t)tid; base < nv; base += (size_t)nth * U) {
+  const size_t rounds = (nv + (size_t)nth * U - 1) / ((size_t)nth * U);
+  for (size_t rd = 0; rd < rounds; rd++) {
     V x[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      size_t i = base + (size_t)u * nth;
+      const size_t i = vec_at<U>(rd, u, tid, nth);
       if (i < nv) x[u] = s[i];
     }
     for (int d = 0; d < ndst; d++) {
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        size_t i = base + (size_t)u * nth;
+        const size_t i = vec_at<U>(rd, u, tid, nth);
         if (i < nv) reinterpret_cast<V*>(dst[d])[i] = x[u];
       }
     }

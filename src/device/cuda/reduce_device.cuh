@@ -231,6 +231,18 @@ struct vrules {
   }
 };
 
+/* The vector a thread moves in round rd, slot u (of U), in a group of nth threads (a multiple of
+ * 32): CUDA_EXEC_VEC_LAYOUT's order. A round covers nth * U vectors either way. */
+template <int U>
+static __device__ __forceinline__ size_t vec_at(size_t rd, int u, int tid, int nth) {
+#if CUDA_EXEC_VEC_LAYOUT == 1
+  return (rd * (size_t)(nth >> 5) + (size_t)(tid >> 5)) * (U * 32) + (size_t)u * 32 +
+         (size_t)(tid & 31);
+#else
+  return rd * (size_t)nth * U + (size_t)u * nth + (size_t)tid;
+#endif
+}
+
 /* ---- One step's reduction over memory -------------------------------------------------------
  * dst[d] = combine(src) for every d. The sources: the local data first when has_local, then the
  * received slots (or staged lines). SUMPOSTDIV's division is not here: reduce_step (prims) sums,
@@ -274,11 +286,12 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
         : sizeof(T) == 2 ? (CUDA_EXEC_UNROLL + 1) / 2
                          : (CUDA_EXEC_UNROLL + 3) / 4
   };
-  for (size_t base = (size_t)tid; base < nvec; base += (size_t)nth * U) {
+  const size_t rounds = (nvec + (size_t)nth * U - 1) / ((size_t)nth * U);
+  for (size_t rd = 0; rd < rounds; rd++) {
     uint4 x[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
-      size_t i = base + (size_t)u * nth;
+      const size_t i = vec_at<U>(rd, u, tid, nth);
       x[u] = i < nvec ? reinterpret_cast<const uint4*>(a.src[0])[i] : make_uint4(0, 0, 0, 0);
     }
     if (a.has_local) {
@@ -286,7 +299,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
         uint4 y[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-          size_t i = base + (size_t)u * nth;
+          const size_t i = vec_at<U>(rd, u, tid, nth);
           y[u] = i < nvec ? reinterpret_cast<const uint4*>(a.src[1])[i] : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
@@ -300,7 +313,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
       uint4 y[U];
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        size_t i = base + (size_t)u * nth;
+        const size_t i = vec_at<U>(rd, u, tid, nth);
         y[u] = i < nvec ? reinterpret_cast<const uint4*>(a.src[k])[i] : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
@@ -309,7 +322,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
     for (int d = 0; d < ndst; d++) {
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        size_t i = base + (size_t)u * nth;
+        const size_t i = vec_at<U>(rd, u, tid, nth);
         if (i < nvec) reinterpret_cast<uint4*>(a.dst[d])[i] = x[u];
       }
     }
