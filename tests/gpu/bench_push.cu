@@ -18,7 +18,12 @@
  * line reports the mean and the slowest transfer's GB/s, after checking what landed in the
  * receiver (a copy of the source, or the sum). Exit status 1 when a check fails.
  *
- * Usage: bench_push [--mib-per-sender N] [--iters N] */
+ * Each line also gives the blocks' own times in the last launch (min, median, max) and the
+ * launch's span: with --balance the list is instead a set of block shapes at operation sizes of
+ * 64 and 256 MiB a sender, to see how evenly the blocks share the links (an executor's operation
+ * lasts as long as its slowest channel).
+ *
+ * Usage: bench_push [--mib-per-sender N] [--iters N] [--balance] */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +57,14 @@ struct push_args {
   size_t per_block;          /* bytes, a multiple of 16 */
   size_t step;               /* bytes, a multiple of 16 */
   int layout, fence;
+  unsigned long long* times; /* on the mover: per block, globaltimer at its start and its end */
 };
+
+static __device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 template <int LD>
 static __device__ __forceinline__ uint4 load16(const char* p) {
@@ -157,6 +169,7 @@ __global__ void __launch_bounds__(512, 1) push_kernel(const push_args a) {
   const size_t base = (size_t)blockIdx.x * a.per_block;
   unsigned long long* flag = a.flags + blockIdx.x;
   unsigned long long s = 0;
+  if (t == 0) a.times[2 * blockIdx.x] = globaltimer_ns();
   for (size_t off = 0; off < a.per_block; off += a.step, s++) {
     const size_t n = a.per_block - off < a.step ? a.per_block - off : a.step;
     if (split) {
@@ -175,6 +188,8 @@ __global__ void __launch_bounds__(512, 1) push_kernel(const push_args a) {
     bar(BAR_ALL, nth);
     if (a.fence == FENCE_LEADER && t == 0) publish(flag, s + 1, false);
   }
+  __syncthreads();
+  if (t == 0) a.times[2 * blockIdx.x + 1] = globaltimer_ns();
 }
 
 struct config {
@@ -182,7 +197,13 @@ struct config {
   int srcs, threads, unroll, layout, fence;
   size_t step;
   int blocks, ld, st;
+  size_t mib; /* MiB a sender moves per launch (0: --mib-per-sender); an operation's size */
 };
+
+static size_t bytes_per_sender;
+static size_t config_bytes(const struct config& c) {
+  return c.mib != 0 && (c.mib << 20) <= bytes_per_sender ? c.mib << 20 : bytes_per_sender;
+}
 
 typedef void (*kernel_fn)(const push_args);
 template <int U>
@@ -201,12 +222,12 @@ static kernel_fn pick_kernel(int unroll, int ld, int st) {
 struct gpu_bufs {
   char *src0, *src1, *dst;
   unsigned long long* flags;
+  unsigned long long* times; /* 2 per block: start, end (ns) */
   cudaStream_t stream;
   cudaEvent_t t0, t1;
 };
 
 static int ngpus;
-static size_t bytes_per_sender;
 static int iters = 5;
 static std::vector<gpu_bufs> bufs;
 static std::vector<float> host_a, host_b;
@@ -234,7 +255,7 @@ static void fill_sources() {
 /* Receiver g + 1 holds what sender g pushed (sampled: every 4099th float and the last one). */
 static bool check(const config& c, int g) {
   const size_t n = bytes_per_sender / sizeof(float);
-  const size_t per_block = bytes_per_sender / (size_t)c.blocks / 16 * 16;
+  const size_t per_block = config_bytes(c) / (size_t)c.blocks / 16 * 16;
   const size_t covered = per_block * (size_t)c.blocks / sizeof(float);
   static std::vector<float> got; /* sized once: a fresh 256 MiB vector per check costs seconds */
   got.resize(n);
@@ -257,7 +278,7 @@ static bool check(const config& c, int g) {
 static bool run(const config& c) {
   const int nsend = strcmp(c.pattern, "one") == 0 ? 1 : ngpus - 1;
   const bool pull = strcmp(c.pattern, "pull") == 0;
-  const size_t per_block = bytes_per_sender / (size_t)c.blocks / 16 * 16;
+  const size_t per_block = config_bytes(c) / (size_t)c.blocks / 16 * 16;
   kernel_fn k = pick_kernel(c.unroll, c.ld, c.st);
   for (int g = 0; g < nsend; g++) {
     CK(cudaSetDevice(g + 1));
@@ -277,6 +298,7 @@ static bool run(const config& c) {
       a.step = c.step;
       a.layout = c.layout;
       a.fence = c.fence;
+      a.times = bufs[on].times;
       CK(cudaSetDevice(on));
       CK(cudaEventRecord(bufs[on].t0, bufs[on].stream));
       k<<<c.blocks, c.threads, 0, bufs[on].stream>>>(a);
@@ -302,17 +324,34 @@ static bool run(const config& c) {
     sum += gbs;
     if (gbs < worst) worst = gbs;
   }
+  /* How evenly the blocks of the first transfer's last launch moved their equal shares: each
+   * block's time against the launch's span (first start to last end), which is what an
+   * operation costs when every block must finish before the next one starts. */
+  std::vector<unsigned long long> tm(2 * (size_t)c.blocks);
+  const int mover = pull ? 1 : 0;
+  CK(cudaSetDevice(mover));
+  CK(cudaMemcpy(tm.data(), bufs[mover].times, tm.size() * sizeof(tm[0]), cudaMemcpyDeviceToHost));
+  std::vector<double> dur(c.blocks);
+  unsigned long long first = ~0ull, last = 0;
+  for (int b = 0; b < c.blocks; b++) {
+    dur[b] = (double)(tm[2 * b + 1] - tm[2 * b]) * 1e-3;
+    first = std::min(first, tm[2 * b]);
+    last = std::max(last, tm[2 * b + 1]);
+  }
+  std::sort(dur.begin(), dur.end());
   printf(
       "move pattern=%s srcs=%d threads=%d unroll=%d layout=%s fence=%s step=%zuK blocks=%d "
-      "ld=%s st=%s : GB/s a sender mean %.1f slowest %.1f, a block %.2f %s\n",
+      "ld=%s st=%s MiB=%zu : GB/s a sender mean %.1f slowest %.1f, a block %.2f; block us "
+      "min %.0f median %.0f max %.0f span %.0f %s\n",
       c.pattern, c.srcs, c.threads, c.unroll,
       c.layout == LAYOUT_WARP_SLAB ? "slab" : c.layout == LAYOUT_WARP_HUNK ? "hunk" : "strided",
       c.fence == FENCE_NONE        ? "none"
       : c.fence == FENCE_LEADER    ? "leader"
       : c.fence == FENCE_PUBLISHER ? "publisher"
                                    : "release",
-      c.step >> 10, c.blocks, c.ld == 2 ? "nc" : c.ld ? "volatile" : "plain", c.st ? "cs" : "plain", sum / nsend,
-      worst, sum / nsend / c.blocks, ok ? "OK" : "WRONG");
+      c.step >> 10, c.blocks, c.ld == 2 ? "nc" : c.ld ? "volatile" : "plain", c.st ? "cs" : "plain",
+      config_bytes(c) >> 20, sum / nsend, worst, sum / nsend / c.blocks, dur[0], dur[dur.size() / 2],
+      dur.back(), (double)(last - first) * 1e-3, ok ? "OK" : "WRONG");
   fflush(stdout);
   return ok;
 }
@@ -325,6 +364,7 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "--iters") == 0)
       iters = atoi(argv[i + 1]);
   }
+  const bool balance = argc > 1 && strcmp(argv[argc - 1], "--balance") == 0;
   CK(cudaGetDeviceCount(&ngpus));
   if (ngpus < 2) {
     fprintf(stderr, "bench_push: needs 2 GPUs or more, found %d\n", ngpus);
@@ -350,6 +390,7 @@ int main(int argc, char** argv) {
     CK(cudaMalloc(&bufs[g].src1, bytes_per_sender));
     CK(cudaMalloc(&bufs[g].dst, bytes_per_sender));
     CK(cudaMalloc(&bufs[g].flags, 1024 * sizeof(unsigned long long)));
+    CK(cudaMalloc(&bufs[g].times, 2 * 1024 * sizeof(unsigned long long)));
     CK(cudaStreamCreateWithFlags(&bufs[g].stream, cudaStreamNonBlocking));
     CK(cudaEventCreate(&bufs[g].t0));
     CK(cudaEventCreate(&bufs[g].t1));
@@ -414,6 +455,33 @@ int main(int argc, char** argv) {
     c = b;
     c.srcs = 2;
     list.push_back(c);
+  }
+  if (balance) { /* --balance: how evenly blocks share the links, per operation size */
+    list.clear();
+    const struct {
+      int threads, unroll, layout, blocks;
+    } shapes[] = {{256, 8, LAYOUT_STRIDED, 62}, {256, 8, LAYOUT_WARP_HUNK, 62},
+                  {512, 4, LAYOUT_WARP_HUNK, 62}, {256, 8, LAYOUT_STRIDED, 48},
+                  {256, 8, LAYOUT_STRIDED, 32}, {256, 8, LAYOUT_STRIDED, 24},
+                  {512, 4, LAYOUT_WARP_HUNK, 48}, {512, 4, LAYOUT_WARP_HUNK, 32},
+                  {512, 4, LAYOUT_WARP_HUNK, 24}, {512, 4, LAYOUT_WARP_HUNK, 16}};
+    for (size_t mib : {(size_t)64, (size_t)256})
+      for (const auto& sh : shapes) {
+        config c = ours;
+        c.threads = sh.threads;
+        c.unroll = sh.unroll;
+        c.layout = sh.layout;
+        c.blocks = sh.blocks;
+        c.mib = mib;
+        list.push_back(c);
+        if (mib == 64 && sh.blocks == 62 && sh.threads == 256 && sh.layout == LAYOUT_STRIDED) {
+          c.pattern = "one";
+          list.push_back(c);
+          c.pattern = "chain";
+          c.srcs = 2;
+          list.push_back(c);
+        }
+      }
   }
   int bad = 0;
   for (const config& c : list) bad += run(c) ? 0 : 1;
