@@ -157,6 +157,8 @@ static __device__ void conns_load(const kctx_t& k, const grp_t& g, cuda_conn_t**
   grp_sync(g);
 }
 
+/* Thread 0 writes the mirrors back; the barrier keeps the next item's conns_load (the group's
+ * other threads) from overwriting them first. */
 static __device__ void conns_store(const grp_t& g, cuda_conn_t* const* home) {
   if (g.tid == 0) {
     for (int j = 0; j < GRP_CONNS; j++)
@@ -165,6 +167,7 @@ static __device__ void conns_store(const grp_t& g, cuda_conn_t* const* home) {
         home[j]->head_seen = g.conns[j].head_seen;
       }
   }
+  grp_sync(g);
 }
 
 /* Runs a lane's steps. gate: wait for the root's up lane before each step; signal: count this
@@ -194,8 +197,11 @@ static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, bl
       sm.up_done = s + 1;
     }
   }
-  /* a publishing warp has published the last step before the item's conns are stored or reused */
-  if (g.nw < g.nth && proto == PROTO_SIMPLE) grp_sync(g);
+  /* The last step's publisher (thread 0, or the publishing warp) is done with the group's conns
+   * before they are stored back or overwritten by the next item's conns_load: without this, the
+   * other threads of a half running several point-to-point items could load the next item's
+   * mirrors while thread 0 still publishes the last step of this one. */
+  grp_sync(g);
   return true;
 }
 
