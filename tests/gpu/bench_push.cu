@@ -7,8 +7,8 @@
  * knob at a time: threads a block, vectors in flight a thread, which warp touches which bytes,
  * how a step is published (no fence / the leader fences after the closing barrier / a warp set
  * apart fences while the others go on / that warp uses one st.release.sys), step size, block count,
- * load and store flavours (plain, volatile, non-coherent), one or two local sources (a copy, or a float sum as a chain's middle
- * rank does).
+ * load and store flavours (plain, volatile, non-coherent), one or two local sources (a copy, or a
+ * float sum as a chain's middle rank does).
  *
  * One process drives every visible GPU with peer access on. Patterns: "one" (GPU 0 writes into
  * GPU 1 alone), "chain" (GPU g writes into GPU g+1, every g < n-1 at once, as a chain's hops do)
@@ -110,7 +110,8 @@ static __device__ __forceinline__ size_t vec_index(int layout, size_t round, int
                                                    int U, size_t rounds) {
   if (layout == LAYOUT_STRIDED) return round * (size_t)nw * U + (size_t)u * nw + t;
   const int warp = t >> 5, lane = t & 31, nwarps = nw >> 5;
-  if (layout == LAYOUT_WARP_SLAB) return ((size_t)warp * rounds + round) * U * 32 + (size_t)u * 32 + lane;
+  if (layout == LAYOUT_WARP_SLAB)
+    return ((size_t)warp * rounds + round) * U * 32 + (size_t)u * 32 + lane;
   return (round * nwarps + warp) * (size_t)U * 32 + (size_t)u * 32 + lane;
 }
 
@@ -214,7 +215,7 @@ static kernel_fn pick_ld_st(int ld, int st) {
   return table[ld * 2 + (st ? 1 : 0)];
 }
 static kernel_fn pick_kernel(int unroll, int ld, int st) {
-  return unroll == 16 ? pick_ld_st<16>(ld, st)
+  return unroll == 16  ? pick_ld_st<16>(ld, st)
          : unroll == 8 ? pick_ld_st<8>(ld, st)
                        : pick_ld_st<4>(ld, st);
 }
@@ -344,14 +345,19 @@ static bool run(const config& c) {
       "ld=%s st=%s MiB=%zu : GB/s a sender mean %.1f slowest %.1f, a block %.2f; block us "
       "min %.0f median %.0f max %.0f span %.0f %s\n",
       c.pattern, c.srcs, c.threads, c.unroll,
-      c.layout == LAYOUT_WARP_SLAB ? "slab" : c.layout == LAYOUT_WARP_HUNK ? "hunk" : "strided",
+      c.layout == LAYOUT_WARP_SLAB   ? "slab"
+      : c.layout == LAYOUT_WARP_HUNK ? "hunk"
+                                     : "strided",
       c.fence == FENCE_NONE        ? "none"
       : c.fence == FENCE_LEADER    ? "leader"
       : c.fence == FENCE_PUBLISHER ? "publisher"
                                    : "release",
-      c.step >> 10, c.blocks, c.ld == 2 ? "nc" : c.ld ? "volatile" : "plain", c.st ? "cs" : "plain",
-      config_bytes(c) >> 20, sum / nsend, worst, sum / nsend / c.blocks, dur[0], dur[dur.size() / 2],
-      dur.back(), (double)(last - first) * 1e-3, ok ? "OK" : "WRONG");
+      c.step >> 10, c.blocks,
+      c.ld == 2 ? "nc"
+      : c.ld    ? "volatile"
+                : "plain",
+      c.st ? "cs" : "plain", config_bytes(c) >> 20, sum / nsend, worst, sum / nsend / c.blocks,
+      dur[0], dur[dur.size() / 2], dur.back(), (double)(last - first) * 1e-3, ok ? "OK" : "WRONG");
   fflush(stdout);
   return ok;
 }
@@ -460,9 +466,9 @@ int main(int argc, char** argv) {
     list.clear();
     const struct {
       int threads, unroll, layout, blocks;
-    } shapes[] = {{256, 8, LAYOUT_STRIDED, 62}, {256, 8, LAYOUT_WARP_HUNK, 62},
+    } shapes[] = {{256, 8, LAYOUT_STRIDED, 62},   {256, 8, LAYOUT_WARP_HUNK, 62},
                   {512, 4, LAYOUT_WARP_HUNK, 62}, {256, 8, LAYOUT_STRIDED, 48},
-                  {256, 8, LAYOUT_STRIDED, 32}, {256, 8, LAYOUT_STRIDED, 24},
+                  {256, 8, LAYOUT_STRIDED, 32},   {256, 8, LAYOUT_STRIDED, 24},
                   {512, 4, LAYOUT_WARP_HUNK, 48}, {512, 4, LAYOUT_WARP_HUNK, 32},
                   {512, 4, LAYOUT_WARP_HUNK, 24}, {512, 4, LAYOUT_WARP_HUNK, 16}};
     for (size_t mib : {(size_t)64, (size_t)256})

@@ -260,8 +260,8 @@ typedef struct cuda_exec {
   cuda_status_t* d_status;
   bool status_reported;
   const void* kern[CUDA_KERN_COUNT]; /* CUDA_KERN_* */
-  cudaEvent_t done;    /* recorded after each launch outside stream capture */
-  cudaStream_t last;   /* the stream of that launch */
+  cudaEvent_t done;                  /* recorded after each launch outside stream capture */
+  cudaStream_t last;                 /* the stream of that launch */
   bool have_last;
   cuda_split_t split;
   cuda_args_large_t args; /* the parameter block being filled (copied by each launch) */

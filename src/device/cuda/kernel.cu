@@ -292,7 +292,8 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     gs.r = item_red(w);
   }
   if (oneshot) {
-    for (int j = 0; j < hdr->nranks - 1; j++) src[j] = half == 0 ? ch->peer_send[j] : ch->peer_recv[j];
+    for (int j = 0; j < hdr->nranks - 1; j++)
+      src[j] = half == 0 ? ch->peer_send[j] : ch->peer_recv[j];
   } else {
     for (int j = 0; j < ch->ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
     if (ch->tree_up >= 0) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;

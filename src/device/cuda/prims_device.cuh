@@ -83,7 +83,6 @@ static __device__ __forceinline__ void st_volatile_v2u64(void* p, uint64_t a, ui
   asm volatile("st.volatile.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
 
-
 /* Up to 8 bytes (16 for the wide forms) of user memory at any alignment; bytes past n read as 0. */
 static __device__ __forceinline__ uint64_t load8(const char* p, int n) {
   if (n >= 8 && ((uintptr_t)p & 7) == 0) return *reinterpret_cast<const uint64_t*>(p);
@@ -174,13 +173,14 @@ static __device__ __forceinline__ void dtrace_mark(const kctx_t& k, int id) {
 }
 /* The group's thread t stamps id, plus 100 from a thread in the second half of the block (the
  * second group of a split block, and also a whole-block group's publishing warp). */
-#define DTRACE_BY(k, g, t, id) \
-  do { \
-    if ((g).tid == (t)) dtrace_mark((k), (id) + (threadIdx.x >= CUDA_EXEC_GROUP_THREADS ? 100 : 0)); \
+#define DTRACE_BY(k, g, t, id)                                                     \
+  do {                                                                             \
+    if ((g).tid == (t))                                                            \
+      dtrace_mark((k), (id) + (threadIdx.x >= CUDA_EXEC_GROUP_THREADS ? 100 : 0)); \
   } while (0)
 #else
 #define DTRACE_BY(k, g, t, id) \
-  do { \
+  do {                         \
   } while (0)
 #endif
 #define DTRACE(k, g, id) DTRACE_BY(k, g, 0, id) /* the group's leader */
@@ -343,8 +343,8 @@ static __device__ __forceinline__ void copy_wide(const char* src, char* const* d
   }
 }
 
-static __device__ __noinline__ void copy_multi(const char* src, char* const* dst, int ndst, size_t nbytes,
-                                  int tid, int nth) {
+static __device__ __noinline__ void copy_multi(const char* src, char* const* dst, int ndst,
+                                               size_t nbytes, int tid, int nth) {
   if (ndst == 0 || nbytes == 0) return;
   uintptr_t a = (uintptr_t)src;
   for (int d = 0; d < ndst; d++) a |= (uintptr_t)dst[d];
@@ -522,8 +522,7 @@ static __device__ bool ll_copy_lines(const kctx_t& k, const grp_t& g, const dste
   const size_t stride = (size_t)g.nth;
   for (size_t i0 = (size_t)g.tid; i0 < nlines; i0 += stride * LL_BATCH) {
     uint64_t w[LL_BATCH] = {}; /* zeros: the lines of a step without receive */
-    if (st.nrecv > 0 && !ll_read_batch(k, g.conns[st.recv[0]], i0, stride, nlines, w))
-      return false;
+    if (st.nrecv > 0 && !ll_read_batch(k, g.conns[st.recv[0]], i0, stride, nlines, w)) return false;
 #pragma unroll
     for (int u = 0; u < LL_BATCH; u++) {
       const size_t i = i0 + (size_t)u * stride;

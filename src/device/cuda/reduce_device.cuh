@@ -282,7 +282,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
   /* 16-byte vectors, U per thread in flight (fewer for the narrow types, whose conversions and
    * element counts make the unrolled code large) */
   enum {
-    U = sizeof(T) >= 4    ? CUDA_EXEC_UNROLL
+    U = sizeof(T) >= 4   ? CUDA_EXEC_UNROLL
         : sizeof(T) == 2 ? (CUDA_EXEC_UNROLL + 1) / 2
                          : (CUDA_EXEC_UNROLL + 3) / 4
   };
