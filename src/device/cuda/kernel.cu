@@ -157,8 +157,9 @@ static __device__ void conns_load(const kctx_t& k, const grp_t& g, cuda_conn_t**
   grp_sync(g);
 }
 
-/* Thread 0 writes the mirrors back; the barrier keeps the next item's conns_load (the group's
- * other threads) from overwriting them first. */
+/* Thread 0 writes the mirrors back, after it (or the publishing warp, lane_run) published the
+ * item's last step; the barrier keeps the next item's conns_load (the group's other threads, in a
+ * half running several point-to-point items) from overwriting them first. */
 static __device__ void conns_store(const grp_t& g, cuda_conn_t* const* home) {
   if (g.tid == 0) {
     for (int j = 0; j < GRP_CONNS; j++)
@@ -197,11 +198,10 @@ static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, bl
       sm.up_done = s + 1;
     }
   }
-  /* The last step's publisher (thread 0, or the publishing warp) is done with the group's conns
-   * before they are stored back or overwritten by the next item's conns_load: without this, the
-   * other threads of a half running several point-to-point items could load the next item's
-   * mirrors while thread 0 still publishes the last step of this one. */
-  grp_sync(g);
+  /* A publishing warp has published the last step before thread 0 stores the conns back
+   * (conns_store's barrier then keeps the next item from overwriting them). Where thread 0
+   * publishes, program order does it. */
+  if (g.nw < g.nth && proto == PROTO_SIMPLE) grp_sync(g);
   return true;
 }
 

@@ -325,7 +325,7 @@ static __device__ __forceinline__ void copy_wide(const char* src, char* const* d
                                                  size_t nv, int tid, int nth) {
   enum { U = CUDA_EXEC_UNROLL };
   const V* s = reinterpret_cast<const V*>(src);
-  const size_t rounds = (nv + (size_t)nth * U - 1) / ((size_t)nth * U);
+  const size_t rounds = vec_rounds<U>(nv, nth);
   for (size_t rd = 0; rd < rounds; rd++) {
     V x[U];
 #pragma unroll

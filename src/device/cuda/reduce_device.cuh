@@ -231,6 +231,13 @@ struct vrules {
   }
 };
 
+/* Rounds of nth * U vectors that cover nv of them (32-bit division when it fits). */
+template <int U>
+static __device__ __forceinline__ size_t vec_rounds(size_t nv, int nth) {
+  const size_t per_round = (size_t)nth * U;
+  return dev_udiv(nv + per_round - 1, per_round);
+}
+
 /* The vector a thread moves in round rd, slot u (of U), in a group of nth threads (a multiple of
  * 32): CUDA_EXEC_VEC_LAYOUT's order. A round covers nth * U vectors either way. */
 template <int U>
@@ -286,7 +293,7 @@ static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, co
         : sizeof(T) == 2 ? (CUDA_EXEC_UNROLL + 1) / 2
                          : (CUDA_EXEC_UNROLL + 3) / 4
   };
-  const size_t rounds = (nvec + (size_t)nth * U - 1) / ((size_t)nth * U);
+  const size_t rounds = vec_rounds<U>(nvec, nth);
   for (size_t rd = 0; rd < rounds; rd++) {
     uint4 x[U];
 #pragma unroll
