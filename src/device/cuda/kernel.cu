@@ -155,6 +155,7 @@ static __device__ void conns_load(const kctx_t& k, const grp_t& g, cuda_conn_t**
     DTRACE(k, g, TR_LOADED);
   }
   grp_sync(g);
+  DTRACE(k, g, TR_SYNCED);
 }
 
 /* Thread 0 writes the mirrors back, after it (or the publishing warp, lane_run) published the
@@ -192,6 +193,7 @@ static __device__ __noinline__ bool lane_run(const kctx_t& k, const grp_t& g, bl
      * step starts with the leader's waits and that barrier). */
     dstep_t& st = gs.st[s & 1];
     if (g.tid == 0) lane_step(ln, s, st);
+    DTRACE(k, g, TR_PLANNED);
     if (!step_run(k, g, st, proto, r, ln.unit)) return false;
     if (signal && g.tid == 0) {
       __threadfence_block(); /* the group's output writes (ordered by the step's last barrier) */

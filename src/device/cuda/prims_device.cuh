@@ -27,6 +27,8 @@
  *           per instruction: 8 consecutive lanes per line, 16 bytes each, the eighth lane's
  *           second word being the flag. NVLink delivers a warp's 128-byte aligned line store
  *           whole, so a reader that sees the flag (in the same load instruction) sees the line.
+ * A step that "reduces" only this rank's own data (a chain's or a 2-rank exchange's first send)
+ * is a copy unless the op has a pre-op (step_computes).
  * Reductions: Simple reduces straight from the slots; LL and LL128 first copy a round of received
  * lines into shared-memory stages (as many as a stage holds), reduce with the same function into
  * the output and a result stage, then pack the result into the send FIFOs' lines.
@@ -152,7 +154,12 @@ enum dtrace_ids {
   TR_TAIL = 3,      /* every receive FIFO has its slot (Simple) */
   TR_MOVED = 4,     /* the step's data is moved */
   TR_PUBLISHED = 5, /* head/tail written */
-  TR_ITEM_END = 9
+  TR_SYNCED = 6,    /* the group met after loading its connections */
+  TR_PLANNED = 7,   /* the leader planned the step (lane_step) */
+  TR_STEP_IN = 8,   /* the step's protocol function began */
+  TR_ITEM_END = 9,
+  TR_STAGED = 10, /* LL/LL128 reduction: a round's lines are staged and described */
+  TR_REDUCED = 11 /* LL/LL128 reduction: the round is reduced */
 };
 #define TRACE_MAX 40
 #define TRACE_EVERY 512
@@ -319,28 +326,51 @@ static __device__ void publish_simple(const grp_t& g, const dstep_t& st, int siz
   for (int j = 0; j < st.nrecv; j++) st_volatile_u64(g.conns[st.recv[j]].head, st.seq_recv[j] + 1);
 }
 
-/* Untyped copy of nbytes from src to every dst, as wide as the pointers allow. */
+/* U vectors of a copy at vec_at<U>(rd, u, ...) (CHECKED: those below nv), to every destination;
+ * the first two destinations in registers. */
+template <typename V, int U, bool CHECKED>
+static __device__ __forceinline__ void copy_vectors(const V* s, V* d0, V* d1, char* const* dst,
+                                                    int ndst, size_t rd, size_t nv, int tid,
+                                                    int nth) {
+  size_t idx[U];
+  bool in[U];
+  V x[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    idx[u] = vec_at<U>(rd, u, tid, nth);
+    in[u] = !CHECKED || idx[u] < nv;
+    if (in[u]) x[u] = s[idx[u]];
+  }
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (in[u]) d0[idx[u]] = x[u];
+  if (ndst > 1) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (in[u]) d1[idx[u]] = x[u];
+  }
+  for (int d = 2; d < ndst; d++) {
+    V* dd = reinterpret_cast<V*>(dst[d]);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (in[u]) dd[idx[u]] = x[u];
+  }
+}
+
+/* Untyped copy of nv vectors V from src to every dst (ndst >= 1): whole rounds of U vectors a
+ * thread unchecked, then what is left a vector a thread (as rc_impl). */
 template <typename V>
 static __device__ __forceinline__ void copy_wide(const char* src, char* const* dst, int ndst,
                                                  size_t nv, int tid, int nth) {
   enum { U = CUDA_EXEC_UNROLL };
   const V* s = reinterpret_cast<const V*>(src);
-  const size_t rounds = vec_rounds<U>(nv, nth);
-  for (size_t rd = 0; rd < rounds; rd++) {
-    V x[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const size_t i = vec_at<U>(rd, u, tid, nth);
-      if (i < nv) x[u] = s[i];
-    }
-    for (int d = 0; d < ndst; d++) {
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const size_t i = vec_at<U>(rd, u, tid, nth);
-        if (i < nv) reinterpret_cast<V*>(dst[d])[i] = x[u];
-      }
-    }
-  }
+  V* d0 = reinterpret_cast<V*>(dst[0]);
+  V* d1 = reinterpret_cast<V*>(ndst > 1 ? dst[1] : dst[0]);
+  const size_t full = dev_udiv(nv, (size_t)nth * U);
+  for (size_t rd = 0; rd < full; rd++)
+    copy_vectors<V, U, false>(s, d0, d1, dst, ndst, rd, nv, tid, nth);
+  for (size_t j = full * U; j * (size_t)nth < nv; j++)
+    copy_vectors<V, 1, true>(s, d0, d1, dst, ndst, j, nv, tid, nth);
 }
 
 static __device__ __noinline__ void copy_multi(const char* src, char* const* dst, int ndst,
@@ -363,6 +393,12 @@ static __device__ __noinline__ void copy_multi(const char* src, char* const* dst
   }
   for (size_t i = done + (size_t)tid; i < nbytes; i += (size_t)nth)
     for (int d = 0; d < ndst; d++) dst[d][i] = src[i];
+}
+
+/* Whether a step computes: a step that reduces only its local data (a chain's or an exchange's
+ * first send) is a copy unless the op has a pre-op (PREMULSUM) or the step finishes (postop). */
+static __device__ __forceinline__ bool step_computes(const dstep_t& st, const red_t& r) {
+  return st.reduce && (st.nrecv > 0 || st.postop || r.op == DEV_OP_PREMULSUM);
 }
 
 /* The reduction of a step: a.dst[0] is the output whenever the step finishes (postop), so
@@ -411,6 +447,7 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
   }
   const grp_t w = grp_workers(g);
   bool bad = false;
+  DTRACE(k, g, TR_STEP_IN);
   if (g.tid == 0) { /* the leader waits, describes the step's data movement and claims it */
     const size_t nbytes = st.nelem * unit;
     for (int j = 0; j < st.nrecv && !bad; j++) {
@@ -429,7 +466,7 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
     if (!bad) bad = !wait_send(k, g, st);
     DTRACE(k, g, TR_HEAD);
     rc_args& a = *g.rc;
-    if (st.reduce) {
+    if (step_computes(st, r)) {
       const char* recv[TREE_MAX_CHILDREN];
       for (int j = 0; j < st.nrecv; j++) recv[j] = slot_of(g.conns[st.recv[j]], PROTO_SIMPLE);
       rc_plan(a, st, 0, st.nelem, recv);
@@ -452,7 +489,7 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
   const size_t nbytes = st.nelem * unit;
   if (nbytes > 0) {
     const rc_args& a = *g.rc;
-    if (st.reduce)
+    if (step_computes(st, r))
       reduce_step(w, a, r, unit, st.postop);
     else
       copy_multi(a.src[0], a.dst, a.ndst, nbytes, w.tid, w.nth);
@@ -566,8 +603,10 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
       if (st.nsend > 0) a.dst[a.ndst++] = res;
     }
     if (grp_sync_or(g, bad)) return false;
+    DTRACE(k, g, TR_STAGED);
     reduce_step(g, *g.rc, r, unit, st.postop);
     grp_sync(g);
+    DTRACE(k, g, TR_REDUCED);
     for (size_t i = (size_t)g.tid; i < nl && st.nsend > 0; i += (size_t)g.nth) {
       const int valid = (int)dev_min(rb - i * 8, 8);
       const uint64_t w = low_bytes(reinterpret_cast<const uint64_t*>(res)[i], valid);
@@ -579,13 +618,14 @@ static __device__ bool ll_reduce_lines(const kctx_t& k, const grp_t& g, const ds
 
 static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, const dstep_t& st,
                                             const red_t& r, size_t unit) {
+  DTRACE(k, g, TR_STEP_IN);
   bool bad = false;
   if (g.tid == 0) bad = !wait_send(k, g, st);
   DTRACE(k, g, TR_HEAD);
   if (grp_sync_or(g, bad)) return false;
   const size_t nbytes = st.nelem * unit; /* st is the leader's: read after the barrier */
   const size_t nlines = nbytes == 0 ? 1 : (nbytes + 7) / 8;
-  if (st.reduce && nbytes > 0)
+  if (step_computes(st, r) && nbytes > 0)
     bad = !ll_reduce_lines(k, g, st, r, unit, nbytes);
   else
     bad = !ll_copy_lines(k, g, st, nbytes);
@@ -688,8 +728,10 @@ static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const
       if (st.nsend > 0) a.dst[a.ndst++] = res;
     }
     if (grp_sync_or(g, bad)) return false;
+    DTRACE(k, g, TR_STAGED);
     reduce_step(g, *g.rc, r, unit, st.postop);
     grp_sync(g);
+    DTRACE(k, g, TR_REDUCED);
     if (st.nsend == 0) continue;
     for (size_t base = (size_t)warp * 4; base < nl; base += (size_t)nwarps * 4) {
       const size_t li = base + (size_t)(lane >> 3);
@@ -706,13 +748,14 @@ static __device__ bool ll128_reduce_lines(const kctx_t& k, const grp_t& g, const
 
 static __device__ __noinline__ bool step_ll128(const kctx_t& k, const grp_t& g, const dstep_t& st,
                                                const red_t& r, size_t unit) {
+  DTRACE(k, g, TR_STEP_IN);
   bool bad = false;
   if (g.tid == 0) bad = !wait_send(k, g, st);
   DTRACE(k, g, TR_HEAD);
   if (grp_sync_or(g, bad)) return false;
   const size_t nbytes = st.nelem * unit; /* st is the leader's: read after the barrier */
   const size_t nlines = nbytes == 0 ? 1 : (nbytes + LL128_DATA_BYTES - 1) / LL128_DATA_BYTES;
-  if (st.reduce && nbytes > 0)
+  if (step_computes(st, r) && nbytes > 0)
     bad = !ll128_reduce_lines(k, g, st, r, unit, nbytes);
   else
     bad = !ll128_copy_lines(k, g, st, nbytes);

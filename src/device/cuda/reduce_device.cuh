@@ -231,13 +231,6 @@ struct vrules {
   }
 };
 
-/* Rounds of nth * U vectors that cover nv of them (32-bit division when it fits). */
-template <int U>
-static __device__ __forceinline__ size_t vec_rounds(size_t nv, int nth) {
-  const size_t per_round = (size_t)nth * U;
-  return dev_udiv(nv + per_round - 1, per_round);
-}
-
 /* The vector a thread moves in round rd, slot u (of U), in a group of nth threads (a multiple of
  * 32): CUDA_EXEC_VEC_LAYOUT's order. A round covers nth * U vectors either way. */
 template <int U>
@@ -272,74 +265,101 @@ static __device__ __forceinline__ void store_elem(char* p, size_t i, T v) {
   reinterpret_cast<T*>(p)[i] = v;
 }
 
+/* U vectors of every source combined and stored to every destination, at the vector indexes
+ * vec_at<U>(rd, u, ...) (CHECKED: only those below nvec). The first two sources and destinations
+ * come in registers; further ones are read from the descriptor once per call (a tree's or a
+ * one-shot's extra peers), so no pointer is reloaded from shared memory per vector. */
+template <typename O, int OP, int U, bool CHECKED>
+static __device__ __forceinline__ void rc_vectors(const rc_args& a, const uint4* s0,
+                                                  const uint4* s1, uint4* d0, uint4* d1, int nsrc,
+                                                  int ndst, int first_rest, typename O::elem_t s,
+                                                  size_t rd, size_t nvec, int tid, int nth) {
+  typedef vrules<O, OP> V;
+  size_t idx[U];
+  bool in[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    idx[u] = vec_at<U>(rd, u, tid, nth);
+    in[u] = !CHECKED || idx[u] < nvec;
+  }
+  uint4 x[U];
+#pragma unroll
+  for (int u = 0; u < U; u++) x[u] = in[u] ? s0[idx[u]] : make_uint4(0, 0, 0, 0);
+  if (a.has_local) {
+    if (nsrc > 1) {
+      uint4 y[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) y[u] = in[u] ? s1[idx[u]] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < U; u++) x[u] = V::first2(x[u], y[u], s);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; u++) x[u] = V::first(x[u], s);
+    }
+  }
+  for (int k = first_rest; k < nsrc; k++) {
+    const uint4* sk = k == 1 ? s1 : reinterpret_cast<const uint4*>(a.src[k]);
+    uint4 y[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) y[u] = in[u] ? sk[idx[u]] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < U; u++) x[u] = V::partial(x[u], y[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (in[u]) d0[idx[u]] = x[u];
+  if (ndst > 1) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (in[u]) d1[idx[u]] = x[u];
+  }
+  for (int d = 2; d < ndst; d++) {
+    uint4* dd = reinterpret_cast<uint4*>(a.dst[d]);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (in[u]) dd[idx[u]] = x[u];
+  }
+}
+
 template <typename O, int OP>
 static __device__ __noinline__ void rc_impl(const rc_args& a, const int ndst, const red_t r,
                                             int tid, int nth) {
   typedef typename O::elem_t T;
-  typedef vrules<O, OP> V;
   typedef rules<O, OP> R;
+  if (ndst <= 0) return;
   const T s = O::from_bits(r.scalar);
-  const size_t nbytes = a.nelem * sizeof(T);
+  const int nsrc = a.nsrc;
+  const size_t nelem = a.nelem;
+  const size_t nbytes = nelem * sizeof(T);
   uintptr_t align = 0;
-  for (int i = 0; i < a.nsrc; i++) align |= (uintptr_t)a.src[i];
+  for (int i = 0; i < nsrc; i++) align |= (uintptr_t)a.src[i];
   for (int i = 0; i < ndst; i++) align |= (uintptr_t)a.dst[i];
   const size_t nvec = (align & 15) == 0 ? nbytes / 16 : 0;
-  const int first_rest = a.has_local && a.nsrc > 1 ? 2 : 1;
+  const int first_rest = a.has_local && nsrc > 1 ? 2 : 1;
+  const uint4* s0 = reinterpret_cast<const uint4*>(a.src[0]);
+  const uint4* s1 = reinterpret_cast<const uint4*>(nsrc > 1 ? a.src[1] : a.src[0]);
+  uint4* d0 = reinterpret_cast<uint4*>(a.dst[0]);
+  uint4* d1 = reinterpret_cast<uint4*>(ndst > 1 ? a.dst[1] : a.dst[0]);
 
   /* 16-byte vectors, U per thread in flight (fewer for the narrow types, whose conversions and
-   * element counts make the unrolled code large) */
+   * element counts make the unrolled code large): whole rounds unchecked, then what is left */
   enum {
     U = sizeof(T) >= 4   ? CUDA_EXEC_UNROLL
         : sizeof(T) == 2 ? (CUDA_EXEC_UNROLL + 1) / 2
                          : (CUDA_EXEC_UNROLL + 3) / 4
   };
-  const size_t rounds = vec_rounds<U>(nvec, nth);
-  for (size_t rd = 0; rd < rounds; rd++) {
-    uint4 x[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const size_t i = vec_at<U>(rd, u, tid, nth);
-      x[u] = i < nvec ? reinterpret_cast<const uint4*>(a.src[0])[i] : make_uint4(0, 0, 0, 0);
-    }
-    if (a.has_local) {
-      if (a.nsrc > 1) {
-        uint4 y[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          const size_t i = vec_at<U>(rd, u, tid, nth);
-          y[u] = i < nvec ? reinterpret_cast<const uint4*>(a.src[1])[i] : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) x[u] = V::first2(x[u], y[u], s);
-      } else {
-#pragma unroll
-        for (int u = 0; u < U; u++) x[u] = V::first(x[u], s);
-      }
-    }
-    for (int k = first_rest; k < a.nsrc; k++) {
-      uint4 y[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const size_t i = vec_at<U>(rd, u, tid, nth);
-        y[u] = i < nvec ? reinterpret_cast<const uint4*>(a.src[k])[i] : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < U; u++) x[u] = V::partial(x[u], y[u]);
-    }
-    for (int d = 0; d < ndst; d++) {
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const size_t i = vec_at<U>(rd, u, tid, nth);
-        if (i < nvec) reinterpret_cast<uint4*>(a.dst[d])[i] = x[u];
-      }
-    }
-  }
+  const size_t full = dev_udiv(nvec, (size_t)nth * U);
+  for (size_t rd = 0; rd < full; rd++)
+    rc_vectors<O, OP, U, false>(a, s0, s1, d0, d1, nsrc, ndst, first_rest, s, rd, nvec, tid, nth);
+  /* the last partial round a vector a thread (round j of one vector is vectors j * nth ..) */
+  for (size_t j = full * U; j * (size_t)nth < nvec; j++)
+    rc_vectors<O, OP, 1, true>(a, s0, s1, d0, d1, nsrc, ndst, first_rest, s, j, nvec, tid, nth);
 
   /* the rest element by element (all of it when a pointer is not 16-byte aligned) */
-  for (size_t i = nvec * (16 / sizeof(T)) + (size_t)tid; i < a.nelem; i += (size_t)nth) {
+  for (size_t i = nvec * (16 / sizeof(T)) + (size_t)tid; i < nelem; i += (size_t)nth) {
     T x = load_elem<T>(a.src[0], i);
-    if (a.has_local) x = a.nsrc > 1 ? R::first2(x, load_elem<T>(a.src[1], i), s) : R::first(x, s);
-    for (int k = first_rest; k < a.nsrc; k++) x = R::partial(x, load_elem<T>(a.src[k], i));
+    if (a.has_local) x = nsrc > 1 ? R::first2(x, load_elem<T>(a.src[1], i), s) : R::first(x, s);
+    for (int k = first_rest; k < nsrc; k++) x = R::partial(x, load_elem<T>(a.src[k], i));
     for (int d = 0; d < ndst; d++) store_elem<T>(a.dst[d], i, x);
   }
 }
