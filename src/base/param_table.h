@@ -46,6 +46,9 @@ PARAM_ROW(BUFFSIZE, "NCCL_BUFFSIZE", PARAM_INT, "4194304",
 PARAM_ROW(LL_BUFFSIZE, "NCCL_LL_BUFFSIZE", PARAM_INT, "524288", "Bytes of the LL FIFO per connection")
 PARAM_ROW(LL128_BUFFSIZE, "NCCL_LL128_BUFFSIZE", PARAM_INT, "4915200",
           "Bytes of the LL128 FIFO per connection")
+PARAM_ROW(PIPE_STEP_COST_BYTES, "NCCL_BATON_PIPE_STEP_COST_BYTES", PARAM_INT, "49152",
+          "Baton's own (stock has none): a pipeline step's fixed cost, in bytes a block could move "
+          "meanwhile; a chain's or tree's chunk is sqrt(slice * cost / (hops - 1)) (collectives.h)")
 PARAM_ROW(ALGO, "NCCL_ALGO", PARAM_STR, NULL,
           "Algorithms allowed: list of Ring, Tree; ^ excludes; per-collective form allreduce:tree")
 PARAM_ROW(PROTO, "NCCL_PROTO", PARAM_STR, NULL,

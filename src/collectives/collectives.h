@@ -53,14 +53,11 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
  * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the
  * publishing fence), counted as the bytes a block could have moved meanwhile:
- * COLL_PIPE_STEP_COST_BYTES. The total D*cost/C + D + (h-1)*C is least at
- * C = sqrt(D * cost / (h - 1)) (coll_pipe_chunk_bytes), kept within [COLL_PIPE_MIN_BYTES, a slot].
- * 48 KiB: on 4 H200s a step's publishing fence took 2-10 us (it waits for the step's NVLink
- * stores), at about 5.5 GB/s a block (docs/gpu-results.md, run 18). Since a warp of its own
- * publishes, 16 KiB measures the same (run 24). */
-#ifndef COLL_PIPE_STEP_COST_BYTES /* (a build may set it: run.sh diag variants) */
-#define COLL_PIPE_STEP_COST_BYTES (48 << 10)
-#endif
+ * NCCL_BATON_PIPE_STEP_COST_BYTES (param_table.h, 48 KiB). The total D*cost/C + D + (h-1)*C is
+ * least at C = sqrt(D * cost / (h - 1)) (coll_pipe_chunk_bytes), kept within [COLL_PIPE_MIN_BYTES,
+ * a slot]. 48 KiB: on 4 H200s a step's publishing fence took 2-10 us (it waits for the step's
+ * NVLink stores), at about 5.5 GB/s a block (docs/gpu-results.md, run 18). Since a warp of its own
+ * publishes, 16 KiB measured the same (run 24). */
 #define COLL_PIPE_MIN_BYTES (32 << 10)
 
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
@@ -107,7 +104,8 @@ struct coll_comm {
   bool gpu;      /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool ll128_ok; /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   int nchannels;
-  int min_channels; /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
+  int min_channels;       /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
+  size_t pipe_cost_bytes; /* NCCL_BATON_PIPE_STEP_COST_BYTES (coll_pipe_chunk_bytes) */
   int nhosts;
   int* host_of;    /* nranks: host index of each rank (first-seen order of host_hash) */
   int* ring_ranks; /* nchannels * nranks */
@@ -198,10 +196,10 @@ int coll_op_nchannels(size_t bytes, int max, int min_forced);
 /* Elements per pipeline chunk: one FIFO slot of payload, at least 1, a multiple of 16 bytes where
  * the slot allows it. */
 size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
-/* Bytes a step carries when a channel's slice_bytes flow through a pipeline of hops hops (see
- * COLL_PIPE_STEP_COST_BYTES; slot_bytes when hops < 2): at most slot_bytes, a multiple of 16
- * unless the slot is smaller. */
-size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes);
+/* Bytes a step carries when a channel's slice_bytes flow through a pipeline of hops hops with a
+ * step cost of cost_bytes (see the pipelines above; slot_bytes when hops < 2): at most slot_bytes,
+ * a multiple of 16 unless the slot is smaller. */
+size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, size_t cost_bytes);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);
 /* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */

@@ -185,6 +185,8 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
                                  .inter_lat_us = COLL_HOST_INTER_LAT_US,
                                  .gpu = false};
   }
+  int64_t cost = param_int(PARAM_PIPE_STEP_COST_BYTES);
+  cc->pipe_cost_bytes = cost < 0 ? 0 : (size_t)cost;
   if (param_is_set(PARAM_MIN_NCHANNELS)) {
     int64_t m = param_int(PARAM_MIN_NCHANNELS);
     cc->min_channels = m < 1 ? 1 : m > cc->nchannels ? cc->nchannels : (int)m;

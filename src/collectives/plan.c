@@ -78,10 +78,10 @@ size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize) {
   return elems > 0 ? elems : 1;
 }
 
-size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes) {
+size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, size_t cost_bytes) {
   size_t c = slot_bytes;
   if (hops > 1) {
-    double best = sqrt((double)slice_bytes * COLL_PIPE_STEP_COST_BYTES / (double)(hops - 1));
+    double best = sqrt((double)slice_bytes * (double)cost_bytes / (double)(hops - 1));
     c = best < (double)COLL_PIPE_MIN_BYTES ? COLL_PIPE_MIN_BYTES : (size_t)best;
   }
   if (c > slot_bytes) c = slot_bytes;
@@ -331,7 +331,7 @@ static size_t plan_chunk(const struct coll_comm* cc, const coll_task_t* t, size_
   size_t chunk = coll_chunk_elems(cc->slot_data_bytes[t->proto], esize);
   int hops = plan_pipe_hops(cc, t);
   if (hops == 0) return chunk;
-  size_t want = coll_pipe_chunk_bytes(n * esize, hops, chunk * esize) / esize;
+  size_t want = coll_pipe_chunk_bytes(n * esize, hops, chunk * esize, cc->pipe_cost_bytes) / esize;
   want = want / align * align;
   if (want == 0) want = align;
   return want < chunk ? want : chunk;

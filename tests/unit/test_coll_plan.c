@@ -80,21 +80,22 @@ END_TEST
 
 /* The pipeline model's time for slice D in chunks of C over h hops (collectives.h): the chosen
  * chunk must beat its neighbours by that model, and stay within its limits. */
+#define TEST_PIPE_COST (48 << 10) /* NCCL_BATON_PIPE_STEP_COST_BYTES's default */
 static double pipe_model(double d, double c, int h) {
-  return (d / c + h - 1) * (c + COLL_PIPE_STEP_COST_BYTES);
+  return (d / c + h - 1) * (c + TEST_PIPE_COST);
 }
 
 START_TEST(test_pipe_chunk_bytes) {
   const size_t slot = 512 << 10;
   /* not a pipeline (one hop): a slot; a small slice: the floor; a huge one: the slot */
-  ck_assert_uint_eq(coll_pipe_chunk_bytes(64 << 20, 1, slot), slot);
-  ck_assert_uint_eq(coll_pipe_chunk_bytes(1 << 10, 3, slot), COLL_PIPE_MIN_BYTES);
-  ck_assert_uint_eq(coll_pipe_chunk_bytes((size_t)16 << 30, 3, slot), slot);
+  ck_assert_uint_eq(coll_pipe_chunk_bytes(64 << 20, 1, slot, TEST_PIPE_COST), slot);
+  ck_assert_uint_eq(coll_pipe_chunk_bytes(1 << 10, 3, slot, TEST_PIPE_COST), COLL_PIPE_MIN_BYTES);
+  ck_assert_uint_eq(coll_pipe_chunk_bytes((size_t)16 << 30, 3, slot, TEST_PIPE_COST), slot);
   /* a slot below the floor wins */
-  ck_assert_uint_eq(coll_pipe_chunk_bytes(64 << 20, 3, 4096), 4096);
+  ck_assert_uint_eq(coll_pipe_chunk_bytes(64 << 20, 3, 4096, TEST_PIPE_COST), 4096);
   size_t prev = 0;
   for (size_t d = 1 << 20; d <= (64u << 20); d *= 2) {
-    size_t c = coll_pipe_chunk_bytes(d, 3, slot);
+    size_t c = coll_pipe_chunk_bytes(d, 3, slot, TEST_PIPE_COST);
     ck_assert_uint_eq(c % 16, 0);
     ck_assert_uint_ge(c, prev); /* larger slices, larger chunks */
     prev = c;
@@ -105,11 +106,12 @@ START_TEST(test_pipe_chunk_bytes) {
     }
   }
   /* 4 ranks, 256 MiB over 62 channels: about 320 KB steps (13 of them, 8 of 512 KiB before) */
-  size_t c = coll_pipe_chunk_bytes((256u << 20) / 62, 3, slot);
+  size_t c = coll_pipe_chunk_bytes((256u << 20) / 62, 3, slot, TEST_PIPE_COST);
   ck_assert_uint_ge(c, 256 << 10);
   ck_assert_uint_le(c, 400 << 10);
   /* more hops, smaller chunks */
-  ck_assert_uint_lt(coll_pipe_chunk_bytes(8 << 20, 7, slot), coll_pipe_chunk_bytes(8 << 20, 3, slot));
+  ck_assert_uint_lt(coll_pipe_chunk_bytes(8 << 20, 7, slot, TEST_PIPE_COST),
+                    coll_pipe_chunk_bytes(8 << 20, 3, slot, TEST_PIPE_COST));
 }
 END_TEST
 
@@ -156,9 +158,14 @@ static struct coll_comm* plan_comm(int nranks, bool nvlink) {
   cc->nranks = nranks;
   cc->nchannels = 32;
   cc->ll128_ok = nvlink;
-  cc->tuning = (topo_tuning_t){.nranks = nranks, .nhosts = 1, .nchannels = 32,
-                               .intra_bw_gbs = 6.0, .inter_bw_gbs = 6.0, .intra_lat_us = 0.8,
-                               .inter_lat_us = 0.8, .gpu = true};
+  cc->tuning = (topo_tuning_t){.nranks = nranks,
+                               .nhosts = 1,
+                               .nchannels = 32,
+                               .intra_bw_gbs = 6.0,
+                               .inter_bw_gbs = 6.0,
+                               .intra_lat_us = 0.8,
+                               .inter_lat_us = 0.8,
+                               .gpu = true};
   ck_assert_int_eq(coll_filter_init(&cc->filter), ncclSuccess);
   return cc;
 }
@@ -179,7 +186,13 @@ START_TEST(test_oneshot_rule) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   param_reload();
-  struct { int nranks; bool nvlink; size_t bytes; int op; bool want; } cases[] = {
+  struct {
+    int nranks;
+    bool nvlink;
+    size_t bytes;
+    int op;
+    bool want;
+  } cases[] = {
       {4, true, 8, DEV_OP_SUM, true},
       {3, true, 64 << 10, DEV_OP_MAX, true},
       {4, true, COLL_ONESHOT_MAX_BYTES, DEV_OP_SUMPOSTDIV, true},
