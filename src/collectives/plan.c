@@ -142,15 +142,6 @@ static bool plan_oneshot_ok(const struct coll_comm* cc, const coll_task_t* t, si
   return cc->filter.proto_ok[FUNC_ALLREDUCE][PROTO_LL];
 }
 
-/* A 2-rank ReduceScatter the model gave to the ring runs as one-shot lanes instead (steps.h):
- * the same steps and protocol, but the send and the reduction overlap on two halves of a block,
- * where the ring's block sends and then reduces. GPUs over NVLink (the CUDA executor), no
- * PreMulSum, NCCL_ALGO not set for it. */
-static bool plan_rs_oneshot_ok(const struct coll_comm* cc, const coll_task_t* t, int algo) {
-  return t->func == FUNC_REDUCESCATTER && algo == ALGO_RING && cc->nranks == 2 && cc->ll128_ok &&
-         t->op.kind != DEV_OP_PREMULSUM && !cc->filter.algo_set[FUNC_REDUCESCATTER];
-}
-
 /* The model's choice under the NCCL_ALGO / NCCL_PROTO filters; why says what decided. */
 static void plan_model_choice(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* algo,
                               int* proto, double* us, const char** why) {
@@ -199,10 +190,6 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
     t->forced = false;
   } else {
     plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
-    if (plan_rs_oneshot_ok(cc, t, algo)) {
-      algo = ALGO_ONESHOT;
-      why = "the model, then the 2-rank reduce-scatter rule";
-    }
   }
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;

@@ -24,13 +24,9 @@
  * Tree (AllReduce): per chunk an up step (recv every child, reduce with mine, send to the parent;
  * the root finishes and outputs) and a down step (recv from the parent, output, send to every
  * child; the root sends its output).
- * One-shot (device.h's ALGO_ONESHOT; CUDA executor only): per chunk a send step and a receive step,
- * on two lanes that run at once.
- *   AllReduce     send my chunk to every other rank; receive every other rank's chunk and
- *                 combine it with mine in rank order, finish, output.
- *   ReduceScatter (2 ranks only) send the chunk of the peer's block; receive the peer's
- *                 contribution to my block and combine it with mine in rank order, finish, output.
- *                 A ring would send and then reduce in one block; here they overlap. */
+ * One-shot (AllReduce, device.h's ALGO_ONESHOT; CUDA executor only): per chunk a send step (my
+ * chunk to every other rank) and a receive step (every other rank's chunk combined with mine in
+ * rank order, finish, output). */
 #ifndef BATON_DEVICE_STEPS_H
 #define BATON_DEVICE_STEPS_H
 
@@ -283,12 +279,7 @@ DEVICE_HOST_FN void steps_oneshot(const step_lane_t* ln, size_t k, step_t* st) {
   size_t x, c;
   steps_chunk(ln, k, &x, &c);
   st->nelem = c;
-  size_t block = 0; /* ReduceScatter: whose block of the input the step reads */
-  if (ln->func == FUNC_REDUCESCATTER) {
-    const int peer = ln->rank == 0 ? 1 : 0; /* 2 ranks */
-    block = (size_t)(ln->kind == LANE_ONESHOT_SEND ? peer : ln->rank) * ln->count;
-  }
-  st->local = steps_at_in(ln, ln->sendbuff, block + x);
+  st->local = steps_at_in(ln, ln->sendbuff, x);
   for (int j = 0; j < ln->n - 1; j++) {
     if (ln->kind == LANE_ONESHOT_SEND)
       steps_send(st, j);

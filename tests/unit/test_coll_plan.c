@@ -233,47 +233,6 @@ START_TEST(test_oneshot_rule) {
 }
 END_TEST
 
-/* A 2-rank ReduceScatter on NVLink GPUs runs as one-shot lanes at every size, with the model's
- * protocol; not on 3 ranks, without NVLink, with PreMulSum or under NCCL_ALGO. */
-START_TEST(test_rs_oneshot_rule) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
-  struct {
-    int nranks;
-    bool nvlink;
-    size_t count;
-    int op;
-    bool want;
-  } cases[] = {
-      {2, true, 2, DEV_OP_SUM, true},
-      {2, true, 1 << 24, DEV_OP_MAX, true},
-      {2, true, 1 << 20, DEV_OP_SUMPOSTDIV, true},
-      {3, true, 1 << 20, DEV_OP_SUM, false},
-      {2, false, 1 << 20, DEV_OP_SUM, false},
-      {2, true, 1 << 20, DEV_OP_PREMULSUM, false},
-  };
-  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    struct coll_comm* cc = plan_comm(cases[i].nranks, cases[i].nvlink);
-    coll_task_t t = allreduce_task(cases[i].count, cases[i].op);
-    t.func = FUNC_REDUCESCATTER;
-    ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-    ck_assert_msg((t.algo == ALGO_ONESHOT) == cases[i].want, "case %zu: algo %d", i, t.algo);
-    free(cc);
-  }
-  setenv("NCCL_ALGO", "reducescatter:ring", 1);
-  param_reload();
-  struct coll_comm* cc = plan_comm(2, true);
-  coll_task_t t = allreduce_task(1 << 20, DEV_OP_SUM);
-  t.func = FUNC_REDUCESCATTER;
-  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-  ck_assert_int_eq(t.algo, ALGO_RING);
-  free(cc);
-  unsetenv("NCCL_ALGO");
-  param_reload();
-}
-END_TEST
-
 /* Ring AllReduce parts: 16-byte multiples that cover the loop, never more than a chunk. */
 START_TEST(test_ring_part) {
   const size_t units[] = {1, 2, 4, 8};
@@ -323,7 +282,6 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_task_bytes);
   tcase_add_test(tc, test_filter_rows);
   tcase_add_test(tc, test_scalar_bits);
-  tcase_add_test(tc, test_rs_oneshot_rule);
   tcase_add_test(tc, test_oneshot_rule);
   tcase_add_test(tc, test_ring_part);
   suite_add_tcase(s, tc);

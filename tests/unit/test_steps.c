@@ -212,31 +212,6 @@ START_TEST(test_oneshot_and_p2p) {
         ck_assert_int_eq(st.local_pos, r); /* combined in rank order */
         ck_assert(st.reduce && st.postop);
       }
-    /* 2-rank ReduceScatter: the send lane reads the peer's block, the receive lane mine and writes
-     * my output, in the same steps */
-    for (int r = 0; r < 2; r++) {
-      step_lane_t snd = ring_lane(FUNC_REDUCESCATTER, PROTO_SIMPLE, 2, r, 0, cnt, 0, cnt, chunk);
-      step_lane_t rcv = snd;
-      snd.kind = LANE_ONESHOT_SEND;
-      rcv.kind = LANE_ONESHOT_RECV;
-      seq_t a, b;
-      collect(&snd, 0, true, &a);
-      collect(&rcv, 0, false, &b);
-      assert_same(&a, &b, "one-shot reduce-scatter");
-      static unsigned char hits[4096];
-      memset(hits, 0, cnt);
-      mark_outputs(&rcv, hits, cnt);
-      mark_outputs(&snd, hits, cnt);
-      for (size_t i = 0; i < cnt; i++) ck_assert_int_eq(hits[i], 1);
-      step_t st;
-      steps_plan(&snd, 0, &st);
-      ck_assert_ptr_eq(st.local, g_send[r] + (size_t)(1 - r) * cnt * UNIT);
-      ck_assert(!st.reduce && st.out == NULL);
-      steps_plan(&rcv, 0, &st);
-      ck_assert_ptr_eq(st.local, g_send[r] + (size_t)r * cnt * UNIT);
-      ck_assert_ptr_eq(st.out, g_recv[r]);
-      ck_assert(st.reduce && st.postop && st.local_pos == r);
-    }
     /* point-to-point: a send lane and the matching receive lane cut the same steps */
     step_lane_t s = ring_lane(FUNC_SEND, PROTO_SIMPLE, 2, 0, 0, cnt, 0, cnt, chunk);
     step_lane_t r = ring_lane(FUNC_RECV, PROTO_SIMPLE, 2, 1, 0, cnt, 0, cnt, chunk);

@@ -278,17 +278,15 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     return ok;
   }
   /* tree: up lane on the first half, down lane on the second (the root's down lane waits for
-   * its up lane); one-shot: send lane on the first half, receive lane on the second (an AllReduce's
-   * waits for the send of the same chunk: in place, the receive overwrites what the send reads; a
-   * ReduceScatter's sends read the peer's block, which no step writes) */
+   * its up lane); one-shot: send lane on the first half, receive lane on the second (which waits
+   * for the send of the same chunk: in place, the receive overwrites what the send reads) */
   if (threadIdx.x == 0) sm.up_done = 0;
   __syncthreads();
   int half;
   const grp_t g = group_half(sm, half);
   grp_shared_t& gs = sm.gs[half];
   const bool oneshot = w->algo == ALGO_ONESHOT;
-  /* the second half waits for the first */
-  const bool ordered = oneshot ? w->func == FUNC_ALLREDUCE : ch->tree_up < 0;
+  const bool ordered = oneshot || ch->tree_up < 0; /* the second half waits for the first */
   if (g.tid == 0) {
     const int kind = oneshot ? (half == 0 ? LANE_ONESHOT_SEND : LANE_ONESHOT_RECV)
                              : (half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);

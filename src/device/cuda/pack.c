@@ -161,15 +161,12 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
           comm->rank, c, comm->nranks);
       return ncclInternalError;
     }
-  } else if (w->algo == ALGO_ONESHOT &&
-             (w->func == FUNC_ALLREDUCE || w->func == FUNC_REDUCESCATTER)) {
-    const int max_ranks = w->func == FUNC_ALLREDUCE ? TREE_MAX_CHILDREN + 1 : 2;
-    if (comm->nranks > max_ranks || w->op.kind == DEV_OP_PREMULSUM) {
+  } else if (w->algo == ALGO_ONESHOT && w->func == FUNC_ALLREDUCE) {
+    if (comm->nranks > TREE_MAX_CHILDREN + 1 || w->op.kind == DEV_OP_PREMULSUM) {
       WARN(
-          "CUDA executor: one-shot %s runs on 2 to %d ranks without PreMulSum (got %d ranks, op "
-          "%d)",
-          w->func == FUNC_ALLREDUCE ? "AllReduce" : "ReduceScatter", max_ranks, comm->nranks,
-          w->op.kind);
+          "CUDA executor: one-shot AllReduce runs on 2 to %d ranks without PreMulSum (got %d "
+          "ranks, op %d)",
+          TREE_MAX_CHILDREN + 1, comm->nranks, w->op.kind);
       return ncclInternalError;
     }
     for (int p = 0; p < comm->nranks; p++) {
@@ -179,8 +176,8 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     }
   } else {
     WARN(
-        "CUDA executor: algorithm %d cannot run function %d (tree runs AllReduce only, one-shot "
-        "AllReduce and 2-rank ReduceScatter)",
+        "CUDA executor: algorithm %d cannot run function %d (tree and one-shot run AllReduce "
+        "only)",
         w->algo, w->func);
     return ncclInternalError;
   }
