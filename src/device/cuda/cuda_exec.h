@@ -50,6 +50,13 @@
 #ifndef CUDA_EXEC_PUBLISHER_MIN_THREADS
 #define CUDA_EXEC_PUBLISHER_MIN_THREADS 256
 #endif
+/* How a leader polls a counter (tail, head) written by another GPU: 0, every poll an
+ * ld.acquire.sys; 1, relaxed (volatile) polls and one ld.acquire.sys once the value is there (the
+ * same ordering; stock NCCL polls with volatile loads, calling acquire slower). Not yet measured
+ * (docs/gpu-results.md, runs 33-36): a build knob for run.sh's diag variants. */
+#ifndef CUDA_EXEC_POLL_RELAXED
+#define CUDA_EXEC_POLL_RELAXED 0
+#endif
 /* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). A
  * round of LL lines is then 4 lines per thread (LL_BATCH), and the rest of the SM stays L1. */
 #define CUDA_EXEC_STAGE_BYTES (32 << 10)

@@ -54,6 +54,19 @@ static __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
   asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+static __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+/* A counter as a spin polls it, and as read once the poll saw enough (CUDA_EXEC_POLL_RELAXED):
+ * either way the wait ends with an acquire of a value at least the one polled. */
+static __device__ __forceinline__ uint64_t ld_poll(const uint64_t* p) {
+  return CUDA_EXEC_POLL_RELAXED ? ld_volatile_u64(p) : ld_acquire_sys(p);
+}
+static __device__ __forceinline__ uint64_t ld_polled(const uint64_t* p, uint64_t seen) {
+  return CUDA_EXEC_POLL_RELAXED ? ld_acquire_sys(p) : seen;
+}
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -276,11 +289,11 @@ static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t&
     if (c.head_seen + NCCL_STEPS >= need) continue;
     uint64_t h = 0;
     if (!spin_until(k, [&] {
-          h = ld_acquire_sys(c.head);
+          h = ld_poll(c.head);
           return h + NCCL_STEPS >= need;
         }))
       return false;
-    c.head_seen = h;
+    c.head_seen = ld_polled(c.head, h);
   }
   return true;
 }
@@ -453,7 +466,9 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
     for (int j = 0; j < st.nrecv && !bad; j++) {
       const cuda_conn_t& c = g.conns[st.recv[j]];
       const uint64_t need = c.step + 1;
-      bad = !spin_until(k, [&] { return ld_acquire_sys(c.tail) >= need; });
+      uint64_t t = 0;
+      bad = !spin_until(k, [&] { return (t = ld_poll(c.tail)) >= need; });
+      if (!bad) (void)ld_polled(c.tail, t);
       if (!bad && !(c.flags & CONN_FLAG_NET)) {
         int got = ld_volatile_s32(c.sizes + c.step % NCCL_STEPS);
         if (got != (int)nbytes) {
