@@ -10,8 +10,10 @@
 #   perf       nccl-tests sweeps under stock and Baton, communicator init/destroy times
 #   torch      torchrun checks under stock and Baton (LD_PRELOAD), DDP loss comparison,
 #              torch all_reduce sweep
-#   micro      (not in the default list) tests/gpu/bench_push.cu: how fast a block pushes data into
-#              a peer GPU, one knob of the executor's Simple step at a time (logs/micro)
+#   micro      (not in the default list; MICRO="push relay") tests/gpu/bench_push.cu: how fast a
+#              block pushes data into a peer GPU, one knob of the executor's Simple step at a
+#              time; tests/gpu/bench_relay.cu: a Reduce chain's traffic, consumers included
+#              (logs/micro)
 #   diag       (not in the default list) Baton built with BATON_DEVICE_TRACE: step timelines of
 #              small and large all_reduce per algorithm/protocol; and a channel-count sweep of
 #              large messages. Logs only (logs/diag), judged by a person, not by the harness.
@@ -562,17 +564,23 @@ stage_torch() {
   done
 }
 
-# ---- micro: the NVLink push microbenchmark (a person reads logs/micro) -------------------------
+# ---- micro: the NVLink microbenchmarks (a person reads logs/micro) -----------------------------
+# MICRO picks them: push (bench_push.cu, one knob of the Simple step at a time), relay
+# (bench_relay.cu, a Reduce chain's whole traffic, consumers included).
+MICRO=${MICRO:-push relay}
 stage_micro() {
-  local bin=$BUILD/bench_push log=$LOGS/micro/bench_push.log rc
-  run_logged "$LOGS/micro/build.log" "$T_BUILD" nvcc -O3 -arch=sm_90 -o "$bin" \
-    "$GPU_DIR/bench_push.cu"
-  rc=$?
-  record micro build "$(status_of "$rc")" "$(why "$rc")"
-  [ "$rc" = 0 ] || return
-  run_logged "$log" 180 "$bin"
-  rc=$?
-  record micro bench_push "$(status_of "$rc")" "$(grep -c '^move ' "$log") configurations, $(grep -c 'WRONG' "$log") wrong; $(why "$rc")"
+  local name bin log rc
+  for name in $MICRO; do
+    bin=$BUILD/bench_$name log=$LOGS/micro/bench_$name.log
+    run_logged "$LOGS/micro/build.$name.log" "$T_BUILD" nvcc -O3 -arch=sm_90 -o "$bin" \
+      "$GPU_DIR/bench_$name.cu"
+    rc=$?
+    record micro "build.$name" "$(status_of "$rc")" "$(why "$rc")"
+    [ "$rc" = 0 ] || continue
+    run_logged "$log" 180 "$bin"
+    rc=$?
+    record micro "bench_$name" "$(status_of "$rc")" "$(grep -c '^move \|^relay ' "$log") configurations, $(grep -c 'WRONG' "$log") wrong; $(why "$rc")"
+  done
 }
 
 # ---- diag: where the time goes (a person reads logs/diag) ---------------------------------------
