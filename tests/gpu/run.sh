@@ -20,7 +20,8 @@
 # Output: $OUT/summary.txt (also printed last), $OUT/perf.md, $OUT/env.log, $OUT/results.tsv,
 # $OUT/logs.tar.gz (every log). Exit status 0 only when no check failed.
 #
-# Environment: STAGES (default unit,exec,nccltests,perf,torch; the build always runs), FULL=1
+# Environment: STAGES (default unit,exec,nccltests,perf,torch; the build always runs, except for
+# STAGES=micro alone), FULL=1
 # (long sweeps), BUDGET_S (540), NGPUS (all), BUILD_DIR (build-gpu), CORR_MAX, CORR_ITERS,
 # PERF_MAX_AR, PERF_MAX, PERF_ITERS, PERF_WARMUP, PERF_COLLS, BENCH_FACTOR, STOCK_NCCL_LIB, T_* limits,
 # NT_ONLY (a regex: only the nccl-tests cases whose names match, e.g. '\.(shm|net)$'),
@@ -317,7 +318,10 @@ build_nccl_tests() {
 
 stage_begin build
 BUILD_OK=0 NT_OK=0
-if build_baton; then
+if [ "$STAGES" = micro ]; then # the microbenchmarks need nvcc alone: no library build (~3 min)
+  BUILD_OK=1
+  record build libnccl SKIP "STAGES=micro builds no library"
+elif build_baton; then
   BUILD_OK=1
   if selected nccltests || selected perf || selected diag; then build_nccl_tests && NT_OK=1; fi
 fi
