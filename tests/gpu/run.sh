@@ -574,6 +574,7 @@ stage_torch() {
 MICRO=${MICRO:-push relay}
 stage_micro() {
   local name bin log rc
+  mkdir -p "$BUILD"
   for name in $MICRO; do
     bin=$BUILD/bench_$name log=$LOGS/micro/bench_$name.log
     run_logged "$LOGS/micro/build.$name.log" "$T_BUILD" nvcc -O3 -arch=sm_90 -o "$bin" \
