@@ -1,5 +1,5 @@
 /* CUDA executor internals (private to src/device/cuda). Plain C: included by the host code
- * (exec.c, conns.c, pack.c) and by the kernel's translation unit (kernel.cu).
+ * (exec.c, conns.c, pack.c) and by the kernels' translation units (kernel*.cu).
  *
  * Shape:
  *   exec.c       executor_cuda_ops: init (device tables, abort flag mapping), launch, fini
@@ -8,8 +8,11 @@
  *                per-channel table the kernel reads
  *   pack.c       work_t -> cuda_work_t (chunk clamping, root index, self pairs), and the split of
  *                a large plan into several launches that cannot deadlock
- *   kernel.cu    the kernel: one block per channel walking its list of items
- *   *_device.cuh device code included by kernel.cu only (steps, FIFO primitives, reductions)
+ *   kernel_*.cu  the kernel's entry points, one per parameter block size, each its own
+ *                translation unit (they compile in parallel); kernel.cu hands them to exec.c
+ *   exec_block_device.cuh  the kernel: one block per channel walking its list of items
+ *   *_device.cuh device code included by the kernel_*.cu only (steps, FIFO primitives,
+ *                reductions)
  *
  * A launch passes everything per launch by value, as the kernel's parameter (cuda_args_*_t):
  * no copy and no host synchronisation per launch, so launches can be captured in CUDA graphs.
@@ -192,7 +195,7 @@ _Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hop
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* kernel.cu: the kernels' entry points for cudaLaunchKernel (CUDA_KERN_*). */
+/* kernel.cu: the kernels' entry points for cudaLaunchKernel (CUDA_KERN_*, kernel_*.cu). */
 const void* cuda_exec_kernel(int which);
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* The CUDA executor (executor_cuda_ops): runs a plan as kernel launches on the user's stream,
- * one block per channel (src/device/cuda/kernel.cu). Launches are asynchronous and capturable;
- * completion is stream-ordered.
+ * one block per channel (src/device/cuda/exec_block_device.cuh). Launches are asynchronous and
+ * capturable; completion is stream-ordered.
  *
  * Kernels wait on peers in bounded spins that read the communicator's abort flag, mapped into
  * the device's address space here, and exit cleanly once it is set. Errors a kernel detects (a
@@ -170,8 +170,8 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     /* Ask for no more shared memory than the kernel uses: the rest of the SM's unified memory
      * stays L1 cache, which holds the threads' stack (a hint; a refusal is harmless). */
     int smem_sm = 0;
-    if (cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor,
-                               ex->device) == cudaSuccess &&
+    if (cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ex->device) ==
+            cudaSuccess &&
         smem_sm > 0) {
       size_t need = CUDA_EXEC_STAGE_BYTES + attr.sharedSizeBytes + 1024;
       int pct = (int)((need * 100 + (size_t)smem_sm - 1) / (size_t)smem_sm);

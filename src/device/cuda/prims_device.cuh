@@ -1,5 +1,5 @@
 /* One step over the connection FIFOs, on the GPU: the device twin of src/device/host/prims.c.
- * Included by kernel.cu only.
+ * Device code of the kernel_*.cu only.
  *
  * A step is run by a group of threads (the whole block, or half of it when an item splits into
  * two concurrent directions). It receives at most one slot from each of up to TREE_MAX_CHILDREN

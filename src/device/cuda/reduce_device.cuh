@@ -1,5 +1,6 @@
-/* Device reductions of the CUDA executor: the typed part of every step. Included by kernel.cu
- * only. The arithmetic is the host executor's (src/device/host/reduce.c), element for element:
+/* Device reductions of the CUDA executor: the typed part of every step. Device code of the
+ * kernel_*.cu only. The arithmetic is the host executor's (src/device/host/reduce.c), element for
+ * element:
  *  - integers wrap (computed on the unsigned type of the same width); MIN/MAX compare with the
  *    type's own signedness;
  *  - float and double operate in their own precision with no contraction (__fadd_rn / __fmul_rn:

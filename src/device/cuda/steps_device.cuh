@@ -1,5 +1,5 @@
 /* Steps of the CUDA executor: the step math both executors share (device/steps.h), with the
- * group's connection slots in place of the roles. Included by kernel.cu only.
+ * group's connection slots in place of the roles. Device code of the kernel_*.cu only.
  *
  * A group's connections (grp_t.conns): a ring lane receives on CONN_RING_RECV and sends on
  * CONN_RING_SEND; a tree lane talks to its j-th child on slot j and to its parent on
