@@ -354,20 +354,7 @@ static __device__ __forceinline__ void copy_vectors(const V* s, V* d0, V* d1, ch
     in[u] = !CHECKED || idx[u] < nv;
     if (in[u]) x[u] = s[idx[u]];
   }
-#pragma unroll
-  for (int u = 0; u < U; u++)
-    if (in[u]) d0[idx[u]] = x[u];
-  if (ndst > 1) {
-#pragma unroll
-    for (int u = 0; u < U; u++)
-      if (in[u]) d1[idx[u]] = x[u];
-  }
-  for (int d = 2; d < ndst; d++) {
-    V* dd = reinterpret_cast<V*>(dst[d]);
-#pragma unroll
-    for (int u = 0; u < U; u++)
-      if (in[u]) dd[idx[u]] = x[u];
-  }
+  vec_store<V, U>(x, idx, in, d0, d1, dst, ndst);
 }
 
 /* Untyped copy of nv vectors V from src to every dst (ndst >= 1): whole rounds of U vectors a

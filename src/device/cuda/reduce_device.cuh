@@ -244,6 +244,28 @@ static __device__ __forceinline__ size_t vec_at(size_t rd, int u, int tid, int n
 #endif
 }
 
+/* x[u] stored at vector idx[u] (where in[u]) of every destination: d0 and d1 (the first two, in
+ * registers; d1 only when ndst > 1), then dst[2 ..] read from the descriptor once each. */
+template <typename V, int U>
+static __device__ __forceinline__ void vec_store(const V (&x)[U], const size_t (&idx)[U],
+                                                 const bool (&in)[U], V* d0, V* d1,
+                                                 char* const* dst, int ndst) {
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (in[u]) d0[idx[u]] = x[u];
+  if (ndst > 1) {
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (in[u]) d1[idx[u]] = x[u];
+  }
+  for (int d = 2; d < ndst; d++) {
+    V* dd = reinterpret_cast<V*>(dst[d]);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      if (in[u]) dd[idx[u]] = x[u];
+  }
+}
+
 /* ---- One step's reduction over memory -------------------------------------------------------
  * dst[d] = combine(src) for every d. The sources: the local data first when has_local, then the
  * received slots (or staged lines). SUMPOSTDIV's division is not here: reduce_step (prims) sums,
@@ -306,20 +328,7 @@ static __device__ __forceinline__ void rc_vectors(const rc_args& a, const uint4*
 #pragma unroll
     for (int u = 0; u < U; u++) x[u] = V::partial(x[u], y[u]);
   }
-#pragma unroll
-  for (int u = 0; u < U; u++)
-    if (in[u]) d0[idx[u]] = x[u];
-  if (ndst > 1) {
-#pragma unroll
-    for (int u = 0; u < U; u++)
-      if (in[u]) d1[idx[u]] = x[u];
-  }
-  for (int d = 2; d < ndst; d++) {
-    uint4* dd = reinterpret_cast<uint4*>(a.dst[d]);
-#pragma unroll
-    for (int u = 0; u < U; u++)
-      if (in[u]) dd[idx[u]] = x[u];
-  }
+  vec_store<uint4, U>(x, idx, in, d0, d1, a.dst, ndst);
 }
 
 template <typename O, int OP>
