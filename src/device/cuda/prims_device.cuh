@@ -59,14 +59,6 @@ static __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* p) {
   asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-/* A counter as a spin polls it, and as read once the poll saw enough (CUDA_EXEC_POLL_RELAXED):
- * either way the wait ends with an acquire of a value at least the one polled. */
-static __device__ __forceinline__ uint64_t ld_poll(const uint64_t* p) {
-  return CUDA_EXEC_POLL_RELAXED ? ld_volatile_u64(p) : ld_acquire_sys(p);
-}
-static __device__ __forceinline__ uint64_t ld_polled(const uint64_t* p, uint64_t seen) {
-  return CUDA_EXEC_POLL_RELAXED ? ld_acquire_sys(p) : seen;
-}
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -266,6 +258,21 @@ static __device__ __forceinline__ bool spin_until(const kctx_t& k, F ready) {
   return true;
 }
 
+/* Spins until the counter *p (tail or head, written by another GPU) reaches want; false on a
+ * stop. The wait ends with an acquire of the value, returned in *seen: every poll an acquire, or
+ * (CUDA_EXEC_POLL_RELAXED) volatile polls and one acquire once the value is there. */
+static __device__ __forceinline__ bool wait_counter(const kctx_t& k, const uint64_t* p,
+                                                    uint64_t want, uint64_t* seen) {
+  uint64_t v = 0;
+  if (!spin_until(k, [&] {
+        v = CUDA_EXEC_POLL_RELAXED ? ld_volatile_u64(p) : ld_acquire_sys(p);
+        return v >= want;
+      }))
+    return false;
+  *seen = CUDA_EXEC_POLL_RELAXED ? ld_acquire_sys(p) : v;
+  return true;
+}
+
 /* ---- Steps ---------------------------------------------------------------------------------- */
 /* One step (device/steps.h's step_t) with recv[] / send[] indexing the group's conns
  * (steps_device.cuh maps the roles). */
@@ -286,14 +293,8 @@ static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t&
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
     const uint64_t need = c.step + 1;
-    if (c.head_seen + NCCL_STEPS >= need) continue;
-    uint64_t h = 0;
-    if (!spin_until(k, [&] {
-          h = ld_poll(c.head);
-          return h + NCCL_STEPS >= need;
-        }))
-      return false;
-    c.head_seen = ld_polled(c.head, h);
+    if (c.head_seen + NCCL_STEPS >= need) continue; /* so need > NCCL_STEPS below */
+    if (!wait_counter(k, c.head, need - NCCL_STEPS, &c.head_seen)) return false;
   }
   return true;
 }
@@ -453,9 +454,8 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
     for (int j = 0; j < st.nrecv && !bad; j++) {
       const cuda_conn_t& c = g.conns[st.recv[j]];
       const uint64_t need = c.step + 1;
-      uint64_t t = 0;
-      bad = !spin_until(k, [&] { return (t = ld_poll(c.tail)) >= need; });
-      if (!bad) (void)ld_polled(c.tail, t);
+      uint64_t seen;
+      bad = !wait_counter(k, c.tail, need, &seen);
       if (!bad && !(c.flags & CONN_FLAG_NET)) {
         int got = ld_volatile_s32(c.sizes + c.step % NCCL_STEPS);
         if (got != (int)nbytes) {
