@@ -338,12 +338,14 @@ unlock:
   return res;
 }
 
-static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* data, size_t size) {
+/* alive (may be NULL): bootstrap_recv_watched's check of the peer. */
+static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* data, size_t size,
+                             bootstrap_alive_fn alive, void* alive_arg) {
   char text[80];
   CHECK(check_peer(b, peer, "recv"));
-  ncclResult_t res = ncclSuccess;
+  ncclResult_t res = ncclSuccess, gone = ncclSuccess;
   msg_t* m = NULL;
-  uint64_t deadline = clock_ns() + wait_limit_ns();
+  uint64_t deadline = clock_ns() + wait_limit_ns(), gone_at = 0;
   pthread_mutex_lock(&b->lock);
   for (;;) {
     m = queue_take(b, peer, kind, tag);
@@ -351,6 +353,17 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
     if (b->thread_res != ncclSuccess) {
       res = b->thread_res;
       break;
+    }
+    if (gone != ncclSuccess && clock_ns() >= gone_at) { /* a slice's grace has passed */
+      res = gone;
+      break;
+    }
+    if (alive != NULL && gone == ncclSuccess) {
+      pthread_mutex_unlock(&b->lock); /* the check may take a while; the queue may grow */
+      gone = alive(alive_arg, peer);
+      pthread_mutex_lock(&b->lock);
+      gone_at = clock_ns() + (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
+      if (gone != ncclSuccess) continue;
     }
     if (bootstrap_aborted(b)) {
       INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d: receive from rank %d (tag %d) aborted", b->rank,
@@ -396,7 +409,12 @@ ncclResult_t bootstrap_send(bootstrap_t* b, int peer, int tag, const void* data,
 }
 
 ncclResult_t bootstrap_recv(bootstrap_t* b, int peer, int tag, void* data, size_t size) {
-  return msg_recv(b, peer, MSG_USER, tag, data, size);
+  return msg_recv(b, peer, MSG_USER, tag, data, size, NULL, NULL);
+}
+
+ncclResult_t bootstrap_recv_watched(bootstrap_t* b, int peer, int tag, void* data, size_t size,
+                                    bootstrap_alive_fn alive, void* arg) {
+  return msg_recv(b, peer, MSG_USER, tag, data, size, alive, arg);
 }
 
 /* ---- Ring allgather ---------------------------------------------------------------------------
@@ -412,7 +430,7 @@ static ncclResult_t ring_allgather(bootstrap_t* b, int tag, void* data, size_t s
     int send_slot = (b->rank - s + n) % n;
     int recv_slot = (b->rank - s - 1 + 2 * n) % n;
     CHECK(msg_send(b, next, MSG_ALLGATHER, tag, base + (size_t)send_slot * size, size));
-    CHECK(msg_recv(b, prev, MSG_ALLGATHER, tag, base + (size_t)recv_slot * size, size));
+    CHECK(msg_recv(b, prev, MSG_ALLGATHER, tag, base + (size_t)recv_slot * size, size, NULL, NULL));
   }
   return ncclSuccess;
 }

@@ -102,6 +102,12 @@ ncclResult_t bootstrap_allgather(bootstrap_t* b, void* data, size_t size);
  * size that differs from the sender's is an error. Safe to call from several threads. */
 ncclResult_t bootstrap_send(bootstrap_t* b, int peer, int tag, const void* data, size_t size);
 ncclResult_t bootstrap_recv(bootstrap_t* b, int peer, int tag, void* data, size_t size);
+/* bootstrap_recv from a peer that may have died: while it waits it asks alive(arg, peer) once a
+ * poll slice (100 ms); after the first error it looks for the message one slice more (what the
+ * peer sent before it went is queued by then) and then returns that error. */
+typedef ncclResult_t (*bootstrap_alive_fn)(void* arg, int peer);
+ncclResult_t bootstrap_recv_watched(bootstrap_t* b, int peer, int tag, void* data, size_t size,
+                                    bootstrap_alive_fn alive, void* arg);
 ncclResult_t bootstrap_barrier(bootstrap_t* b, int tag);
 /* Over a subset: ranks[0..n) are communicator ranks, me is this rank's index in it, root (bcast) is
  * an index too. Only listed ranks are contacted. Barrier and subset operations use the caller's tag

@@ -165,6 +165,10 @@ static bool req_valid(const transport_ctx_t* ctx, const conn_request_t* r) {
 /* Phases (each rank): A. set up every new receive and send its info to the sender; B. receive the
  * info of every new send and connect; C. finish every receive. A never waits for a peer, B waits
  * only for infos sent in A, C only for connects made in B, so no order of requests deadlocks. */
+static ncclResult_t transport_peer_alive(void* ctx, int peer) {
+  return transport_peer_check(ctx, peer);
+}
+
 ncclResult_t transport_connect(transport_ctx_t* ctx, const conn_request_t* reqs, int nreqs) {
   ncclResult_t res = ncclSuccess;
   conn_t** pending = NULL; /* receives between phases A and C */
@@ -199,7 +203,9 @@ ncclResult_t transport_connect(transport_ctx_t* ctx, const conn_request_t* reqs,
     if (!r->is_send || *slot != NULL) continue;
     conn_t* c = NULL;
     CHECK_GOTO(conn_pick(ctx, r, &c), res, out);
-    res = bootstrap_recv(ctx->bootstrap, r->peer, TRANSPORT_TAG(r->channel, 1), info, sizeof(info));
+    /* watched: a connection made at run time (a first Send to a peer) may wait on a dead peer */
+    res = bootstrap_recv_watched(ctx->bootstrap, r->peer, TRANSPORT_TAG(r->channel, 1), info,
+                                 sizeof(info), transport_peer_alive, ctx);
     if (res == ncclSuccess) res = c->transport->send_connect(ctx, c, info);
     if (res != ncclSuccess) {
       INFO(NCCL_INIT, "%s:%d -> %d", __FILE__, __LINE__, (int)res);

@@ -613,6 +613,48 @@ START_TEST(dead_peer_timeout_and_abort) {
 }
 END_TEST
 
+/* bootstrap_recv_watched: a message the peer sent before it went is still received, even when the
+ * check already calls the peer gone; a message that never comes ends with the check's error
+ * within about two poll slices, not at NCCL_BOOTSTRAP_TIMEOUT_MS. */
+static int gone_calls;
+static ncclResult_t peer_gone(void* arg, int peer) {
+  (void)arg;
+  gone_calls++;
+  return peer == 1 ? ncclRemoteError : ncclSuccess;
+}
+
+static int watched_main(int rank, int nchildren, void* arg) {
+  boot_case_t* bc = arg;
+  (void)nchildren;
+  bootstrap_t* b = NULL;
+  CHILD_CHECK(bootstrap_init(bc->handles, 1, rank, 2, NULL, &b) == ncclSuccess);
+  CHILD_CHECK(bootstrap_barrier(b, 1) == ncclSuccess);
+  int v = 42;
+  if (rank == 1) {
+    CHILD_CHECK(bootstrap_send(b, 0, 7, &v, sizeof(v)) == ncclSuccess);
+    return bootstrap_close(b) == ncclSuccess ? 0 : 1;
+  }
+  fork_ranks_sleep_ms(300); /* rank 1 has sent and gone */
+  v = 0;
+  CHILD_CHECK(bootstrap_recv_watched(b, 1, 7, &v, sizeof(v), peer_gone, NULL) == ncclSuccess);
+  CHILD_CHECK(v == 42);
+  uint64_t t0 = clock_ns();
+  gone_calls = 0;
+  CHILD_CHECK(bootstrap_recv_watched(b, 1, 8, &v, sizeof(v), peer_gone, NULL) == ncclRemoteError);
+  double ms = fork_ranks_ms_since(t0);
+  CHILD_CHECK(ms >= 90 && ms < 1500);
+  CHILD_CHECK(gone_calls == 1); /* asked once, then one slice of grace */
+  CHILD_CHECK(bootstrap_close(b) == ncclSuccess);
+  return 0;
+}
+
+START_TEST(watched_recv_of_dead_peer) {
+  boot_case_t bc = {.nranks = 2, .nroots = 1, .late_rank = -1};
+  ck_assert_int_eq(bootstrap_get_unique_id(&bc.handles[0]), ncclSuccess);
+  ck_assert_int_eq(fork_ranks_run(2, watched_main, &bc, RUN_TIMEOUT_MS), 0);
+}
+END_TEST
+
 /* ---- The root protocol, driven directly (threads of one process)
  * ---------------------------------- */
 
@@ -720,6 +762,7 @@ int main(void) {
   tcase_add_test(tc, ipv6_loopback);
   tcase_add_test(tc, missing_rank_then_abort);
   tcase_add_test(tc, dead_peer_timeout_and_abort);
+  tcase_add_test(tc, watched_recv_of_dead_peer);
   tcase_add_test(tc, root_rejects_inconsistent_registrations);
   tcase_add_test(tc, root_times_out_and_exits);
   suite_add_tcase(s, tc);
