@@ -103,6 +103,7 @@ struct coll_comm {
   int rank, nranks;
   bool gpu;      /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool ll128_ok; /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
   int nchannels;
   int min_channels;       /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
   size_t pipe_cost_bytes; /* NCCL_BATON_PIPE_STEP_COST_BYTES (coll_pipe_chunk_bytes) */
@@ -230,6 +231,9 @@ ncclResult_t coll_gpu_check_peers(const peer_info_t* peers, int nranks, bool* gp
 typedef struct coll_gpu_params {
   int32_t nchannels;   /* channels wanted (topology, or the GPU default), already clamped */
   int32_t ll128;       /* 1: LL128 is safe on every connection this rank can see */
+  int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
+                         * switch): rings go both ways round (topo_ring_order) */
+  int32_t unused;       /* zero (the struct is allgathered as bytes) */
   double pair_bw_gbs;  /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
   double intra_lat_us; /* per-hop latency inside the host */
 } coll_gpu_params_t;
@@ -239,8 +243,8 @@ int coll_nchannels_clamp(int want);
  * reading NCCL_* parameters). */
 void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
                            int rank, int nhosts, coll_gpu_params_t* out);
-/* The communicator's values: fewest channels, LL128 only if every rank allows it, slowest pair
- * bandwidth, largest latency (pure). */
+/* The communicator's values: fewest channels, LL128 only if every rank allows it, rings both ways
+ * if any host has direct links, slowest pair bandwidth, largest latency (pure). */
 void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out);
 /* One topology per host: the lowest rank of each host detects it, sends it as XML to the other
  * ranks of its host, and every rank of the host (that one too) uses the parsed copy. */

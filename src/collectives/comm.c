@@ -60,7 +60,7 @@ static ncclResult_t comm_channels_init(struct coll_comm* cc) {
   for (int c = 0; c < cc->nchannels; c++) {
     dev_channel_t* ch = &cc->channels[c];
     int* ring = cc->ring_ranks + (size_t)c * (size_t)n;
-    topo_ring_order(n, cc->host_of, c, ring);
+    topo_ring_order(n, cc->host_of, c, cc->rings_both_ways, ring);
     ch->id = c;
     ch->ring_ranks = ring;
     ch->ring_index = -1;

@@ -62,7 +62,7 @@ static int gpu_index(const topo_system_t* topo, const peer_info_t* peers, int r)
 
 void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
                            int rank, int nhosts, coll_gpu_params_t* out) {
-  coll_gpu_params_t p = {.nchannels = 0, .ll128 = 0, .pair_bw_gbs = 0, .intra_lat_us = 0};
+  coll_gpu_params_t p = {0};
   int want = topo_system_nchannels(topo);
   p.nchannels = coll_nchannels_clamp(want > 0 ? want : COLL_GPU_DEFAULT_NCHANNELS);
   /* Every pair of ranks of this host: its path and bandwidth, and whether P2P joins it. */
@@ -84,6 +84,7 @@ void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, 
       if (all_nvl && (a == rank || b == rank) &&
           !transport_p2p_ops.can_connect(&pol, &peers[rank], &peers[a == rank ? b : a]))
         all_nvl = false;
+      if (i >= 0 && j >= 0 && topo->nvlinks[(size_t)i * topo->ngpus + j] > 0) p.direct_links = 1;
       double bw = i >= 0 && j >= 0 ? topo->bw[(size_t)i * topo->ngpus + j] : 0;
       if (bw < slowest) slowest = bw;
     }
@@ -102,6 +103,7 @@ void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_
     const coll_gpu_params_t* p = &all[r];
     if (p->nchannels < m.nchannels) m.nchannels = p->nchannels;
     m.ll128 = m.ll128 && p->ll128;
+    m.direct_links = m.direct_links || p->direct_links;
     /* 0 (no pair on that host) does not count as slow */
     if (p->pair_bw_gbs > 0 && (m.pair_bw_gbs <= 0 || p->pair_bw_gbs < m.pair_bw_gbs))
       m.pair_bw_gbs = p->pair_bw_gbs;
@@ -184,6 +186,7 @@ ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
   CHECK(coll_gpu_params_agree(comm->bootstrap, cc->nranks, cc->rank, &mine, &agreed));
   cc->nchannels = agreed.nchannels;
   cc->ll128_ok = agreed.ll128 != 0;
+  cc->rings_both_ways = agreed.direct_links != 0;
   double pair = agreed.pair_bw_gbs > 0 ? agreed.pair_bw_gbs : COLL_GPU_DEFAULT_BW_GBS;
   double per_channel = pair / cc->nchannels;
   if (per_channel > COLL_GPU_CHANNEL_MAX_GBS) per_channel = COLL_GPU_CHANNEL_MAX_GBS;
@@ -196,10 +199,10 @@ ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
                                .inter_lat_us = COLL_GPU_INTER_LAT_US,
                                .gpu = cc->ll128_ok};
   INFO(NCCL_INIT | NCCL_TUNING,
-       "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, %.1f GB/s per channel, "
-       "%.1f us per hop",
+       "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, rings %s, %.1f GB/s per "
+       "channel, %.1f us per hop",
        (void*)comm, cc->rank, cc->nchannels, mine.nchannels, cc->ll128_ok ? "on" : "off",
-       per_channel, agreed.intra_lat_us);
+       cc->rings_both_ways ? "both ways" : "one way", per_channel, agreed.intra_lat_us);
   return ncclSuccess;
 }
 

@@ -19,9 +19,10 @@ typedef struct peer_info {
 
 /* ---- Rings and trees (pure functions) ------------------------------------------------------ */
 /* The ring order channel `channel` uses, as nranks entries. Ranks of one host stay adjacent
- * (hosts[] gives each rank's host index, or NULL for one host), and odd channels may reverse the
- * direction so both directions of every link carry traffic. */
-void topo_ring_order(int nranks, const int* hosts, int channel, int* order_out);
+ * (hosts[] gives each rank's host index, or NULL for one host). both_ways: odd channels go the
+ * other way round, so both directions of every direct link carry traffic; otherwise every channel
+ * is the same ring (a chain collective then has each rank at one position on every channel). */
+void topo_ring_order(int nranks, const int* hosts, int channel, bool both_ways, int* order_out);
 /* Double binary tree over ranks 0..nranks-1: tree 0 and tree 1 are complementary (a rank that is
  * an interior node in one is a leaf in the other, as far as possible). Writes the parent (-1 at
  * the root) and up to TOPO_TREE_MAX_CHILDREN children (-1 where unused). */

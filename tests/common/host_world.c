@@ -46,7 +46,7 @@ hw_world_t* hw_world_new(int n, int nch) {
   w->dead = -1;
   int hosts[HW_MAX_RANKS];
   for (int r = 0; r < n; r++) hosts[r] = r % 2; /* channel 2: even ranks, then odd ones */
-  for (int c = 0; c < nch; c++) topo_ring_order(n, c == 2 ? hosts : NULL, c, w->ring[c]);
+  for (int c = 0; c < nch; c++) topo_ring_order(n, c == 2 ? hosts : NULL, c, true, w->ring[c]);
   for (int c = 0; c < nch; c++) {
     for (int i = 0; i < n; i++) {
       for (int j = 0; j < n; j++) {

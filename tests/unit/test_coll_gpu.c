@@ -112,6 +112,7 @@ START_TEST(test_params_nvswitch) {
   ck_assert_int_eq(p.nchannels, topo_system_nchannels(sys));
   ck_assert_int_eq(p.nchannels, 62); /* 18 links x 20.6 GB/s at 6 GB/s per channel */
   ck_assert_int_eq(p.ll128, 1);
+  ck_assert_int_eq(p.direct_links, 0); /* NVSwitch: rings one way */
   ck_assert(fabs(p.pair_bw_gbs - 18 * 20.6) < 1e-6);
   ck_assert(p.intra_lat_us > 0 && p.intra_lat_us < 1.0);
   /* P2P off or two hosts: LL128 would cross host memory */
@@ -165,11 +166,14 @@ START_TEST(test_params_merge) {
   coll_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.nchannels, 16);
   ck_assert_int_eq(m.ll128, 1);
+  ck_assert_int_eq(m.direct_links, 0);
   ck_assert(fabs(m.pair_bw_gbs - 82.4) < 1e-9); /* 0 (no pair) is not "slowest" */
   ck_assert(fabs(m.intra_lat_us - 2.0) < 1e-9);
   all[2].ll128 = 0;
+  all[1].direct_links = 1; /* one host with direct links: both ways for all */
   coll_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.ll128, 0);
+  ck_assert_int_eq(m.direct_links, 1);
   unit_set_param("NCCL_MAX_NCHANNELS", "4");
   coll_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.nchannels, 4);
@@ -241,9 +245,11 @@ static int agree_rank(int rank, int n, void* arg) {
   coll_gpu_params_local(sys, peers, n, rank, 2, &mine);
   const int allowed = host[rank] == 0 ? 14 : 62;
   CHILD_CHECK(mine.nchannels == (allowed < 8 + 4 * rank ? allowed : 8 + 4 * rank));
+  CHILD_CHECK(mine.direct_links == (host[rank] == 0)); /* host A's pair: 4 links of its own */
   CHILD_CHECK(coll_gpu_params_agree(b, n, rank, &mine, &agreed) == ncclSuccess);
   CHILD_CHECK(agreed.nchannels == 8);
-  CHILD_CHECK(agreed.ll128 == 0); /* two hosts */
+  CHILD_CHECK(agreed.ll128 == 0);        /* two hosts */
+  CHILD_CHECK(agreed.direct_links == 1); /* host A's links: every rank runs rings both ways */
   CHILD_CHECK(fabs(agreed.pair_bw_gbs - 4 * 20.6) < 1e-6);
   topo_system_free(sys);
   CHILD_CHECK(bootstrap_close(b) == ncclSuccess);

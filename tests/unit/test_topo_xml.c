@@ -512,7 +512,7 @@ START_TEST(test_graph_lines) {
   /* the logger takes the same arrays (and must not crash on many channels) */
   int rings[64 * 4], ups[64], downs[64 * TOPO_TREE_MAX_CHILDREN];
   for (int c = 0; c < 64; c++) {
-    topo_ring_order(4, NULL, c, rings + c * 4);
+    topo_ring_order(4, NULL, c, true, rings + c * 4);
     topo_dbtree(4, 2, c % 2, &ups[c], downs + c * TOPO_TREE_MAX_CHILDREN);
   }
   topo_log_graph(2, 4, 64, rings, ups, downs);

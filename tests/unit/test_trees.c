@@ -1,10 +1,12 @@
 /* Rings and double binary trees (src/topo/rings.c, trees.c) for every size 1..64: rings are
- * permutations with hosts contiguous and odd channels reversed; each tree is a tree (one root,
+ * permutations with hosts contiguous, odd channels reversed when asked (both ways) and every
+ * channel the same ring otherwise; each tree is a tree (one root,
  * parent/child links agree, every rank reached exactly once from the root, no cycle), its depth
  * is at most ceil(log2 n), and the two trees are complementary where stock's construction
  * guarantees it (n even: every rank is a leaf in one tree; n odd: every rank but 0). */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "topo/topo.h"
 #include "unit.h"
@@ -32,8 +34,8 @@ static void check_permutation(const int* order, int n, int* pos, const char* wha
 START_TEST(test_ring_one_host) {
   for (int n = 1; n <= MAXN; n++) {
     int even[MAXN], odd[MAXN], pos_even[MAXN], pos_odd[MAXN];
-    topo_ring_order(n, NULL, 0, even);
-    topo_ring_order(n, NULL, 1, odd);
+    topo_ring_order(n, NULL, 0, true, even);
+    topo_ring_order(n, NULL, 1, true, odd);
     check_permutation(even, n, pos_even, "channel 0");
     check_permutation(odd, n, pos_odd, "channel 1");
     for (int r = 0; r < n; r++) {
@@ -48,10 +50,16 @@ START_TEST(test_ring_one_host) {
     }
     /* channels of the same parity use the same ring */
     int again[MAXN];
-    topo_ring_order(n, NULL, 2, again);
+    topo_ring_order(n, NULL, 2, true, again);
     ck_assert_mem_eq(again, even, sizeof(int) * (size_t)n);
-    topo_ring_order(n, NULL, 3, again);
+    topo_ring_order(n, NULL, 3, true, again);
     ck_assert_mem_eq(again, odd, sizeof(int) * (size_t)n);
+    /* one way: every channel is channel 0's ring of the both-ways case */
+    for (int c = 0; c < 4; c++) {
+      topo_ring_order(n, NULL, c, false, again);
+      ck_assert_msg(memcmp(again, even, sizeof(int) * (size_t)n) == 0,
+                    "n=%d channel %d: one-way ring differs from channel 0", n, c);
+    }
   }
 }
 END_TEST
@@ -63,8 +71,8 @@ START_TEST(test_ring_hosts_contiguous) {
     for (int nhosts = 1; nhosts <= 8 && nhosts <= n; nhosts++) {
       int hosts[MAXN], order[MAXN], pos[MAXN];
       for (int r = 0; r < n; r++) hosts[r] = (r * 7 + 3) % nhosts;
-      for (int ch = 0; ch < 2; ch++) {
-        topo_ring_order(n, hosts, ch, order);
+      for (int ch = 0; ch < 4; ch++) {
+        topo_ring_order(n, hosts, ch % 2, ch >= 2, order);
         check_permutation(order, n, pos, "hosts");
         /* count host changes around the ring: exactly one entry into each host (or none) */
         int changes = 0;
