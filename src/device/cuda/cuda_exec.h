@@ -21,16 +21,28 @@
 #ifndef BATON_DEVICE_CUDA_EXEC_H
 #define BATON_DEVICE_CUDA_EXEC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "device/device.h"
 
-/* Threads per block (one block per channel). 512 with 4 vectors in flight each moved a 4-GPU
- * Reduce 10 % faster at 1 GiB than 256 with 8 (35 % at 24 channels), but made all-reduce,
- * all-gather and reduce-scatter below 1 MiB 9-22 % slower (all-reduce at 64 KiB 2x): docs/
- * gpu-results.md, runs 23 and 24. */
-#ifndef CUDA_EXEC_THREADS
-#define CUDA_EXEC_THREADS 256
+/* Threads per block (one block per channel). Every kernel entry point is built twice: narrow
+ * (256 threads) and wide (512). A launch whose items all run Simple takes the wide kernel: with
+ * the same vectors in flight a thread, a block keeps twice the bytes in flight, and a Simple step
+ * is bound by that (2-GPU reduce_scatter 19-24 % faster at 64 MiB-1 GiB, 4-GPU Reduce 12 % at
+ * 1 GiB: docs/gpu-results.md, run 40). LL and LL128 launches (small messages) stay narrow: 512
+ * threads made a 2-GPU 64 KiB all-reduce 50 % slower. kernel_*_wide.cu define BATON_EXEC_WIDE
+ * before including this header; host code and the narrow kernels see the narrow count. */
+#ifndef CUDA_EXEC_NARROW_THREADS
+#define CUDA_EXEC_NARROW_THREADS 256
+#endif
+#ifndef CUDA_EXEC_WIDE_THREADS
+#define CUDA_EXEC_WIDE_THREADS 512
+#endif
+#ifdef BATON_EXEC_WIDE
+#define CUDA_EXEC_THREADS CUDA_EXEC_WIDE_THREADS
+#else
+#define CUDA_EXEC_THREADS CUDA_EXEC_NARROW_THREADS
 #endif
 /* 16-byte vectors a thread keeps in flight per source in copies and 4/8-byte reductions (half of
  * it for 2-byte types, a quarter for 1-byte ones, whose conversions make the unrolled code long):
@@ -136,7 +148,7 @@ typedef struct cuda_status {
 } cuda_status_t;
 
 /* ---- Kernel parameters -------------------------------------------------------------------------
- * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. Three kernels share one body and
+ * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. The kernels share one body and
  * differ in the size of their parameter block (CUDA_KERN_*, below). */
 /* A launch has a block per channel with work, and a second one for a channel whose list holds
  * copies to self (AlltoAll's own block): those run beside the transfers, on other SMs. */
@@ -195,8 +207,9 @@ _Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hop
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* kernel.cu: the kernels' entry points for cudaLaunchKernel (CUDA_KERN_*, kernel_*.cu). */
-const void* cuda_exec_kernel(int which);
+/* kernel.cu: the kernels' entry points for cudaLaunchKernel (CUDA_KERN_*, kernel_*.cu; wide: the
+ * CUDA_EXEC_WIDE_THREADS build, kernel_*_wide.cu). */
+const void* cuda_exec_kernel(int which, bool wide);
 #ifdef __cplusplus
 }
 #endif
@@ -269,7 +282,7 @@ typedef struct cuda_exec {
   cuda_status_t* h_status; /* pinned and mapped */
   cuda_status_t* d_status;
   bool status_reported;
-  const void* kern[CUDA_KERN_COUNT]; /* CUDA_KERN_* */
+  const void* kern[2][CUDA_KERN_COUNT]; /* [wide][CUDA_KERN_*] */
   cudaEvent_t done;                  /* recorded after each launch outside stream capture */
   cudaStream_t last;                 /* the stream of that launch */
   bool have_last;

@@ -146,11 +146,14 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     res = ncclUnhandledCudaError;
     goto fail;
   }
-  for (int k = 0; k < CUDA_KERN_COUNT; k++) {
-    ex->kern[k] = cuda_exec_kernel(k);
+  for (int i = 0; i < 2 * CUDA_KERN_COUNT; i++) {
+    const bool wide = i >= CUDA_KERN_COUNT;
+    const int k = i % CUDA_KERN_COUNT, threads = wide ? CUDA_EXEC_WIDE_THREADS : CUDA_EXEC_THREADS;
+    const void* kern = cuda_exec_kernel(k, wide);
+    ex->kern[wide][k] = kern;
     struct cudaFuncAttributes attr;
     /* loads the module now, not inside a later stream capture */
-    cudaError_t err = cudaFuncGetAttributes(&attr, ex->kern[k]);
+    cudaError_t err = cudaFuncGetAttributes(&attr, kern);
     if (err != cudaSuccess) {
       WARN(
           "CUDA executor: the kernels do not load on device %d: %s (Baton was built for "
@@ -159,7 +162,7 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
       res = ncclUnhandledCudaError;
       goto fail;
     }
-    err = cudaFuncSetAttribute(ex->kern[k], cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                CUDA_EXEC_STAGE_BYTES);
     if (err != cudaSuccess) {
       WARN("CUDA executor: device %d cannot give the kernel %d bytes of shared memory: %s",
@@ -176,22 +179,23 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
       size_t need = CUDA_EXEC_STAGE_BYTES + attr.sharedSizeBytes + 1024;
       int pct = (int)((need * 100 + (size_t)smem_sm - 1) / (size_t)smem_sm);
       if (pct > 100) pct = 100;
-      if (cudaFuncSetAttribute(ex->kern[k], cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
+      if (cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, pct) !=
           cudaSuccess)
         (void)cudaGetLastError();
     }
-    if (attr.maxThreadsPerBlock < CUDA_EXEC_THREADS) {
+    if (attr.maxThreadsPerBlock < threads) {
       WARN("CUDA executor: the kernel runs at most %d threads per block (%d needed)",
-           attr.maxThreadsPerBlock, CUDA_EXEC_THREADS);
+           attr.maxThreadsPerBlock, threads);
       res = ncclInternalError;
       goto fail;
     }
   }
   CHECK_GOTO(cuda_conns_init(ex), res, fail);
   INFO(NCCL_INIT,
-       "CUDA executor: rank %d on device %d, %d channels, %d threads per block, up "
-       "to %d items per launch",
-       comm->rank, ex->device, comm->nchannels, CUDA_EXEC_THREADS, CUDA_LARGE_WORKS);
+       "CUDA executor: rank %d on device %d, %d channels, %d threads per block (%d when every "
+       "item runs Simple), up to %d items per launch",
+       comm->rank, ex->device, comm->nchannels, CUDA_EXEC_THREADS, CUDA_EXEC_WIDE_THREADS,
+       CUDA_LARGE_WORKS);
   *state_out = ex;
   return ncclSuccess;
 fail:

@@ -407,7 +407,8 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
 }  // namespace baton
 
 /* An entry point: the kernel for one parameter block type. Each is defined in a file of its own
- * (kernel_tiny.cu, ...), so the four compile in parallel; kernel.cu hands them to the launcher. */
+ * (kernel_tiny.cu, kernel_tiny_wide.cu, ...), so they compile in parallel; kernel.cu hands them
+ * to the launcher. */
 #define BATON_EXEC_KERNEL(name, args_t)                   \
   __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1) \
       name(const __grid_constant__ args_t args) {         \

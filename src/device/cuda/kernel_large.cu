@@ -1,5 +1,5 @@
 /* The CUDA executor's kernel for the large parameter block (cuda_args_large_t, cuda_exec.h): a file
- * of its own so the four entry points compile in parallel (the body: exec_block_device.cuh). */
+ * of its own so the entry points compile in parallel (the body: exec_block_device.cuh). */
 #include "device/cuda/exec_block_device.cuh"
 
 BATON_EXEC_KERNEL(baton_exec_large, cuda_args_large_t)

@@ -191,6 +191,7 @@ typedef struct builder {
   int nworks;
   int chan_first; /* first item of the channel being filled */
   bool net;       /* some item uses a connection the proxy drives */
+  bool not_simple; /* some item runs LL or LL128: the launch takes the narrow kernel */
   int self_recv;  /* next self receive to pair within the channel being filled */
 } builder_t;
 
@@ -211,6 +212,7 @@ static ncclResult_t b_item(cuda_exec_t* ex, builder_t* b, int c, const work_t* w
     return ncclInternalError;
   }
   CHECK(pack_item(ex, c, w, &ex->args.works[b->nworks], &b->net));
+  b->not_simple |= w->proto != PROTO_SIMPLE;
   b->nworks++;
   return ncclSuccess;
 }
@@ -294,9 +296,11 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
                     : b->nworks <= CUDA_MEDIUM_WORKS ? CUDA_KERN_MEDIUM
                                                      : CUDA_KERN_LARGE;
   void* params[] = {&ex->args};
-  dim3 grid = {(unsigned)b->nblocks, 1, 1}, block = {CUDA_EXEC_THREADS, 1, 1};
+  const bool wide = !b->not_simple;
+  dim3 grid = {(unsigned)b->nblocks, 1, 1};
+  dim3 block = {wide ? CUDA_EXEC_WIDE_THREADS : CUDA_EXEC_THREADS, 1, 1};
   cudaError_t err =
-      cudaLaunchKernel(ex->kern[which], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
+      cudaLaunchKernel(ex->kern[wide][which], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
   if (err != cudaSuccess) {
     WARN("CUDA executor: rank %d: launching the kernel (%d blocks, %d items) failed: %s",
          ex->comm->rank, b->nblocks, b->nworks, cudaGetErrorString(err));
