@@ -53,7 +53,9 @@ PARAM_ROW(ALGO, "NCCL_ALGO", PARAM_STR, NULL,
           "Algorithms allowed: list of Ring, Tree; ^ excludes; per-collective form allreduce:tree")
 PARAM_ROW(PROTO, "NCCL_PROTO", PARAM_STR, NULL,
           "Protocols allowed: list of Simple, LL, LL128; ^ excludes; per-collective form allowed")
-PARAM_ROW(NTHREADS, "NCCL_NTHREADS", PARAM_INT, "0", "CUDA threads per block (0: automatic)")
+PARAM_ROW(NTHREADS, "NCCL_NTHREADS", PARAM_INT, "0",
+          "CUDA threads per block: 256 or 512 for every launch; 0: 512 for launches that only run "
+          "Simple, 256 for the others")
 
 /* Transports */
 PARAM_ROW(P2P_DISABLE, "NCCL_P2P_DISABLE", PARAM_INT, "0", "Disable the P2P (CUDA IPC) transport")

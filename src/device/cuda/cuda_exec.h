@@ -231,6 +231,10 @@ const void* cuda_exec_kernel(int which, bool wide);
     }                                                                             \
   } while (0)
 
+/* Which launches take the wide kernels: those whose items all run Simple (NCCL_NTHREADS unset or
+ * 0), none (NCCL_NTHREADS=256) or all (512). */
+enum { CUDA_WIDE_AUTO = 0, CUDA_WIDE_NEVER, CUDA_WIDE_ALWAYS };
+
 /* Host record of one mirrored connection. */
 typedef struct cuda_mirror {
   const conn_fifo_t* host; /* the transport's FIFO the mirror was made from (NULL: none yet) */
@@ -283,6 +287,7 @@ typedef struct cuda_exec {
   cuda_status_t* d_status;
   bool status_reported;
   const void* kern[2][CUDA_KERN_COUNT]; /* [wide][CUDA_KERN_*] */
+  int wide_mode;                        /* CUDA_WIDE_*: from NCCL_NTHREADS */
   cudaEvent_t done;                  /* recorded after each launch outside stream capture */
   cudaStream_t last;                 /* the stream of that launch */
   bool have_last;

@@ -190,6 +190,14 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
       goto fail;
     }
   }
+  const int64_t nt = param_int(PARAM_NTHREADS);
+  ex->wide_mode = nt == CUDA_EXEC_WIDE_THREADS ? CUDA_WIDE_ALWAYS
+                  : nt == CUDA_EXEC_THREADS    ? CUDA_WIDE_NEVER
+                                               : CUDA_WIDE_AUTO;
+  if (nt != 0 && ex->wide_mode == CUDA_WIDE_AUTO)
+    WARN("NCCL_NTHREADS=%lld: Baton's kernels run %d or %d threads a block; ignoring it (each "
+         "launch chooses)",
+         (long long)nt, CUDA_EXEC_THREADS, CUDA_EXEC_WIDE_THREADS);
   CHECK_GOTO(cuda_conns_init(ex), res, fail);
   INFO(NCCL_INIT,
        "CUDA executor: rank %d on device %d, %d channels, %d threads per block (%d when every "

@@ -296,7 +296,8 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
                     : b->nworks <= CUDA_MEDIUM_WORKS ? CUDA_KERN_MEDIUM
                                                      : CUDA_KERN_LARGE;
   void* params[] = {&ex->args};
-  const bool wide = !b->not_simple;
+  const bool wide = ex->wide_mode == CUDA_WIDE_ALWAYS ||
+                    (ex->wide_mode == CUDA_WIDE_AUTO && !b->not_simple);
   dim3 grid = {(unsigned)b->nblocks, 1, 1};
   dim3 block = {wide ? CUDA_EXEC_WIDE_THREADS : CUDA_EXEC_THREADS, 1, 1};
   cudaError_t err =
