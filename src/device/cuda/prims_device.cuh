@@ -83,11 +83,16 @@ static __device__ __forceinline__ void st_volatile_v4(void* p, uint4 v) {
                "r"(v.w)
                : "memory");
 }
+/* LL128's line accesses name the global state space (FIFO memory is always global: device
+ * memory, or mapped host memory through its global address), as stock's do: a warp's 16-byte
+ * accesses of a 128-byte line are then global accesses for certain, not generic ones the LSU
+ * resolves lane by lane. (Written after the AllToAll/LL128 failures of runs 31 and 43, as a
+ * hypothesis: not yet shown to matter.) */
 static __device__ __forceinline__ void ld_volatile_v2u64(const void* p, uint64_t& a, uint64_t& b) {
-  asm volatile("ld.volatile.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
 static __device__ __forceinline__ void st_volatile_v2u64(void* p, uint64_t a, uint64_t b) {
-  asm volatile("st.volatile.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
 }
 
 /* Up to 8 bytes (16 for the wide forms) of user memory at any alignment; bytes past n read as 0. */
