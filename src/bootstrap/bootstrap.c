@@ -362,8 +362,10 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
       pthread_mutex_unlock(&b->lock); /* the check may take a while; the queue may grow */
       gone = alive(alive_arg, peer);
       pthread_mutex_lock(&b->lock);
-      gone_at = clock_ns() + (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
-      if (gone != ncclSuccess) continue;
+      if (gone != ncclSuccess) {
+        gone_at = clock_ns() + (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
+        continue;
+      }
     }
     if (bootstrap_aborted(b)) {
       INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d: receive from rank %d (tag %d) aborted", b->rank,

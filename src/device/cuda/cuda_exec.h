@@ -39,6 +39,8 @@
 #ifndef CUDA_EXEC_WIDE_THREADS
 #define CUDA_EXEC_WIDE_THREADS 512
 #endif
+/* The launch's block size for the narrow or the wide kernels. */
+#define CUDA_EXEC_BLOCK_THREADS(wide) ((wide) ? CUDA_EXEC_WIDE_THREADS : CUDA_EXEC_NARROW_THREADS)
 #ifdef BATON_EXEC_WIDE
 #define CUDA_EXEC_THREADS CUDA_EXEC_WIDE_THREADS
 #else

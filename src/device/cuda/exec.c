@@ -148,7 +148,7 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
   }
   for (int i = 0; i < 2 * CUDA_KERN_COUNT; i++) {
     const bool wide = i >= CUDA_KERN_COUNT;
-    const int k = i % CUDA_KERN_COUNT, threads = wide ? CUDA_EXEC_WIDE_THREADS : CUDA_EXEC_THREADS;
+    const int k = i % CUDA_KERN_COUNT, threads = CUDA_EXEC_BLOCK_THREADS(wide);
     const void* kern = cuda_exec_kernel(k, wide);
     ex->kern[wide][k] = kern;
     struct cudaFuncAttributes attr;
@@ -191,18 +191,18 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     }
   }
   const int64_t nt = param_int(PARAM_NTHREADS);
-  ex->wide_mode = nt == CUDA_EXEC_WIDE_THREADS ? CUDA_WIDE_ALWAYS
-                  : nt == CUDA_EXEC_THREADS    ? CUDA_WIDE_NEVER
-                                               : CUDA_WIDE_AUTO;
+  ex->wide_mode = nt == CUDA_EXEC_WIDE_THREADS     ? CUDA_WIDE_ALWAYS
+                  : nt == CUDA_EXEC_NARROW_THREADS ? CUDA_WIDE_NEVER
+                                                   : CUDA_WIDE_AUTO;
   if (nt != 0 && ex->wide_mode == CUDA_WIDE_AUTO)
     WARN("NCCL_NTHREADS=%lld: Baton's kernels run %d or %d threads a block; ignoring it (each "
          "launch chooses)",
-         (long long)nt, CUDA_EXEC_THREADS, CUDA_EXEC_WIDE_THREADS);
+         (long long)nt, CUDA_EXEC_NARROW_THREADS, CUDA_EXEC_WIDE_THREADS);
   CHECK_GOTO(cuda_conns_init(ex), res, fail);
   INFO(NCCL_INIT,
        "CUDA executor: rank %d on device %d, %d channels, %d threads per block (%d when every "
        "item runs Simple), up to %d items per launch",
-       comm->rank, ex->device, comm->nchannels, CUDA_EXEC_THREADS, CUDA_EXEC_WIDE_THREADS,
+       comm->rank, ex->device, comm->nchannels, CUDA_EXEC_NARROW_THREADS, CUDA_EXEC_WIDE_THREADS,
        CUDA_LARGE_WORKS);
   *state_out = ex;
   return ncclSuccess;

@@ -14,14 +14,13 @@ __global__ void baton_exec_small_wide(const __grid_constant__ cuda_args_small_t 
 __global__ void baton_exec_medium_wide(const __grid_constant__ cuda_args_medium_t args);
 __global__ void baton_exec_large_wide(const __grid_constant__ cuda_args_large_t args);
 
+/* [wide][CUDA_KERN_*] */
+static const void* const kernels[2][CUDA_KERN_COUNT] = {
+    {(const void*)baton_exec_tiny, (const void*)baton_exec_small, (const void*)baton_exec_medium,
+     (const void*)baton_exec_large},
+    {(const void*)baton_exec_tiny_wide, (const void*)baton_exec_small_wide,
+     (const void*)baton_exec_medium_wide, (const void*)baton_exec_large_wide}};
+
 extern "C" const void* cuda_exec_kernel(int which, bool wide) {
-  if (wide)
-    return which == CUDA_KERN_TINY     ? (const void*)baton_exec_tiny_wide
-           : which == CUDA_KERN_SMALL  ? (const void*)baton_exec_small_wide
-           : which == CUDA_KERN_MEDIUM ? (const void*)baton_exec_medium_wide
-                                       : (const void*)baton_exec_large_wide;
-  return which == CUDA_KERN_TINY     ? (const void*)baton_exec_tiny
-         : which == CUDA_KERN_SMALL  ? (const void*)baton_exec_small
-         : which == CUDA_KERN_MEDIUM ? (const void*)baton_exec_medium
-                                     : (const void*)baton_exec_large;
+  return kernels[wide ? 1 : 0][which];
 }

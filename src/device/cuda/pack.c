@@ -299,7 +299,7 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
   const bool wide = ex->wide_mode == CUDA_WIDE_ALWAYS ||
                     (ex->wide_mode == CUDA_WIDE_AUTO && !b->not_simple);
   dim3 grid = {(unsigned)b->nblocks, 1, 1};
-  dim3 block = {wide ? CUDA_EXEC_WIDE_THREADS : CUDA_EXEC_THREADS, 1, 1};
+  dim3 block = {CUDA_EXEC_BLOCK_THREADS(wide), 1, 1};
   cudaError_t err =
       cudaLaunchKernel(ex->kern[wide][which], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
   if (err != cudaSuccess) {
