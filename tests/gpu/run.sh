@@ -25,6 +25,7 @@
 # (long sweeps), BUDGET_S (540), NGPUS (all), BUILD_DIR (build-gpu), CORR_MAX, CORR_ITERS,
 # PERF_MAX_AR, PERF_MAX, PERF_ITERS, PERF_WARMUP, PERF_COLLS, BENCH_FACTOR, STOCK_NCCL_LIB, T_* limits,
 # NT_ONLY (a regex: only the nccl-tests cases whose names match, e.g. '\.(shm|net)$'),
+# UNIT_STRESS, UNIT_STRESS_VARIANTS (stage_unit),
 # BATON_COMMIT.
 
 # NVLink multicast must never be used on these machines (KINDS.md): first thing, for every child.
@@ -38,6 +39,7 @@ T0=$SECONDS
 
 # ---- configuration ----------------------------------------------------------------------------
 STAGES=${STAGES:-unit,exec,nccltests,perf,torch}
+UNIT_STRESS=${UNIT_STRESS:-0} UNIT_STRESS_VARIANTS=${UNIT_STRESS_VARIANTS:-}
 FULL=${FULL:-0}
 BUDGET_S=${BUDGET_S:-540}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
@@ -340,6 +342,31 @@ stage_unit() {
     record unit "$name" "$(status_of "$rc")" "$(why "$rc"): $(grep -v '^# ' "$LOGS/unit/$name.log" | tail -n 1 | cut -c1-150)"
   done
   [ "$found" = 1 ] || record unit gpu-tests SKIP "no $BUILD_DIR/tests/gpu/test_* binaries (BATON_GPU_TESTS target not built?)"
+  [ "$UNIT_STRESS" -gt 0 ] 2>/dev/null || return 0
+  unit_stress base "$BUILD"
+  local v vname vbuild
+  for v in $UNIT_STRESS_VARIANTS; do
+    vname=${v%%:*} vbuild=$BUILD-stress-${v%%:*}
+    run_logged "$LOGS/unit/build-stress.$vname.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$vbuild' \
+      -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBATON_GPU_TESTS=ON -DBUILD_TESTING=ON \
+      '-DCMAKE_CUDA_FLAGS=${v#*:}' && cmake --build '$vbuild' -j$(nproc) --target test_cuda_exec"
+    rc=$?
+    if [ "$rc" = 0 ]; then
+      unit_stress "$vname" "$vbuild"
+    else
+      record unit "stress.$vname" FAIL "build: $(why "$rc")"
+    fi
+  done
+}
+
+# UNIT_STRESS=N: test_cuda_exec --stress N (the large all-to-all N times per protocol), with the
+# build under test and with each of UNIT_STRESS_VARIANTS ("name:-DKNOB=0 ...", a CUDA flag set per
+# variant: a knob's A/B shows the failure it prevents).
+unit_stress() {
+  local name=$1 build=$2 log=$LOGS/unit/stress.$1.log rc
+  run_logged "$log" "$T_UNIT" env NCCL_DEBUG=WARN "$build/tests/gpu/test_cuda_exec" --stress "$UNIT_STRESS"
+  rc=$?
+  record unit "stress.$name" "$(status_of "$rc")" "$(why "$rc"): $(grep '^stress' "$log" | sed 's/ float count=70001//' | tr '\n' ';' | cut -c1-150)"
 }
 
 # ---- exec: baton-perf's own checked sweep ------------------------------------------------------

@@ -8,17 +8,19 @@
  * are poisoned beforehand and guard bytes around them checked.
  *
  * Cases: AllReduce (ring, tree, one-shot; every rank's result bit-identical), ReduceScatter,
- * AllGather, Broadcast, Reduce (roots 0 and R-1) x Simple, LL, LL128 x float, half, bfloat16, int32, fp8 e4m3, double x sum, prod, min, max,
- * premulsum (host and device scalar), sumpostdiv x counts 0, 1, 7, 1000, 2^20+3 x in and out of
- * place, some with user buffers off 16-byte alignment or a small chunk; point-to-point
- * all-to-all including sends to self; plans with many items (the large parameter block, and
- * splits over several launches); then an interop pass: even ranks on the host executor sharing
- * connections (pinned host memory) with GPU ranks, Simple and LL.
+ * AllGather, Broadcast, Reduce (roots 0 and R-1) x Simple, LL, LL128 x float, half, bfloat16,
+ * int32, fp8 e4m3, double x sum, prod, min, max, premulsum (host and device scalar), sumpostdiv x
+ * counts 0, 1, 7, 1000, 2^20+3 x in and out of place, some with user buffers off 16-byte alignment
+ * or a small chunk; point-to-point all-to-all including sends to self; plans with many items (the
+ * large parameter block, and splits over several launches); then an interop pass: even ranks on the
+ * host executor sharing connections (pinned host memory) with GPU ranks, Simple and LL.
  *
- * Usage: test_cuda_exec [--ranks R] [--full] [--interop | --no-interop] [--seed S] [-v]
+ * Usage: test_cuda_exec [--ranks R] [--full] [--interop | --no-interop] [--stress N] [--seed S]
+ *                       [-v]
  *   default: R = number of GPUs if more than one, else 4 on GPU 0; the quick matrix (the large
- *   count for sum only), then the interop pass. Exit status 0 only if every check passed; the
- *   last line reads like a Check summary ("100%: Checks: N, Failures: 0, Errors: 0"). */
+ *   count for sum only), then the interop pass. --stress N: instead of all that, the large
+ *   all-to-all N times per protocol on the GPU executor. Exit status 0 only if every check
+ *   passed; the last line reads like a Check summary ("100%: Checks: N, Failures: 0, ..."). */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <pthread.h>
@@ -668,13 +670,13 @@ struct ccase {
 static std::string case_name(const ccase& c) {
   char b[256];
   snprintf(b, sizeof(b), "%s/%s/%s %s %s count=%zu %s root=%d mis=%d%s chunk=%zu", fname(c.func),
-           c.func != FUNC_ALLREDUCE   ? "ring"
+           c.func != FUNC_ALLREDUCE ? "ring"
            : c.algo == ALGO_TREE    ? "tree"
            : c.algo == ALGO_ONESHOT ? "oneshot"
                                     : "ring",
-           pname(c.proto),
-           tname(c.dtype), oname(c.op), c.count, c.inplace ? "in-place" : "out-of-place", c.root,
-           c.misalign, c.scalar_dev ? " device-scalar" : "", c.chunk);
+           pname(c.proto), tname(c.dtype), oname(c.op), c.count,
+           c.inplace ? "in-place" : "out-of-place", c.root, c.misalign,
+           c.scalar_dev ? " device-scalar" : "", c.chunk);
   return b;
 }
 
@@ -886,6 +888,23 @@ static void run_coll_case(world_t& w, const ccase& cs) {
 }
 
 /* ---- Point-to-point: all-to-all including self, msgs messages per pair ----------------------- */
+/* Where a received message differs: how many bytes, the first and last, and how many of them
+ * still hold the poison (never written) rather than other data. */
+static void report_diff(const char* what, int q, int from, int m, const char* got, const char* want,
+                        size_t n) {
+  size_t bad = 0, poison = 0, first = 0, last = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (got[i] == want[i]) continue;
+    if (bad++ == 0) first = i;
+    last = i;
+    poison += (uint8_t)got[i] == 0xA5;
+  }
+  printf(
+      "FAIL %s: rank %d: data from rank %d (message %d) differs: %zu of %zu bytes, first at %zu "
+      "(got %02x want %02x), last at %zu, %zu still poison\n",
+      what, q, from, m, bad, n, first, (uint8_t)got[first], (uint8_t)want[first], last, poison);
+}
+
 static void run_alltoall(world_t& w, int proto, int dtype, size_t cnt, int msgs) {
   const int R = w.R;
   const size_t es = tsize(dtype), blk = cnt * es, total = blk * R * msgs;
@@ -920,7 +939,8 @@ static void run_alltoall(world_t& w, int proto, int dtype, size_t cnt, int msgs)
       for (int m = 0; m < msgs && ok; m++)
         if (blk && memcmp(&got[((size_t)from * msgs + m) * blk],
                           &in[from][((size_t)q * msgs + m) * blk], blk) != 0) {
-          printf("FAIL %s: rank %d: data from rank %d (message %d) differs\n", what, q, from, m);
+          report_diff(what, q, from, m, &got[((size_t)from * msgs + m) * blk],
+                      &in[from][((size_t)q * msgs + m) * blk], blk);
           ok = false;
         }
     for (size_t i = total; i < got.size() && ok; i++)
@@ -958,7 +978,7 @@ static void run_many_allreduce(world_t& w, int proto, int nops) {
     for (int k = 0; k < nops; k++) {
       char* sb = rk.sbuf + (size_t)k * stride * 4;
       char* rb = rk.rbuf + (size_t)k * stride * 4;
-      const int algo = k % 3 == 2                                   ? ALGO_TREE
+      const int algo = k % 3 == 2                                 ? ALGO_TREE
                        : k % 5 == 4 && R <= TREE_MAX_CHILDREN + 1 ? ALGO_ONESHOT
                                                                   : ALGO_RING;
       plans[q].w[k % 2].push_back(
@@ -995,9 +1015,9 @@ static void run_matrix(world_t& w, bool full) {
   struct fa {
     int func, algo;
   };
-  const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},     {FUNC_ALLREDUCE, ALGO_TREE},
-                      {FUNC_ALLREDUCE, ALGO_ONESHOT},  {FUNC_REDUCESCATTER, ALGO_RING},
-                      {FUNC_ALLGATHER, ALGO_RING},     {FUNC_BROADCAST, ALGO_RING},
+  const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},    {FUNC_ALLREDUCE, ALGO_TREE},
+                      {FUNC_ALLREDUCE, ALGO_ONESHOT}, {FUNC_REDUCESCATTER, ALGO_RING},
+                      {FUNC_ALLGATHER, ALGO_RING},    {FUNC_BROADCAST, ALGO_RING},
                       {FUNC_REDUCE, ALGO_RING}};
   int idx = 0;
   for (const fa& f : funcs) {
@@ -1042,6 +1062,18 @@ static void run_matrix(world_t& w, bool full) {
   }
 }
 
+/* --stress N: the large point-to-point case N more times per protocol (races that show once in
+ * many runs; the count of failures is the result). */
+static void run_stress(world_t& w, int n) {
+  const int protos[] = {PROTO_SIMPLE, PROTO_LL, PROTO_LL128};
+  for (int p : protos) {
+    const int f0 = g_fail;
+    for (int i = 0; i < n && !g_dead; i++) run_alltoall(w, p, ncclFloat32, 70001, 1);
+    printf("stress AllToAll/%s float count=70001: %d runs, %d failed\n", pname(p), n, g_fail - f0);
+    fflush(stdout);
+  }
+}
+
 static void run_all(world_t& w, bool full) {
   run_matrix(w, full);
   const int protos[] = {PROTO_SIMPLE, PROTO_LL, PROTO_LL128};
@@ -1058,7 +1090,7 @@ static void run_all(world_t& w, bool full) {
 }
 
 int main(int argc, char** argv) {
-  int ranks = 0;
+  int ranks = 0, stress = 0;
   bool full = false, interop_only = false, no_interop = false;
   unsigned long seed = 12345;
   for (int i = 1; i < argc; i++) {
@@ -1072,10 +1104,15 @@ int main(int argc, char** argv) {
       no_interop = true;
     } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
       seed = strtoul(argv[++i], nullptr, 0);
+    } else if (!strcmp(argv[i], "--stress") && i + 1 < argc) {
+      stress = atoi(argv[++i]);
+      no_interop = true; /* the interop world has no LL128 */
     } else if (!strcmp(argv[i], "-v")) {
       g_verbose = true;
     } else {
-      fprintf(stderr, "usage: %s [--ranks R] [--full] [--interop | --no-interop] [--seed S] [-v]\n",
+      fprintf(stderr,
+              "usage: %s [--ranks R] [--full] [--interop | --no-interop] [--stress N] [--seed S] "
+              "[-v]\n",
               argv[0]);
       return 2;
     }
@@ -1097,7 +1134,10 @@ int main(int argc, char** argv) {
     printf("CUDA executor: %d ranks on %d GPU(s), %d channels%s\n", ranks, ngpu, NCH,
            full ? ", full matrix" : "");
     fflush(stdout);
-    run_all(*w, full);
+    if (stress > 0)
+      run_stress(*w, stress);
+    else
+      run_all(*w, full);
     if (!g_dead) world_fini(*w);
     delete w;
     printf("GPU pass: %d checks, %d failures, %.1f s\n", g_checks, g_fail, now_s() - t0);

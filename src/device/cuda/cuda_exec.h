@@ -74,6 +74,12 @@
 #ifndef CUDA_EXEC_POLL_RELAXED
 #define CUDA_EXEC_POLL_RELAXED 0
 #endif
+/* LL128 receive: 1, the lanes load their line again once the flags are seen (prims_device.cuh,
+ * ll128_read); 0 keeps the data of the poll that saw the flags, which can be torn. A build knob
+ * only so run.sh's A/B can show the failure it prevents (docs/gpu-results.md, run 44). */
+#ifndef CUDA_EXEC_LL128_RELOAD
+#define CUDA_EXEC_LL128_RELOAD 1
+#endif
 /* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). A
  * round of LL lines is then 4 lines per thread (LL_BATCH), and the rest of the SM stays L1. */
 #define CUDA_EXEC_STAGE_BYTES (32 << 10)
@@ -290,8 +296,8 @@ typedef struct cuda_exec {
   bool status_reported;
   const void* kern[2][CUDA_KERN_COUNT]; /* [wide][CUDA_KERN_*] */
   int wide_mode;                        /* CUDA_WIDE_*: from NCCL_NTHREADS */
-  cudaEvent_t done;                  /* recorded after each launch outside stream capture */
-  cudaStream_t last;                 /* the stream of that launch */
+  cudaEvent_t done;                     /* recorded after each launch outside stream capture */
+  cudaStream_t last;                    /* the stream of that launch */
   bool have_last;
   cuda_split_t split;
   cuda_args_large_t args; /* the parameter block being filled (copied by each launch) */

@@ -646,7 +646,12 @@ static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, con
  */
 /* Warp-wide wait for the lines base + (lane >> 3) of c's current slot, lines below nlines; every
  * lane gets its 16 bytes of its line (the eighth lane: data word, flag). false (warp-uniform) on
- * a stop. */
+ * a stop.
+ * The writer's line arrives whole, but the warp's load of it need not be one snapshot: the line's
+ * 32-byte sectors can be read on either side of the remote store's arrival, so the poll that
+ * first sees the flag may hold stale data in the other lanes. Once every flag is seen the lanes
+ * load their 16 bytes again (as stock does), now certainly after the line landed. (Without the
+ * second load a 2-GPU AllToAll/LL128 of 280 KB came out wrong now and then: runs 31 and 43.) */
 static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_conn_t& c,
                                                   size_t line, bool active, int pos, uint64_t& a,
                                                   uint64_t& b) {
@@ -657,7 +662,10 @@ static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_co
   for (;;) {
     if (active) ld_volatile_v2u64(p, a, b);
     const bool ok = !active || pos != 7 || b == flag;
-    if (__all_sync(0xffffffffu, ok)) return true;
+    if (__all_sync(0xffffffffu, ok)) {
+      if (CUDA_EXEC_LL128_RELOAD && active) ld_volatile_v2u64(p, a, b);
+      return true;
+    }
     if (++n == SPIN_CHECK) {
       n = 0;
       if (__any_sync(0xffffffffu, should_stop(k, checks))) return false;
