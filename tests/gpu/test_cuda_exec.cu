@@ -250,6 +250,7 @@ static void* alloc_shared(bool host, int dev, size_t bytes) {
     CK(cudaSetDevice(dev));
     CK(cudaMalloc(&p, bytes));
     CK(cudaMemset(p, 0, bytes));
+    CK(cudaDeviceSynchronize()); /* the legacy stream's memset, before any launch */
   }
   return p;
 }
@@ -457,13 +458,19 @@ static void ensure_bufs(world_t& w, size_t bytes) {
   }
 }
 
+/* Data in and out of a GPU rank's buffers go through the rank's own stream, the stream its
+ * launches use: a plain cudaMemcpy/cudaMemset runs on the legacy default stream, which a
+ * non-blocking stream does not wait for, so a launch could read a send buffer still being copied
+ * in or race the poison of its receive buffer (the cause of the AllToAll failures of runs 31 and
+ * 43: rank 0's send to rank 1 is the last part of its buffer to arrive). */
 static void to_rank(rank_t& rk, void* dst, const void* src, size_t n) {
   if (n == 0) return;
   if (rk.host_exec) {
     memcpy(dst, src, n);
   } else {
     CK(cudaSetDevice(rk.dev));
-    CK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, rk.stream));
+    CK(cudaStreamSynchronize(rk.stream)); /* src may be reused (a stack value, the next rank's) */
   }
 }
 static void from_rank(rank_t& rk, void* dst, const void* src, size_t n) {
@@ -472,7 +479,8 @@ static void from_rank(rank_t& rk, void* dst, const void* src, size_t n) {
     memcpy(dst, src, n);
   } else {
     CK(cudaSetDevice(rk.dev));
-    CK(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, rk.stream));
+    CK(cudaStreamSynchronize(rk.stream));
   }
 }
 static void poison_rank(rank_t& rk, void* p, size_t n) {
@@ -480,7 +488,7 @@ static void poison_rank(rank_t& rk, void* p, size_t n) {
     memset(p, 0xA5, n);
   } else {
     CK(cudaSetDevice(rk.dev));
-    CK(cudaMemset(p, 0xA5, n));
+    CK(cudaMemsetAsync(p, 0xA5, n, rk.stream));
   }
 }
 

@@ -75,8 +75,8 @@
 #define CUDA_EXEC_POLL_RELAXED 0
 #endif
 /* LL128 receive: 1, the lanes load their line again once the flags are seen (prims_device.cuh,
- * ll128_read); 0 keeps the data of the poll that saw the flags, which can be torn. A build knob
- * only so run.sh's A/B can show the failure it prevents (docs/gpu-results.md, run 44). */
+ * ll128_read); 0 keeps the data of the poll that saw the flags. A build knob for run.sh's
+ * UNIT_STRESS_VARIANTS A/B (docs/gpu-results.md, run 44). */
 #ifndef CUDA_EXEC_LL128_RELOAD
 #define CUDA_EXEC_LL128_RELOAD 1
 #endif

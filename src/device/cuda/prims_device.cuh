@@ -85,9 +85,7 @@ static __device__ __forceinline__ void st_volatile_v4(void* p, uint4 v) {
 }
 /* LL128's line accesses name the global state space (FIFO memory is always global: device
  * memory, or mapped host memory through its global address), as stock's do: a warp's 16-byte
- * accesses of a 128-byte line are then global accesses for certain, not generic ones the LSU
- * resolves lane by lane. (Written after the AllToAll/LL128 failures of runs 31 and 43, as a
- * hypothesis: not yet shown to matter.) */
+ * accesses of a 128-byte line are then global accesses for certain, not generic ones. */
 static __device__ __forceinline__ void ld_volatile_v2u64(const void* p, uint64_t& a, uint64_t& b) {
   asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
 }
@@ -647,11 +645,11 @@ static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, con
 /* Warp-wide wait for the lines base + (lane >> 3) of c's current slot, lines below nlines; every
  * lane gets its 16 bytes of its line (the eighth lane: data word, flag). false (warp-uniform) on
  * a stop.
- * The writer's line arrives whole, but the warp's load of it need not be one snapshot: the line's
- * 32-byte sectors can be read on either side of the remote store's arrival, so the poll that
- * first sees the flag may hold stale data in the other lanes. Once every flag is seen the lanes
- * load their 16 bytes again (as stock does), now certainly after the line landed. (Without the
- * second load a 2-GPU AllToAll/LL128 of 280 KB came out wrong now and then: runs 31 and 43.) */
+ * The writer's line arrives whole, but nothing promises that the warp's load of it is one
+ * snapshot: its 32-byte sectors may be read on either side of the remote store's arrival, so the
+ * poll that first sees the flag could hold stale data in the other lanes. Once every flag is seen
+ * the lanes load their 16 bytes again, certainly after the line landed, as stock does. (In run
+ * 44, 300 LL128 all-to-alls without the second load saw no torn line: a guard, not a fix.) */
 static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_conn_t& c,
                                                   size_t line, bool active, int pos, uint64_t& a,
                                                   uint64_t& b) {
