@@ -45,6 +45,17 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * (docs/gpu-results.md, run 7), which only large messages amortise. */
 #define COLL_WIDE_MIN_BYTES (16 << 20)
 #define COLL_NARROW_CHANNELS 48
+/* Point-to-point messages get one more channel per this many bytes (see plan_p2p_nchannels). */
+#define COLL_P2P_MIN_CHANNEL_BYTES (32 << 10)
+/* With more than two ranks, a point-to-point message up to this size takes at most
+ * nchannels / nranks channels, so the messages to different peers (which start at channel
+ * d * nchannels / nranks) never share a channel: in a 4-GPU AlltoAll of 4-16 MiB the three peers'
+ * items were queued one after the other on most channels (a block runs its items in order), and
+ * the operation took three times a single message's time. Larger messages keep every channel
+ * (bandwidth, not latency, then decides). A build knob for run.sh's A/B (0: no limit). */
+#ifndef COLL_P2P_SPREAD_MAX_BYTES
+#define COLL_P2P_SPREAD_MAX_BYTES (4 << 20)
+#endif
 /* One-shot AllReduce (device.h's ALGO_ONESHOT) up to this size, on at most this many channels
  * (each channel it uses connects every pair of ranks). */
 #define COLL_ONESHOT_MAX_BYTES (128 << 10)
@@ -194,6 +205,11 @@ const char* coll_proto_name(int proto);
 void coll_split(size_t total, int nslices, int c, size_t align, size_t* off, size_t* n);
 /* Channels an operation of bytes uses, between 1 and max. */
 int coll_op_nchannels(size_t bytes, int max, int min_forced);
+/* Channels of a point-to-point message of bytes: one per COLL_P2P_MIN_CHANNEL_BYTES (fewer work
+ * items for an AlltoAll's many messages), within coll_op_nchannels' limits and, up to
+ * COLL_P2P_SPREAD_MAX_BYTES, within a peer's share (nchannels / nranks); NCCL_MIN_NCHANNELS
+ * (min_channels) wins. Only the byte count and the communicator decide: a pair must agree. */
+int coll_p2p_nchannels(size_t bytes, int nranks, int nchannels, int min_channels);
 /* Elements per pipeline chunk: one FIFO slot of payload, at least 1, a multiple of 16 bytes where
  * the slot allows it. */
 size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
@@ -229,13 +245,13 @@ ncclResult_t coll_comm_run(struct coll_comm* cc);
 ncclResult_t coll_gpu_check_peers(const peer_info_t* peers, int nranks, bool* gpu);
 /* What one rank proposes for its communicator; every rank's proposal is allgathered and merged. */
 typedef struct coll_gpu_params {
-  int32_t nchannels;   /* channels wanted (topology, or the GPU default), already clamped */
-  int32_t ll128;       /* 1: LL128 is safe on every connection this rank can see */
+  int32_t nchannels;    /* channels wanted (topology, or the GPU default), already clamped */
+  int32_t ll128;        /* 1: LL128 is safe on every connection this rank can see */
   int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
                          * switch): rings go both ways round (topo_ring_order) */
   int32_t unused;       /* zero (the struct is allgathered as bytes) */
-  double pair_bw_gbs;  /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
-  double intra_lat_us; /* per-hop latency inside the host */
+  double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
+  double intra_lat_us;  /* per-hop latency inside the host */
 } coll_gpu_params_t;
 /* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
 int coll_nchannels_clamp(int want);

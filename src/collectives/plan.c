@@ -15,8 +15,6 @@
 /* Channel slices of point-to-point messages are cut on multiples of this many bytes, so sender
  * and receiver agree on them even when they posted different datatypes of the same size. */
 #define COLL_P2P_ALIGN_BYTES 64
-/* Point-to-point messages get one more channel per this many bytes (see plan_p2p_nchannels). */
-#define COLL_P2P_MIN_CHANNEL_BYTES (32 << 10)
 
 /* ---- Names --------------------------------------------------------------------------------- */
 const char* coll_func_name(int func) {
@@ -363,13 +361,15 @@ static void plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nre
   }
 }
 
-/* Channels of a point-to-point message: one per COLL_P2P_MIN_CHANNEL_BYTES (fewer work items for
- * an AlltoAll's many messages), within coll_op_nchannels' limits; NCCL_MIN_NCHANNELS wins. */
-static int plan_p2p_nchannels(const struct coll_comm* cc, size_t bytes) {
-  int nch = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+int coll_p2p_nchannels(size_t bytes, int nranks, int nchannels, int min_channels) {
+  int nch = coll_op_nchannels(bytes, nchannels, min_channels);
   size_t want = (bytes + COLL_P2P_MIN_CHANNEL_BYTES - 1) / COLL_P2P_MIN_CHANNEL_BYTES;
+  if (nranks > 2 && bytes <= (size_t)COLL_P2P_SPREAD_MAX_BYTES) {
+    size_t share = (size_t)(nchannels / nranks);
+    if (want > share) want = share;
+  }
   if (want < 1) want = 1;
-  if (cc->min_channels <= 0 && want < (size_t)nch) nch = (int)want;
+  if (min_channels <= 0 && want < (size_t)nch) nch = (int)want;
   return nch;
 }
 
@@ -383,7 +383,7 @@ static int plan_p2p_distance(const struct coll_comm* cc, const coll_task_t* t) {
 static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t bytes = t->count * esize;
-  int nch = plan_p2p_nchannels(cc, bytes);
+  int nch = coll_p2p_nchannels(bytes, cc->nranks, cc->nchannels, cc->min_channels);
   /* Messages at distance d (send to rank+d, receive from rank-d: the same d on both sides) start
    * at channel d * nchannels / nranks, so an AlltoAll's peers (and its copy to self) land on
    * different blocks instead of queueing on the same ones. */

@@ -65,6 +65,27 @@ START_TEST(test_op_nchannels) {
 }
 END_TEST
 
+START_TEST(test_p2p_nchannels) {
+  /* one channel per COLL_P2P_MIN_CHANNEL_BYTES, at least one */
+  ck_assert_int_eq(coll_p2p_nchannels(0, 2, 62, 0), 1);
+  ck_assert_int_eq(coll_p2p_nchannels(COLL_P2P_MIN_CHANNEL_BYTES + 1, 2, 62, 0), 2);
+  /* two ranks: one peer, every channel */
+  ck_assert_int_eq(coll_p2p_nchannels(4 << 20, 2, 62, 0), COLL_NARROW_CHANNELS);
+  ck_assert_int_eq(coll_p2p_nchannels(64 << 20, 2, 62, 0), 62);
+  /* four ranks: up to COLL_P2P_SPREAD_MAX_BYTES a peer's share, so the ranges
+   * [d * 62 / 4, + nch) of the distances d = 0..3 are disjoint; above it, by size again */
+  const int share = 62 / 4;
+  ck_assert_int_eq(coll_p2p_nchannels(1 << 20, 4, 62, 0), share);
+  ck_assert_int_eq(coll_p2p_nchannels(COLL_P2P_SPREAD_MAX_BYTES, 4, 62, 0), share);
+  ck_assert_int_eq(coll_p2p_nchannels(COLL_P2P_SPREAD_MAX_BYTES + 1, 4, 62, 0),
+                   COLL_NARROW_CHANNELS);
+  for (int d = 0; d + 1 < 4; d++) ck_assert_int_le(d * 62 / 4 + share, (d + 1) * 62 / 4);
+  ck_assert_int_eq(coll_p2p_nchannels(256 << 10, 4, 62, 0), 8); /* below the share: by size */
+  ck_assert_int_eq(coll_p2p_nchannels(1 << 20, 8, 4, 0), 1);    /* fewer channels than ranks */
+  ck_assert_int_ge(coll_p2p_nchannels(1 << 20, 4, 62, 40), 40); /* NCCL_MIN_NCHANNELS wins */
+}
+END_TEST
+
 START_TEST(test_chunk_elems) {
   for (size_t slot = 1; slot < 5000; slot += 37) {
     for (size_t es = 1; es <= 8; es *= 2) {
@@ -277,6 +298,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_split_covers_exactly);
   tcase_add_test(tc, test_split_balanced);
   tcase_add_test(tc, test_op_nchannels);
+  tcase_add_test(tc, test_p2p_nchannels);
   tcase_add_test(tc, test_chunk_elems);
   tcase_add_test(tc, test_pipe_chunk_bytes);
   tcase_add_test(tc, test_task_bytes);
