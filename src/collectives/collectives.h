@@ -49,12 +49,12 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
 #define COLL_P2P_MIN_CHANNEL_BYTES (32 << 10)
 /* With more than two ranks, a point-to-point message up to this size takes at most
  * nchannels / nranks channels, so the messages to different peers (which start at channel
- * d * nchannels / nranks) never share a channel: in a 4-GPU AlltoAll of 4-16 MiB the three peers'
+ * d * nchannels / nranks) never share a channel: in a 4-GPU AlltoAll of 4-64 MiB the three peers'
  * items were queued one after the other on most channels (a block runs its items in order), and
  * the operation took three times a single message's time. Larger messages keep every channel
  * (bandwidth, not latency, then decides). A build knob for run.sh's A/B (0: no limit). */
 #ifndef COLL_P2P_SPREAD_MAX_BYTES
-#define COLL_P2P_SPREAD_MAX_BYTES (4 << 20)
+#define COLL_P2P_SPREAD_MAX_BYTES (16 << 20)
 #endif
 /* One-shot AllReduce (device.h's ALGO_ONESHOT) up to this size, on at most this many channels
  * (each channel it uses connects every pair of ranks). */

@@ -78,7 +78,8 @@ START_TEST(test_p2p_nchannels) {
   ck_assert_int_eq(coll_p2p_nchannels(1 << 20, 4, 62, 0), share);
   ck_assert_int_eq(coll_p2p_nchannels(COLL_P2P_SPREAD_MAX_BYTES, 4, 62, 0), share);
   ck_assert_int_eq(coll_p2p_nchannels(COLL_P2P_SPREAD_MAX_BYTES + 1, 4, 62, 0),
-                   COLL_NARROW_CHANNELS);
+                   coll_op_nchannels(COLL_P2P_SPREAD_MAX_BYTES + 1, 62, 0));
+  ck_assert_int_gt(coll_p2p_nchannels(COLL_P2P_SPREAD_MAX_BYTES + 1, 4, 62, 0), share);
   for (int d = 0; d + 1 < 4; d++) ck_assert_int_le(d * 62 / 4 + share, (d + 1) * 62 / 4);
   ck_assert_int_eq(coll_p2p_nchannels(256 << 10, 4, 62, 0), 8); /* below the share: by size */
   ck_assert_int_eq(coll_p2p_nchannels(1 << 20, 8, 4, 0), 1);    /* fewer channels than ranks */
