@@ -45,7 +45,7 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
  * (docs/gpu-results.md, run 7), which only large messages amortise. */
 #define COLL_WIDE_MIN_BYTES (16 << 20)
 #define COLL_NARROW_CHANNELS 48
-/* Point-to-point messages get one more channel per this many bytes (see plan_p2p_nchannels). */
+/* Point-to-point messages get one more channel per this many bytes (see coll_p2p_nchannels). */
 #define COLL_P2P_MIN_CHANNEL_BYTES (32 << 10)
 /* With more than two ranks, a point-to-point message up to this size takes at most
  * nchannels / nranks channels, so the messages to different peers (which start at channel
