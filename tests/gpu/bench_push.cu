@@ -250,6 +250,8 @@ static void fill_sources() {
     CK(cudaSetDevice(g));
     CK(cudaMemcpy(bufs[g].src0, host_a.data(), bytes_per_sender, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(bufs[g].src1, host_b.data(), bytes_per_sender, cudaMemcpyHostToDevice));
+    /* a pageable copy returns before its DMA lands, and the kernels run on non-blocking streams */
+    CK(cudaDeviceSynchronize());
   }
 }
 

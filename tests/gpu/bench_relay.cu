@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
     CK(cudaEventCreate(&gpu[g].t1));
     for (size_t i = 0; i < host.size(); i++) host[i] = value(g, i);
     CK(cudaMemcpy(gpu[g].in, host.data(), bytes, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* the DMA has landed before any non-blocking stream reads it */
   }
   struct shape {
     int gpus, blocks;
