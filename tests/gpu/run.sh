@@ -211,13 +211,22 @@ have_check() {
   return 1
 }
 
+# cmake_build LOG DIR "TARGETS" [-DVAR=value ...]: configures DIR as a Release sm_90 build of the
+# repository with the extra cache settings (each one argument, spaces allowed), then builds
+# TARGETS, under T_BUILD.
+cmake_build() {
+  local log=$1 dir=$2 targets=$3
+  shift 3
+  run_logged "$log" "$T_BUILD" bash -c 'cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release \
+    -DBATON_CUDA_ARCHS=90 "${@:4}" && cmake --build "$2" -j"$(nproc)" --target $3' \
+    cmake_build "$ROOT" "$dir" "$targets" "$@"
+}
+
 build_baton() {
   local testing=OFF rc log=$LOGS/build/baton.log
   if have_check; then testing=ON; fi
   local start=$SECONDS
-  run_logged "$log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release \
-    -DBATON_CUDA_ARCHS=90 -DBATON_GPU_TESTS=ON -DBUILD_TESTING=$testing && \
-    cmake --build '$BUILD' -j$(nproc) --target nccl baton-perf"
+  cmake_build "$log" "$BUILD" "nccl baton-perf" -DBATON_GPU_TESTS=ON -DBUILD_TESTING=$testing
   rc=$?
   BUILD_LIB_S=$((SECONDS - start))
   OURS_LIB=$(find "$BUILD" -maxdepth 2 -name libnccl.so.2 2>/dev/null | head -1)
@@ -347,9 +356,8 @@ stage_unit() {
   local v vname vbuild
   for v in $UNIT_STRESS_VARIANTS; do
     vname=${v%%:*} vbuild=$BUILD-stress-${v%%:*}
-    run_logged "$LOGS/unit/build-stress.$vname.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$vbuild' \
-      -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBATON_GPU_TESTS=ON -DBUILD_TESTING=ON \
-      '-DCMAKE_CUDA_FLAGS=${v#*:}' && cmake --build '$vbuild' -j$(nproc) --target test_cuda_exec"
+    cmake_build "$LOGS/unit/build-stress.$vname.log" "$vbuild" test_cuda_exec \
+      -DBATON_GPU_TESTS=ON -DBUILD_TESTING=ON "-DCMAKE_CUDA_FLAGS=${v#*:}"
     rc=$?
     if [ "$rc" = 0 ]; then
       unit_stress "$vname" "$vbuild"
@@ -654,9 +662,7 @@ stage_diag() {
   fi
   rc=1
   if [ -n "$DIAG_TRACE${DIAG_TRACE_LARGE:-}" ]; then
-    run_logged "$LOGS/diag/build-trace.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$tbuild' \
-      -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBATON_DEVICE_TRACE=ON -DBUILD_TESTING=OFF && \
-      cmake --build '$tbuild' -j$(nproc) --target nccl"
+    cmake_build "$LOGS/diag/build-trace.log" "$tbuild" nccl -DBATON_DEVICE_TRACE=ON -DBUILD_TESTING=OFF
     rc=$?
     record diag build-trace "$(status_of "$rc")" "$(why "$rc")"
   fi
@@ -685,10 +691,8 @@ stage_diag() {
     local v vname vflags vbuild
     for v in $DIAG_VARIANTS; do
       vname=${v%%:*} vflags=${v#*:} vbuild=$BUILD-var-${v%%:*}
-      run_logged "$LOGS/diag/build-variant.$vname.log" "$T_BUILD" bash -c "cmake -S '$ROOT' -B '$vbuild' \
-        -DCMAKE_BUILD_TYPE=Release -DBATON_CUDA_ARCHS=90 -DBUILD_TESTING=OFF \
-        '-DCMAKE_C_FLAGS=${vflags//,/ }' '-DCMAKE_CUDA_FLAGS=${vflags//,/ }' && \
-        cmake --build '$vbuild' -j$(nproc) --target nccl"
+      cmake_build "$LOGS/diag/build-variant.$vname.log" "$vbuild" nccl -DBUILD_TESTING=OFF \
+        "-DCMAKE_C_FLAGS=${vflags//,/ }" "-DCMAKE_CUDA_FLAGS=${vflags//,/ }"
       rc=$?
       record diag "build-variant.$vname" "$(status_of "$rc")" "${vflags//,/ } $(why "$rc")"
       [ "$rc" = 0 ] && diag_variant_run "$vname" "$(dirname "$(find "$vbuild" -maxdepth 2 -name libnccl.so.2 | head -1)")"
