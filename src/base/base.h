@@ -6,6 +6,7 @@
 #define BATON_BASE_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -155,11 +156,46 @@ const char* param_str(param_id_t id); /* NULL when unset and no default */
 bool param_is_set(param_id_t id);     /* given by env or conf file (not the default) */
 /* Forget cached values and re-read env and conf files (tests, ncclResetDebugInit). */
 void param_reload(void);
+/* The stock variables Baton does not support (src/base/param_unsupported.h), by index; NULL past
+ * the end. */
+int param_unsupported_count(void);
+const char* param_unsupported_name(int i);
 /* Test-only seam: read path instead of /etc/nccl.conf from the next (re)load on; NULL restores
  * /etc/nccl.conf. ~/.nccl.conf follows $HOME, so tests move it by setting HOME. */
 void param_set_system_conf_path(const char* path);
 
+/* ---- Plugins and the environment -----------------------------------------------------------
+ * Stock's plugin kinds; the index picks the library prefix (libnccl-net, -tuner, -profiler, -env).
+ */
+typedef enum {
+  PLUGIN_NET = 0,
+  PLUGIN_TUNER,
+  PLUGIN_PROFILER,
+  PLUGIN_ENV,
+  PLUGIN_KIND_COUNT
+} plugin_kind_t;
+/* dlopens the library that name selects for kind, by stock's rules: NULL or "" opens
+ * "libnccl-<kind>.so"; otherwise name itself (a path or a file name), then, when name is neither a
+ * path nor a "lib*.so" file name, "libnccl-<kind>-<name>.so"; "STATIC_PLUGIN" is the program
+ * itself. Returns the handle, with the opened file's path in path[path_len]; NULL when nothing
+ * loaded, with the reasons in why[why_len] (a missing file reads "not found"). Logs nothing (the
+ * environment plugin is opened while parameters load). */
+void* plugin_lib_open(plugin_kind_t kind, const char* name, char* path, size_t path_len, char* why,
+                      size_t why_len);
+/* Whether name (a NCCL_*_PLUGIN value) disables the plugin: "none", case-insensitive. */
+bool plugin_name_is_none(const char* name);
+
+/* The value the process environment gives name: getenv, or, when NCCL_ENV_PLUGIN (read with
+ * getenv, as stock) names an environment plugin (default libnccl-env.so, if present), that
+ * plugin's getEnv. The plugin is loaded on the first call and finalized at exit; nothing is
+ * logged then (this runs while parameters load): env_plugin_report logs it, once. */
+const char* env_get(const char* name);
+void env_plugin_report(void);
+
 /* ---- Utilities ------------------------------------------------------------------------------ */
+/* Names a thread (printf-style, truncated to the 15 characters Linux keeps) unless
+ * NCCL_SET_THREAD_NAME=0. */
+void thread_set_name(pthread_t thread, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Zeroed allocation; WARNs with the size on failure and returns ncclSystemError. */
 ncclResult_t mem_calloc(void** out, size_t nelem, size_t elem_size);
 #define MEM_CALLOC(pptr, n) mem_calloc((void**)(pptr), (n), sizeof(**(pptr)))

@@ -1,11 +1,14 @@
-/* Logging: NCCL_DEBUG, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE, and the per-thread last error.
+/* Logging: NCCL_DEBUG, NCCL_DEBUG_SUBSYS, NCCL_DEBUG_FILE, NCCL_DEBUG_TIMESTAMP_LEVELS and
+ * _FORMAT, NCCL_WARN_ENABLE_DEBUG_INFO, and the per-thread last error.
  *
  * Line shapes (as stock NCCL prints them):
- *   INFO:    "<host>:<pid>:<tid> [<dev>] NCCL INFO <msg>"
- *   WARN:    "\n<host>:<pid>:<tid> [<dev>] <func>:<line> NCCL WARN <msg>"   (stock's blank line)
- *   TRACE:   "<host>:<pid>:<tid> [<dev>] <ms since start> <func>:<line> NCCL TRACE <msg>"
- *   VERSION: "<msg>"
- * "[<dev>] " is left out while the thread's device is -1 (log_set_device). Each line is formatted
+ *   INFO:    "[<ts>]<host>:<pid>:<tid> [<dev>] NCCL INFO <msg>"
+ *   WARN:    "\n[<ts>]<host>:<pid>:<tid> [<dev>] <func>:<line> NCCL WARN <msg>"   (stock's blank
+ * line) TRACE:   "[<ts>]<host>:<pid>:<tid> [<dev>] <ms since start> <func>:<line> NCCL TRACE <msg>"
+ *   VERSION: "[<ts>]<msg>"
+ * "[<dev>] " is left out while the thread's device is -1 (log_set_device). "[<ts>]" is the
+ * wall-clock time in NCCL_DEBUG_TIMESTAMP_FORMAT (default "[%F %T] ") on the levels
+ * NCCL_DEBUG_TIMESTAMP_LEVELS lists (default WARN), as stock. Each line is formatted
  * into one buffer and written with one fwrite + fflush under a mutex, so lines of concurrent
  * threads never interleave.
  *
@@ -18,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -25,6 +29,7 @@
 #define LOG_LINE_MAX 4096
 #define LOG_ERROR_MAX 1024
 #define LOG_PATH_MAX 4096
+#define LOG_TS_FORMAT_MAX 256
 
 int log_level = -1;
 
@@ -32,11 +37,19 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Serializes copies into error sinks: several threads of one communicator (executor channels,
  * the proxy, the caller) share its last-error buffer and may WARN at once. */
 static pthread_mutex_t log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held around localtime_r/strftime: libc's time-zone lock must not be held by one of our threads
+ * when the process forks (a child inheriting it locked would hang on its first timestamp), so
+ * fork waits for this lock (log_atfork_prepare). */
+static pthread_mutex_t log_time_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static FILE* log_file; /* under log_lock; NULL: stdout */
 static uint64_t log_mask;
 static uint64_t log_epoch_ns;
 static atomic_int log_banner_shown;
+/* Timestamps: a bit per level (1 << level) and the strftime format (%1f..%9f: fraction digits). */
+static uint32_t log_ts_levels;
+static char log_ts_format[LOG_TS_FORMAT_MAX];
+static bool log_warn_raises_to_info; /* NCCL_WARN_ENABLE_DEBUG_INFO */
 
 static __thread char log_tls_error[LOG_ERROR_MAX];
 static __thread char* log_tls_sink;
@@ -108,6 +121,32 @@ static uint64_t log_parse_subsys(const char* text) {
   return mask;
 }
 
+/* NCCL_DEBUG_TIMESTAMP_LEVELS: "WARN,INFO", "ALL", "^TRACE" (every level but TRACE). Unknown
+ * names select nothing. */
+static uint32_t log_parse_ts_levels(const char* text) {
+  if (text == NULL) return 0;
+  bool invert = text[0] == '^';
+  uint32_t mask = invert ? ~0u : 0u;
+  char* copy = strdup(invert ? text + 1 : text);
+  if (copy == NULL) return mask;
+  char* save = NULL;
+  for (char* tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    uint32_t bit = strcasecmp(tok, "ALL") == 0 ? ~0u : 0u;
+    int level = log_parse_level(tok);
+    if (level > NCCL_LOG_NONE) bit = 1u << level;
+    mask = invert ? (mask & ~bit) : (mask | bit);
+  }
+  free(copy);
+  return mask;
+}
+
+/* NCCL_DEBUG_TIMESTAMP_FORMAT as stored: '_' read as a space (hard to pass on a command line). */
+static void log_parse_ts_format(const char* text, char* out, size_t len) {
+  snprintf(out, len, "%s", text ? text : "");
+  for (char* p = out; *p != '\0'; p++)
+    if (*p == '_') *p = ' ';
+}
+
 /* NCCL_DEBUG_FILE pattern: %h -> host name, %p -> pid, %% -> %; other text is copied. */
 static void log_expand_path(const char* pattern, char* out, size_t len) {
   size_t n = 0;
@@ -132,8 +171,10 @@ static void log_expand_path(const char* pattern, char* out, size_t len) {
 static void log_atfork_prepare(void) {
   pthread_mutex_lock(&log_sink_lock);
   pthread_mutex_lock(&log_lock);
+  pthread_mutex_lock(&log_time_lock);
 }
 static void log_atfork_release(void) {
+  pthread_mutex_unlock(&log_time_lock);
   pthread_mutex_unlock(&log_lock);
   pthread_mutex_unlock(&log_sink_lock);
 }
@@ -154,6 +195,10 @@ static int log_init(void) {
   int new_level = log_parse_level(param_str(PARAM_DEBUG));
   uint64_t new_mask = log_parse_subsys(param_str(PARAM_DEBUG_SUBSYS));
   const char* file_pattern = param_str(PARAM_DEBUG_FILE);
+  uint32_t ts_levels = log_parse_ts_levels(param_str(PARAM_DEBUG_TIMESTAMP_LEVELS));
+  char ts_format[LOG_TS_FORMAT_MAX];
+  log_parse_ts_format(param_str(PARAM_DEBUG_TIMESTAMP_FORMAT), ts_format, sizeof(ts_format));
+  bool warn_raises = param_int(PARAM_WARN_ENABLE_DEBUG_INFO) != 0;
 
   char path[LOG_PATH_MAX] = "";
   int open_errno = 0;
@@ -167,6 +212,9 @@ static int log_init(void) {
       if (f == NULL) open_errno = errno;
     }
     log_file = f;
+    log_ts_levels = ts_levels;
+    memcpy(log_ts_format, ts_format, sizeof(log_ts_format));
+    log_warn_raises_to_info = warn_raises;
     __atomic_store_n(&log_mask, new_mask, __ATOMIC_RELAXED);
     __atomic_store_n(&log_level, new_level, __ATOMIC_RELEASE);
     level = new_level;
@@ -206,14 +254,45 @@ static void log_append(char* buf, size_t cap, size_t* len, const char* fmt, ...)
   if (*len > cap - 1) *len = cap - 1;
 }
 
+/* Appends the wall-clock time in log_ts_format, its %1f..%9f replaced by that many digits of the
+ * second's fraction ("%%" stays a literal percent). */
+static void log_append_timestamp(char* buf, size_t cap, size_t* len) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  char fmt[LOG_TS_FORMAT_MAX + 16];
+  size_t n = 0;
+  for (const char* p = log_ts_format; *p != '\0' && n + 12 < sizeof(fmt); p++) {
+    if (p[0] == '%' && p[1] == '%') {
+      fmt[n++] = *p++;
+      fmt[n++] = *p;
+    } else if (p[0] == '%' && p[1] >= '1' && p[1] <= '9' && p[2] == 'f') {
+      int digits = p[1] - '0';
+      long frac = ts.tv_nsec;
+      for (int d = digits; d < 9; d++) frac /= 10;
+      n += (size_t)snprintf(fmt + n, sizeof(fmt) - n, "%0*ld", digits, frac);
+      p += 2;
+    } else {
+      fmt[n++] = *p;
+    }
+  }
+  fmt[n] = '\0';
+  pthread_mutex_lock(&log_time_lock);
+  struct tm tm;
+  localtime_r(&ts.tv_sec, &tm);
+  if (*len < cap) *len += strftime(buf + *len, cap - *len, fmt, &tm);
+  pthread_mutex_unlock(&log_time_lock);
+}
+
 static void log_write_line(int level, const char* func, int line, const char* msg) {
   char buf[LOG_LINE_MAX];
   size_t len = 0;
   const size_t cap = sizeof(buf) - 1; /* room for the final newline */
+  if (level == NCCL_LOG_WARN) buf[len++] = '\n';
+  if ((log_ts_levels & (1u << level)) != 0 && log_ts_format[0] != '\0')
+    log_append_timestamp(buf, cap, &len);
   if (level == NCCL_LOG_VERSION) {
     log_append(buf, cap, &len, "%s", msg);
   } else {
-    if (level == NCCL_LOG_WARN) buf[len++] = '\n';
     log_append(buf, cap, &len, "%s:%d:%d ", host_name(), (int)getpid(), (int)gettid());
     if (log_tls_dev >= 0) log_append(buf, cap, &len, "[%d] ", log_tls_dev);
     if (level == NCCL_LOG_WARN) {
@@ -278,7 +357,11 @@ void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, in
     log_copy_text(log_tls_error, sizeof(log_tls_error), msg);
     if (log_tls_sink != NULL) log_copy_sink(log_tls_sink, log_tls_sink_len, msg);
   }
-  if (!log_selected(current, level, flags)) return;
+  bool selected = log_selected(current, level, flags);
+  /* NCCL_WARN_ENABLE_DEBUG_INFO: after a logged WARN, INFO lines are logged too (as stock). */
+  if (selected && level == NCCL_LOG_WARN && log_warn_raises_to_info && current < NCCL_LOG_INFO)
+    __atomic_store_n(&log_level, NCCL_LOG_INFO, __ATOMIC_RELEASE);
+  if (!selected) return;
   if (!formatted) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -10,6 +10,10 @@
  * A conf file holds NAME=VALUE lines; blank lines and lines starting with '#' are skipped and
  * whitespace around the name and the value is trimmed. Values are not exported to the environment.
  *
+ * Stock variables Baton does not support (src/base/param_unsupported.h) are read from the same
+ * sources; one given a value other than the one Baton already behaves as WARNs once per snapshot.
+ * "The environment" is what env_get returns: getenv, or an NCCL_ENV_PLUGIN's getEnv.
+ *
  * Concurrency: the current snapshot is published with an atomic pointer; loading it takes a mutex.
  * param_reload retires the snapshot instead of freeing it, so a string returned by param_str stays
  * valid for the life of the process. Rows that differ from their default are logged at INFO ENV
@@ -32,6 +36,17 @@ static const param_desc_t param_descs[PARAM_COUNT] = {
 };
 #undef PARAM_ROW
 
+typedef struct param_unsupported {
+  const char* name;
+  const char* same_as; /* the value Baton already behaves as (accepted silently), or NULL */
+} param_unsupported_t;
+#define PARAM_UNSUPPORTED(name_, same_as_) {.name = name_, .same_as = same_as_},
+static const param_unsupported_t param_unsupported[] = {
+#include "base/param_unsupported.h"
+};
+#undef PARAM_UNSUPPORTED
+#define PARAM_UNSUPPORTED_COUNT ((int)(sizeof(param_unsupported) / sizeof(param_unsupported[0])))
+
 #define PARAM_SYSTEM_CONF_DEFAULT "/etc/nccl.conf"
 #define PARAM_NUM_CONF_FILES 2 /* NCCL_CONF_FILE or ~/.nccl.conf, then /etc/nccl.conf */
 
@@ -47,6 +62,7 @@ typedef struct param_value {
 
 typedef struct param_snapshot {
   param_value_t values[PARAM_COUNT];
+  param_value_t unsupported[PARAM_UNSUPPORTED_COUNT]; /* text, src and file only */
   char* files[PARAM_NUM_CONF_FILES];
   atomic_int reported;                 /* ENV lines and WARNs already logged */
   struct param_snapshot* retired_next; /* kept reachable after param_reload */
@@ -104,16 +120,31 @@ static int param_find(const char* name) {
   return -1;
 }
 
+/* Index of name in the unsupported list, -1 if it is not there. */
+static int param_find_unsupported(const char* name) {
+  for (int i = 0; i < PARAM_UNSUPPORTED_COUNT; i++)
+    if (strcmp(param_unsupported[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Records a given text in v from src; the first source to give a value wins. False when v keeps
+ * what it had. */
+static bool param_text_set(param_value_t* v, const char* text, param_src_t src, const char* file) {
+  if (v->src != PARAM_SRC_DEFAULT || text == NULL || text[0] == '\0') return false;
+  char* copy = strdup(text);
+  if (copy == NULL) return false; /* out of memory: keep the default */
+  v->text = copy;
+  v->src = src;
+  v->file = file;
+  return true;
+}
+
 /* Records a given value for row id from src; the first source to give a row wins. */
 static void param_value_set(param_snapshot_t* s, int id, const char* text, param_src_t src,
                             const char* file) {
   param_value_t* v = &s->values[id];
-  if (v->src != PARAM_SRC_DEFAULT || text == NULL || text[0] == '\0') return;
-  char* copy = strdup(text);
-  if (copy == NULL) return; /* out of memory: keep the default */
-  v->text = copy;
-  v->src = src;
-  v->file = file;
+  if (!param_text_set(v, text, src, file)) return;
+  const char* copy = v->text;
   if (param_descs[id].type == PARAM_INT) {
     int64_t num;
     if (param_parse_int(copy, &num))
@@ -145,8 +176,12 @@ static void param_read_conf_file(param_snapshot_t* s, const char* path) {
     char* name = param_trim(text);
     char* value = param_trim(eq + 1);
     int id = param_find(name);
-    if (id < 0 || id == PARAM_CONF_FILE) continue; /* NCCL_CONF_FILE itself comes from the env */
-    param_value_set(s, id, value, PARAM_SRC_FILE, path);
+    if (id == PARAM_CONF_FILE) continue; /* NCCL_CONF_FILE itself comes from the env */
+    if (id >= 0) {
+      param_value_set(s, id, value, PARAM_SRC_FILE, path);
+    } else if ((id = param_find_unsupported(name)) >= 0) {
+      (void)param_text_set(&s->unsupported[id], value, PARAM_SRC_FILE, path);
+    }
   }
   free(line);
   fclose(f);
@@ -173,7 +208,10 @@ static param_snapshot_t* param_load(void) {
   if (s == &param_fallback) return s;
 
   for (int i = 0; i < PARAM_COUNT; i++)
-    param_value_set(s, i, getenv(param_descs[i].name), PARAM_SRC_ENV, NULL);
+    param_value_set(s, i, env_get(param_descs[i].name), PARAM_SRC_ENV, NULL);
+  for (int i = 0; i < PARAM_UNSUPPORTED_COUNT; i++)
+    (void)param_text_set(&s->unsupported[i], env_get(param_unsupported[i].name), PARAM_SRC_ENV,
+                         NULL);
 
   const char* user_conf = s->values[PARAM_CONF_FILE].text;
   s->files[0] = user_conf ? strdup(user_conf) : param_home_conf_path();
@@ -191,16 +229,40 @@ static bool param_differs_from_default(const param_desc_t* d, const param_value_
   return d->def == NULL || strcmp(v->text, d->def) != 0;
 }
 
-/* Logs, once per snapshot, the rows given a non-default value and the malformed integers. The
- * log calls may read parameters again (logging's own settings); reported is set first, so that
- * nested call returns at once. */
+static const char* param_src_name(const param_value_t* v) {
+  return v->src == PARAM_SRC_ENV ? "environment" : "config file";
+}
+
+/* The unsupported variables given a value Baton does not already behave as: one WARN each. */
+static void param_report_unsupported(const param_snapshot_t* s) {
+  for (int i = 0; i < PARAM_UNSUPPORTED_COUNT; i++) {
+    const param_unsupported_t* u = &param_unsupported[i];
+    const param_value_t* v = &s->unsupported[i];
+    if (v->src == PARAM_SRC_DEFAULT) continue;
+    const char* file = v->src == PARAM_SRC_FILE ? v->file : "";
+    if (u->same_as != NULL && strcmp(v->text, u->same_as) == 0) {
+      INFO(NCCL_ENV, "%s set by %s%s%s to %s, which is what Baton does anyway", u->name,
+           param_src_name(v), file[0] ? " " : "", file, v->text);
+      continue;
+    }
+    WARN("%s=%s (set by %s%s%s) is not supported by Baton and is ignored%s%s", u->name, v->text,
+         param_src_name(v), file[0] ? " " : "", file, u->same_as ? "; Baton behaves as " : "",
+         u->same_as ? u->same_as : "");
+  }
+}
+
+/* Logs, once per snapshot, what the environment plugin did, the rows given a non-default value,
+ * the malformed integers and the unsupported variables that are set. The log calls may read
+ * parameters again (logging's own settings); reported is set first, so that nested call returns
+ * at once. */
 static void param_report(param_snapshot_t* s) {
   if (atomic_exchange(&s->reported, 1) != 0) return;
+  env_plugin_report();
   for (int i = 0; i < PARAM_COUNT; i++) {
     const param_desc_t* d = &param_descs[i];
     const param_value_t* v = &s->values[i];
     if (v->src == PARAM_SRC_DEFAULT) continue;
-    const char* where = v->src == PARAM_SRC_ENV ? "environment" : "config file";
+    const char* where = param_src_name(v);
     const char* file = v->src == PARAM_SRC_FILE ? v->file : "";
     if (v->malformed) {
       WARN(
@@ -212,6 +274,7 @@ static void param_report(param_snapshot_t* s) {
     if (!param_differs_from_default(d, v)) continue;
     INFO(NCCL_ENV, "%s set by %s%s%s to %s", d->name, where, file[0] ? " " : "", file, v->text);
   }
+  param_report_unsupported(s);
 }
 
 /* ---- Snapshot lifecycle -----------------------------------------------------------------------
@@ -285,6 +348,14 @@ const char* param_str(param_id_t id) {
   if (!param_id_valid(id)) return NULL;
   const param_value_t* v = &param_snapshot()->values[id];
   return v->text ? v->text : param_descs[id].def;
+}
+
+int param_unsupported_count(void) {
+  return PARAM_UNSUPPORTED_COUNT;
+}
+
+const char* param_unsupported_name(int i) {
+  return i >= 0 && i < PARAM_UNSUPPORTED_COUNT ? param_unsupported[i].name : NULL;
 }
 
 bool param_is_set(param_id_t id) {

@@ -16,6 +16,17 @@ PARAM_ROW(DEBUG_FILE, "NCCL_DEBUG_FILE", PARAM_STR, NULL,
 PARAM_ROW(CONF_FILE, "NCCL_CONF_FILE", PARAM_STR, NULL,
           "A configuration file of NAME=VALUE lines, read instead of ~/.nccl.conf; /etc/nccl.conf "
           "is read after it (the environment wins, then the earlier file)")
+PARAM_ROW(DEBUG_TIMESTAMP_LEVELS, "NCCL_DEBUG_TIMESTAMP_LEVELS", PARAM_STR, "WARN",
+          "Log levels whose lines start with a wall-clock timestamp: a list of VERSION, WARN, "
+          "INFO, ABORT, TRACE or ALL; a leading ^ selects every level but those")
+PARAM_ROW(DEBUG_TIMESTAMP_FORMAT, "NCCL_DEBUG_TIMESTAMP_FORMAT", PARAM_STR, "[%F %T] ",
+          "strftime format of that timestamp; %1f .. %9f print that many digits of the second's "
+          "fraction, _ prints a space")
+PARAM_ROW(WARN_ENABLE_DEBUG_INFO, "NCCL_WARN_ENABLE_DEBUG_INFO", PARAM_INT, "0",
+          "1: the first WARN raises the log level to INFO, so what follows an error is logged")
+PARAM_ROW(SET_THREAD_NAME, "NCCL_SET_THREAD_NAME", PARAM_INT, "1",
+          "1: name Baton's threads (\"NCCL Proxy\", \"NCCL HostCh 3\", ...) for debuggers and top; "
+          "0: leave the names alone (stock's default is 0)")
 
 /* Bootstrap and sockets */
 PARAM_ROW(COMM_ID, "NCCL_COMM_ID", PARAM_STR, NULL,
@@ -37,6 +48,22 @@ PARAM_ROW(COMM_BLOCKING, "NCCL_COMM_BLOCKING", PARAM_INT, "1",
           "Default for ncclConfig_t.blocking when the config leaves it undefined")
 PARAM_ROW(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", PARAM_INT, "1",
           "Connect transports lazily on first use (1) or all at init (0)")
+PARAM_ROW(LAUNCH_MODE, "NCCL_LAUNCH_MODE", PARAM_STR, "PARALLEL",
+          "PARALLEL or GROUP. Baton launches a group's GPU communicators from the calling thread "
+          "in posting order either way; GROUP's barrier between ranks driven by separate threads "
+          "of one process is not built (an INFO line says so)")
+PARAM_ROW(CHECKS_DISABLE, "NCCL_CHECKS_DISABLE", PARAM_INT, "0",
+          "1: skip the argument checks that cost time per call (NCCL_CHECK_POINTERS' pointer "
+          "queries); checks that keep memory safe (counts, types, ops, ranks) always run")
+PARAM_ROW(CHECK_POINTERS, "NCCL_CHECK_POINTERS", PARAM_INT, "0",
+          "1: check on every call that a GPU communicator's buffers are memory its device can "
+          "access (a cudaPointerGetAttributes per buffer)")
+PARAM_ROW(MIN_CTAS, "NCCL_MIN_CTAS", PARAM_INT, NULL,
+          "Overrides ncclConfig_t.minCTAs: every operation uses at least this many channels (CUDA "
+          "blocks); unset (the default) keeps the config's value")
+PARAM_ROW(MAX_CTAS, "NCCL_MAX_CTAS", PARAM_INT, NULL,
+          "Overrides ncclConfig_t.maxCTAs: a communicator has at most this many channels; unset "
+          "(the default) keeps the config's value")
 
 /* Channels, buffers, algorithms */
 PARAM_ROW(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", PARAM_INT, "1", "Minimum number of channels")
@@ -64,8 +91,6 @@ PARAM_ROW(P2P_LEVEL, "NCCL_P2P_LEVEL", PARAM_STR, NULL,
 PARAM_ROW(SHM_DISABLE, "NCCL_SHM_DISABLE", PARAM_INT, "0", "Disable the shared-memory transport")
 PARAM_ROW(CUMEM_ENABLE, "NCCL_CUMEM_ENABLE", PARAM_INT, "1",
           "Use cuMem allocations (shared by file descriptor) instead of cudaMalloc + cudaIpc handles")
-PARAM_ROW(NVLS_ENABLE, "NCCL_NVLS_ENABLE", PARAM_INT, "0",
-          "NVLink SHARP / multicast. Baton never uses multicast; any value is accepted and ignored")
 PARAM_ROW(NET, "NCCL_NET", PARAM_STR, NULL, "Force a network by name: Socket or IB")
 PARAM_ROW(NET_PLUGIN, "NCCL_NET_PLUGIN", PARAM_STR, NULL,
           "External ncclNet plugin: a library name or suffix (libnccl-net-<name>.so); none disables")
@@ -75,6 +100,11 @@ PARAM_ROW(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", PARAM_INT, "1",
           "Helper threads per connection in the socket network")
 PARAM_ROW(IB_DISABLE, "NCCL_IB_DISABLE", PARAM_INT, "0", "Disable the IB verbs network")
 PARAM_ROW(IB_HCA, "NCCL_IB_HCA", PARAM_STR, NULL, "IB devices (and ports) to use: prefixes, ^ excludes")
+
+/* Plugins: a library name, a path, or a suffix (libnccl-<kind>-<suffix>.so); none disables */
+PARAM_ROW(ENV_PLUGIN, "NCCL_ENV_PLUGIN", PARAM_STR, NULL,
+          "Environment plugin (ncclEnvPlugin_v1): Baton reads every NCCL_* variable through its "
+          "getEnv; itself read from the process environment. Default: libnccl-env.so if present")
 
 /* Topology */
 PARAM_ROW(TOPO_FILE, "NCCL_TOPO_FILE", PARAM_STR, NULL, "Load the system topology from this XML file")

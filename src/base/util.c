@@ -1,6 +1,7 @@
 /* Small utilities: zeroed allocation, hashing, clocks, host and process identity, and the names
  * and sizes of the public datatypes and reduction operators. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -139,4 +140,14 @@ const char* redop_name(ncclRedOp_t op) {
   if (v >= 0 && v < ncclNumOps) return names[v];
   if (v >= ncclNumOps && v <= (long)ncclMaxRedOp) return "PreMulSum"; /* ncclRedOpCreatePreMulSum */
   return "Unknown";
+}
+
+void thread_set_name(pthread_t thread, const char* fmt, ...) {
+  if (param_int(PARAM_SET_THREAD_NAME) == 0) return;
+  char name[16]; /* Linux keeps 15 characters */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name, sizeof(name), fmt, ap);
+  va_end(ap);
+  (void)pthread_setname_np(thread, name);
 }

@@ -239,6 +239,7 @@ static void in_accept_all(bootstrap_t* b) {
 
 static void* receiver_main(void* arg) {
   bootstrap_t* b = arg;
+  thread_set_name(pthread_self(), "NCCL Bootstrap");
   struct pollfd* pfds = NULL;
   int pfd_cap = 0;
   ncclResult_t res = ncclSuccess;

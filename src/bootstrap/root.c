@@ -326,6 +326,7 @@ static void root_unlist(root_state_t* st) {
 
 static void* root_thread_main(void* arg) {
   root_state_t* st = arg;
+  thread_set_name(pthread_self(), "NCCL BootstrapR");
   int64_t timeout_ms = param_int(PARAM_BOOTSTRAP_TIMEOUT_MS);
   if (timeout_ms <= 0) timeout_ms = 300000;
   uint64_t start = clock_ns();

@@ -255,6 +255,9 @@ typedef struct coll_gpu_params {
 } coll_gpu_params_t;
 /* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
 int coll_nchannels_clamp(int want);
+/* Clamps a channel count to the config's minCTAs..maxCTAs (NCCL_MIN_CTAS / NCCL_MAX_CTAS already
+ * applied) and 1..PLAN_MAX_CHANNELS. Every rank passes the same config (as stock requires). */
+int coll_ctas_clamp(int n, const ncclConfig_t* cfg);
 /* This rank's proposal from its host's topology (NULL: unknown) and the peers (pure, apart from
  * reading NCCL_* parameters). */
 void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,

@@ -117,6 +117,7 @@ static ncclResult_t comm_transport_init(struct coll_comm* cc, struct ncclComm* c
   t->err_buf = comm->last_error;
   t->err_len = sizeof(comm->last_error);
   t->comm_hash = comm->comm_hash;
+  t->traffic_class = comm->config.trafficClass; /* NCCL_CONFIG_UNDEF_INT: the network's choice */
   t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
   t->no_ll128 = !cc->ll128_ok;
   t->topo = cc->topo;
@@ -175,7 +176,7 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
   if (cc->gpu) {
     CHECK(coll_gpu_setup(cc, comm)); /* nchannels, LL128, tuning */
   } else {
-    cc->nchannels = comm_param_channels();
+    cc->nchannels = coll_ctas_clamp(comm_param_channels(), &comm->config);
     cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
                                  .nhosts = cc->nhosts,
                                  .nchannels = cc->nchannels,
@@ -191,6 +192,10 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
     int64_t m = param_int(PARAM_MIN_NCHANNELS);
     cc->min_channels = m < 1 ? 1 : m > cc->nchannels ? cc->nchannels : (int)m;
   }
+  /* ncclConfig_t.minCTAs (NCCL_MIN_CTAS): every launch gets at least that many blocks, so every
+   * operation uses at least that many channels. */
+  if (comm->config.minCTAs > cc->min_channels)
+    cc->min_channels = comm->config.minCTAs < cc->nchannels ? comm->config.minCTAs : cc->nchannels;
   CHECK(comm_channels_init(cc));
   /* The executor is chosen before the transports exist: they allocate for it. */
   cc->executor = cc->gpu ? &executor_cuda_ops : &executor_host_ops;

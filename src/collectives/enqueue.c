@@ -29,8 +29,36 @@ static bool enqueue_has_root(int func) {
          func == COLL_SCATTER || func == FUNC_SEND || func == FUNC_RECV;
 }
 
+/* NCCL_CHECK_POINTERS=1 (unless NCCL_CHECKS_DISABLE=1), GPU communicators: p must be memory the
+ * communicator's device can use: not plain host memory, not another device's memory (as stock). */
+static ncclResult_t enqueue_check_pointer(const coll_args_t* a, const void* p, const char* name) {
+  int dev = a->comm->cuda_dev;
+  if (dev < 0 || param_int(PARAM_CHECK_POINTERS) == 0 || param_int(PARAM_CHECKS_DISABLE) != 0)
+    return ncclSuccess;
+  struct cudaPointerAttributes attr;
+  cudaError_t err = cudaPointerGetAttributes(&attr, p);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("%s: %s %p: cudaPointerGetAttributes failed: %s (NCCL_CHECK_POINTERS)", a->api, name, p,
+         cudaGetErrorString(err));
+    return ncclInvalidArgument;
+  }
+  if (attr.type == cudaMemoryTypeUnregistered) {
+    WARN("%s: %s %p is host memory the GPU cannot access (NCCL_CHECK_POINTERS)", a->api, name, p);
+    return ncclInvalidArgument;
+  }
+  if (attr.type == cudaMemoryTypeDevice && attr.device != dev) {
+    WARN(
+        "%s: %s %p is memory of device %d, but the communicator's rank %d runs on device %d "
+        "(NCCL_CHECK_POINTERS)",
+        a->api, name, p, attr.device, a->comm->rank, dev);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t enqueue_check_buffer(const coll_args_t* a, const void* p, const char* name) {
-  if (p != NULL) return ncclSuccess;
+  if (p != NULL) return enqueue_check_pointer(a, p, name);
   WARN("%s: argument %s is NULL with count %zu on rank %d", a->api, name, a->count, a->comm->rank);
   return ncclInvalidArgument;
 }

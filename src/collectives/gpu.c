@@ -10,6 +10,7 @@
  * merged the same way on every rank. */
 #include <math.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "collectives/collectives.h"
 
@@ -53,6 +54,14 @@ int coll_nchannels_clamp(int want) {
   if (n > hi) n = hi;
   if (n < 1) n = 1;
   return (int)n;
+}
+
+int coll_ctas_clamp(int n, const ncclConfig_t* cfg) {
+  int lo = cfg->minCTAs > 1 ? cfg->minCTAs : 1;
+  int hi = cfg->maxCTAs < PLAN_MAX_CHANNELS ? cfg->maxCTAs : PLAN_MAX_CHANNELS;
+  if (hi < 1) hi = 1;
+  if (lo > hi) lo = hi;
+  return n < lo ? lo : n > hi ? hi : n;
 }
 
 /* Index in topo of the GPU of rank r, -1 when r is elsewhere or unknown. */
@@ -179,10 +188,32 @@ ncclResult_t coll_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
   return res;
 }
 
+/* NCCL_LAUNCH_MODE: PARALLEL or GROUP (any case); anything else WARNs once and reads as
+ * PARALLEL, as stock. ncclGroupEnd launches every GPU communicator of the group from the calling
+ * thread in posting order, which is what GROUP asks for when one thread drives several GPUs;
+ * stock's barrier between the launches of ranks on separate threads of one process is not built,
+ * and GROUP says so once. */
+static void gpu_launch_mode_check(void) {
+  static atomic_int said;
+  const char* mode = param_str(PARAM_LAUNCH_MODE);
+  bool group = strcasecmp(mode, "GROUP") == 0;
+  if (group || strcasecmp(mode, "PARALLEL") == 0) {
+    if (group && !atomic_exchange(&said, 1))
+      INFO(NCCL_INIT | NCCL_ENV,
+           "NCCL_LAUNCH_MODE=GROUP: launches of one thread's group go out in order; ranks on "
+           "separate threads of a process are not synchronized before launching");
+    return;
+  }
+  if (!atomic_exchange(&said, 1))
+    WARN("NCCL_LAUNCH_MODE=%s is neither PARALLEL nor GROUP; using PARALLEL", mode);
+}
+
 ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
   coll_gpu_params_t mine, agreed;
+  gpu_launch_mode_check();
   CHECK(coll_topo_agree(comm->bootstrap, comm->peers, cc->nranks, cc->rank, &cc->topo));
   coll_gpu_params_local(cc->topo, comm->peers, cc->nranks, cc->rank, cc->nhosts, &mine);
+  mine.nchannels = coll_ctas_clamp(mine.nchannels, &comm->config);
   CHECK(coll_gpu_params_agree(comm->bootstrap, cc->nranks, cc->rank, &mine, &agreed));
   cc->nchannels = agreed.nchannels;
   cc->ll128_ok = agreed.ll128 != 0;

@@ -125,6 +125,7 @@ static ncclResult_t group_run_comm(struct coll_comm* cc) {
 
 static void* group_thread(void* arg) {
   struct coll_comm* cc = arg;
+  thread_set_name(pthread_self(), "NCCL Group %d", cc->rank);
   log_set_device(cc->comm->cuda_dev); /* coll_comm_run makes the device current itself */
   log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
   cc->job_result = group_run_comm(cc);

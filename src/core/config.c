@@ -1,4 +1,9 @@
-/* ncclConfig_t: validation, version/size handling, defaults and env overrides (as stock 2.28). */
+/* ncclConfig_t: validation, version/size handling, defaults and env overrides (as stock 2.28).
+ * What Baton does with each field: blocking, commName, minCTAs/maxCTAs (the channel range,
+ * collectives/comm.c), netName (checked against the network in use, init.c) and trafficClass
+ * (handed to the network's connect) are honoured; cgaClusterSize, splitShare and shrinkShare have
+ * no meaning in Baton and a value that asks for something WARNs once per process. */
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "core/core.h"
@@ -83,6 +88,21 @@ static void config_fill_defaults(ncclConfig_t* c) {
   if (c->commName) INFO(NCCL_ENV, "Comm config commName set to %s", c->commName);
 }
 
+/* NCCL_MIN_CTAS / NCCL_MAX_CTAS, when set to 1..CONFIG_MAX_CTAS, replace the config's value. */
+static void config_ctas_override(int* field, param_id_t id, const char* name) {
+  if (!param_is_set(id)) return;
+  int64_t v = param_int(id);
+  if (v < 1 || v > CONFIG_MAX_CTAS) {
+    WARN("%s=%lld is outside 1..%d; keeping %s %d", param_describe(id)->name, (long long)v,
+         CONFIG_MAX_CTAS, name, *field);
+    return;
+  }
+  if (*field != (int)v)
+    INFO(NCCL_ENV, "Comm config %s set to %lld by %s", name, (long long)v,
+         param_describe(id)->name);
+  *field = (int)v;
+}
+
 void config_env_override(ncclConfig_t* cfg) {
   /* As stock: NCCL_COMM_BLOCKING=0/1, when set, wins over the config. */
   if (param_is_set(PARAM_COMM_BLOCKING)) {
@@ -92,6 +112,33 @@ void config_env_override(ncclConfig_t* cfg) {
     else
       INFO(NCCL_ENV, "NCCL_COMM_BLOCKING=%lld is not 0 or 1; ignored", (long long)v);
   }
+  config_ctas_override(&cfg->minCTAs, PARAM_MIN_CTAS, "minCTAs");
+  config_ctas_override(&cfg->maxCTAs, PARAM_MAX_CTAS, "maxCTAs");
+  if (cfg->minCTAs > cfg->maxCTAs) {
+    WARN(
+        "Comm config minCTAs %d exceeds maxCTAs %d (after NCCL_MIN_CTAS/NCCL_MAX_CTAS); using "
+        "maxCTAs for both",
+        cfg->minCTAs, cfg->maxCTAs);
+    cfg->minCTAs = cfg->maxCTAs;
+  }
+}
+
+/* Fields a user set to something Baton cannot do: one WARN per field and process. */
+static void config_warn_ignored(const ncclConfig_t* c) {
+  static atomic_int warned_cga, warned_split, warned_shrink;
+  if (c->cgaClusterSize != UNDEF && c->cgaClusterSize != 0 && !atomic_exchange(&warned_cga, 1))
+    WARN(
+        "Comm config cgaClusterSize=%d is ignored: Baton's kernels do not use thread block "
+        "clusters",
+        c->cgaClusterSize);
+  if (c->splitShare == 1 && !atomic_exchange(&warned_split, 1))
+    WARN(
+        "Comm config splitShare=1 is ignored: Baton gives every communicator created by "
+        "ncclCommSplit its own channels and connections");
+  if (c->shrinkShare == 1 && !atomic_exchange(&warned_shrink, 1))
+    WARN(
+        "Comm config shrinkShare=1 is ignored: Baton gives every communicator created by "
+        "ncclCommShrink its own channels and connections");
 }
 
 ncclResult_t config_parse(const ncclConfig_t* config, const char* api, ncclConfig_t* out) {
@@ -120,6 +167,7 @@ ncclResult_t config_parse(const ncclConfig_t* config, const char* api, ncclConfi
     config_forget_newer_fields(&c);
   }
   CHECK(config_validate(&c, api));
+  config_warn_ignored(&c);
   config_fill_defaults(&c);
   config_env_override(&c);
   c.size = sizeof(c);

@@ -1,10 +1,12 @@
 /* Communicator creation: ncclGetUniqueId, ncclCommInitRank{,Config,Scalable}, ncclCommInitAll,
  * and comm_init_run (bootstrap, peer info, collectives hook) that split and shrink reuse. */
-#include <unistd.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/core.h"
+#include "transport/net.h"
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   CHECK(arg_check_ptr(uniqueId, "ncclGetUniqueId", "uniqueId"));
@@ -69,6 +71,29 @@ static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
   return ncclSuccess;
 }
 
+/* ncclConfig_t.netName: Baton uses one network per process (NCCL_NET, else the first that
+ * works); a communicator that names another one fails here rather than run over the wrong one.
+ * NCCL_NET, when set, wins over netName (as stock). */
+static ncclResult_t comm_net_name_check(ncclComm_t comm, const char* api) {
+  const char* want = comm->config.netName;
+  if (want == NULL) return ncclSuccess;
+  if (param_is_set(PARAM_NET)) {
+    INFO(NCCL_INIT | NCCL_ENV, "%s: config netName %s overridden by NCCL_NET=%s", api, want,
+         param_str(PARAM_NET));
+    return ncclSuccess;
+  }
+  const ncclNet_t* net = NULL;
+  CHECK(net_select(&net, NULL));
+  if (strcasecmp(net->name, want) != 0) {
+    WARN(
+        "%s: config netName is %s but this process uses the %s network (Baton picks one network "
+        "per process: set NCCL_NET=%s for every communicator instead)",
+        api, want, net->name, want);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, int nhandles,
                            const char* api) {
   char bus[24];
@@ -76,6 +101,7 @@ ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, i
   INFO(NCCL_INIT, "%s comm %p rank %d nranks %d cudaDev %d busId %s commId 0x%llx - Init START",
        api, (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus),
        (unsigned long long)comm->comm_hash);
+  CHECK(comm_net_name_check(comm, api));
   CHECK(bootstrap_init(handles, nhandles, comm->rank, comm->nranks, comm->abort_flag,
                        &comm->bootstrap));
   uint64_t t_boot = clock_ns();

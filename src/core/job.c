@@ -52,6 +52,7 @@ static void comm_job_mark_done(comm_job_t* job) {
 static void* comm_job_thread(void* arg) {
   comm_job_t* job = arg;
   ncclComm_t comm = job->child ? job->child : job->owner;
+  thread_set_name(pthread_self(), "NCCL Job %d", comm->rank);
   log_set_device(comm->cuda_dev);
   if (comm->cuda_dev >= 0 && cudaSetDevice(comm->cuda_dev) != cudaSuccess) (void)cudaGetLastError();
   (void)job->run(job); /* publishes its results in the comms' async_error/state */

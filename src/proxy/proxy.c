@@ -352,7 +352,7 @@ static void proxy_sleep(proxy_state_t* p, uint64_t ns) {
 
 static void* proxy_main(void* arg) {
   proxy_state_t* p = arg;
-  pthread_setname_np(pthread_self(), "baton-proxy");
+  thread_set_name(pthread_self(), "NCCL Proxy");
   log_bind_error_sink(p->err_buf, p->err_len);
   uint64_t idle_since = clock_ns();
   while (!atomic_load(&p->stop)) {

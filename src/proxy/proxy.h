@@ -27,7 +27,7 @@ typedef struct proxy_conn {
   void* priv; /* proxy-private progress state */
 } proxy_conn_t;
 
-/* Starts the thread (named "baton-proxy"); it stops progressing once *abort_flag is set. The
+/* Starts the thread (named "NCCL Proxy"); it stops progressing once *abort_flag is set. The
  * thread's WARNs are also copied into err_buf[err_len] (the communicator's last-error text, kept
  * alive until proxy_destroy; NULL: none). */
 ncclResult_t proxy_create(volatile uint32_t* abort_flag, char* err_buf, size_t err_len,

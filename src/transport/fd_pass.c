@@ -125,6 +125,7 @@ static void fd_serve_one(int sock) {
 
 static void* fd_server_main(void* arg) {
   (void)arg;
+  thread_set_name(pthread_self(), "NCCL FdServer");
   for (;;) {
     struct pollfd p[2] = {{.fd = srv.listen_fd, .events = POLLIN},
                           {.fd = srv.stop_fd, .events = POLLIN}};

@@ -64,7 +64,9 @@ static ncclResult_t net_wait_comm(transport_ctx_t* ctx, conn_t* conn, net_res_t*
   uint64_t limit_ms = (uint64_t)param_int(PARAM_BOOTSTRAP_TIMEOUT_MS);
   uint64_t deadline = clock_ns() + limit_ms * 1000000ull;
   ncclNetDeviceHandle_v10_t* dev_handle = NULL;
-  ncclNetCommConfig_v10_t config = {.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  ncclNetCommConfig_v10_t config = {.trafficClass = ctx->traffic_class == NCCL_CONFIG_UNDEF_INT
+                                                        ? NCCL_NET_TRAFFIC_CLASS_UNDEF
+                                                        : ctx->traffic_class};
   while (r->comm == NULL) {
     if (conn->is_send)
       CHECK(r->net->connect(r->dev, &config, handle, &r->comm, &dev_handle));

@@ -434,6 +434,7 @@ static void* sock_thread_main(void* arg) {
   sock_thread_t* th = arg;
   sock_comm_t* c = th->comm;
   struct pollfd fds[SOCK_MAX_STREAMS + 1];
+  thread_set_name(pthread_self(), "NCCL Sock%c", c->is_send ? 'S' : 'R');
   while (!atomic_load(&c->stop)) {
     int nfds = 0;
     bool progressed = false;

@@ -35,6 +35,8 @@ typedef struct transport_ctx {
   char* err_buf;                 /* the communicator's last-error text, handed to the proxy */
   size_t err_len;
   uint64_t comm_hash;            /* names shared-memory segments */
+  int traffic_class;             /* ncclConfig_t.trafficClass for network connections, or
+                                    NCCL_CONFIG_UNDEF_INT */
   struct proxy_state* proxy;     /* started on first NET connection */
   int buff_bytes[PROTO_COUNT];   /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
   conn_t** send;                 /* [channel * nranks + peer], NULL until connected */

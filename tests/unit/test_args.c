@@ -186,6 +186,87 @@ START_TEST(test_config_defaults_and_versions) {
 }
 END_TEST
 
+/* NCCL_MIN_CTAS / NCCL_MAX_CTAS replace the config's minCTAs / maxCTAs (as stock); a value out of
+ * 1..64 WARNs and is ignored; a minimum above the maximum becomes the maximum. */
+START_TEST(test_config_env_ctas) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, out;
+  cfg.minCTAs = 2;
+  cfg.maxCTAs = 16;
+  unit_set_param("NCCL_MIN_CTAS", "3");
+  unit_set_param("NCCL_MAX_CTAS", "8");
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.minCTAs, 3);
+  ck_assert_int_eq(out.maxCTAs, 8);
+  unit_set_param("NCCL_MAX_CTAS", "0");
+  log_clear_last_error();
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.maxCTAs, 16);
+  ck_assert_ptr_nonnull(strstr(log_last_error(), "NCCL_MAX_CTAS=0 is outside 1..64"));
+  unit_set_param("NCCL_MIN_CTAS", "40");
+  unit_set_param("NCCL_MAX_CTAS", "12");
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.minCTAs, 12);
+  ck_assert_int_eq(out.maxCTAs, 12);
+  unit_set_param("NCCL_MIN_CTAS", NULL);
+  unit_set_param("NCCL_MAX_CTAS", NULL);
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.minCTAs, 2);
+  ck_assert_int_eq(out.maxCTAs, 16);
+}
+END_TEST
+
+/* Fields Baton cannot honour WARN once per process when a user asks for them; their defaults and
+ * the values Baton already behaves as are silent. */
+START_TEST(test_config_ignored_fields_warn_once) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, out;
+  log_clear_last_error();
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  cfg.cgaClusterSize = 0;
+  cfg.splitShare = 0;
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_str_eq(log_last_error(), "");
+  static const struct {
+    const char* needle;
+    int field;
+  } cases[] = {{"cgaClusterSize=2 is ignored", 0},
+               {"splitShare=1 is ignored", 1},
+               {"shrinkShare=1 is ignored", 2}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    if (cases[i].field == 0) c.cgaClusterSize = 2;
+    if (cases[i].field == 1) c.splitShare = 1;
+    if (cases[i].field == 2) c.shrinkShare = 1;
+    for (int round = 0; round < 2; round++) {
+      log_clear_last_error();
+      ck_assert_int_eq(config_parse(&c, "test", &out), ncclSuccess);
+      if (round == 0)
+        ck_assert_msg(strstr(log_last_error(), cases[i].needle) != NULL, "'%s' lacks '%s'",
+                      log_last_error(), cases[i].needle);
+      else
+        ck_assert_str_eq(log_last_error(), ""); /* once per process */
+    }
+  }
+}
+END_TEST
+
+/* netName must name the network this process uses; another name fails init with a WARN naming
+ * both (NCCL_NET, when set, wins over it, as stock). */
+START_TEST(test_config_net_name) {
+  ncclUniqueId id;
+  ncclComm_t comm = SENTINEL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.netName = "NoSuchNet";
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, NULL,
+             "config netName is NoSuchNet but this process uses the");
+  ck_assert_ptr_eq(comm, SENTINEL);
+  unit_set_param("NCCL_NET", "Socket");
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
 START_TEST(test_config_env_blocking) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER, out;
   cfg.blocking = 1;
@@ -365,6 +446,9 @@ int main(void) {
   tcase_add_test(tc, test_config_bad_fields);
   tcase_add_test(tc, test_config_defaults_and_versions);
   tcase_add_test(tc, test_config_env_blocking);
+  tcase_add_test(tc, test_config_env_ctas);
+  tcase_add_test(tc, test_config_ignored_fields_warn_once);
+  tcase_add_test(tc, test_config_net_name);
   tcase_add_test(tc, test_config_comm_name_copied);
   tcase_add_test(tc, test_query_args);
   tcase_add_test(tc, test_split_args);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -88,12 +89,90 @@ START_TEST(test_warn_line_format) {
   WARN("bad thing: %s", "disk on fire");
   char prefix[512], expect[2048];
   line_prefix(prefix, sizeof(prefix));
-  snprintf(expect, sizeof(expect), "\n%s[1] %s:%d NCCL WARN bad thing: disk on fire\n", prefix,
+  snprintf(expect, sizeof(expect), "%s[1] %s:%d NCCL WARN bad thing: disk on fire\n", prefix,
            __func__, line);
   char* text = read_log();
-  ck_assert_str_eq(text, expect);
+  /* Stock's default: WARN lines carry "[%F %T] " (NCCL_DEBUG_TIMESTAMP_*), after the blank line. */
+  struct tm tm = {0};
+  ck_assert_msg(strncmp(text, "\n[", 2) == 0, "no timestamp: %s", text);
+  const char* after = strptime(text + 2, "%Y-%m-%d %H:%M:%S] ", &tm);
+  ck_assert_msg(after != NULL, "bad timestamp: %s", text);
+  tm.tm_isdst = -1;
+  ck_assert_msg(labs((long)(mktime(&tm) - time(NULL))) <= 5, "timestamp is not now: %s", text);
+  ck_assert_str_eq(after, expect);
   free(text);
   ck_assert_str_eq(log_last_error(), "bad thing: disk on fire");
+}
+END_TEST
+
+/* NCCL_DEBUG_TIMESTAMP_LEVELS picks the levels, NCCL_DEBUG_TIMESTAMP_FORMAT the format (%Nf: N
+ * digits of the second's fraction, _ a space, %% a percent sign). */
+START_TEST(test_timestamps) {
+  setenv("NCCL_DEBUG_TIMESTAMP_LEVELS", "INFO", 1);
+  setenv("NCCL_DEBUG_TIMESTAMP_FORMAT", "<%Y_%3f%%>_", 1);
+  set_debug("INFO", "INIT");
+  INFO(NCCL_INIT, "probe-info");
+  WARN("probe-warn");
+  char* text = read_log();
+  char year[8];
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(year, sizeof(year), "%Y", &tm);
+  /* The INFO line: "<YYYY NNN%> host:pid:tid NCCL INFO probe-info". */
+  char* info = strstr(text, "NCCL INFO probe-info");
+  ck_assert_ptr_nonnull(info);
+  char* start = info;
+  while (start > text && start[-1] != '\n') start--;
+  int frac = -1, n = 0;
+  char y[8] = "";
+  ck_assert_msg(sscanf(start, "<%4s %3d%%> %n", y, &frac, &n) == 2 && n > 0, "line: %s", start);
+  ck_assert_str_eq(y, year);
+  ck_assert(frac >= 0 && frac <= 999);
+  ck_assert(start[n - 1] == ' ' && start[n] != ' ');
+  /* The WARN line has none now. */
+  char prefix[512];
+  line_prefix(prefix, sizeof(prefix));
+  char* warn = strstr(text, "probe-warn");
+  ck_assert_ptr_nonnull(warn);
+  while (warn > text && warn[-1] != '\n') warn--;
+  ck_assert_msg(strncmp(warn, prefix, strlen(prefix)) == 0, "WARN line: %s", warn);
+  free(text);
+
+  /* ^WARN: every level but WARN; ALL with an empty-looking format ("_"): a lone space. */
+  setenv("NCCL_DEBUG_TIMESTAMP_LEVELS", "^WARN", 1);
+  setenv("NCCL_DEBUG_TIMESTAMP_FORMAT", "_", 1);
+  unlink(log_path);
+  set_debug("INFO", "INIT");
+  INFO(NCCL_INIT, "probe-2");
+  text = read_log();
+  char expect[1024];
+  snprintf(expect, sizeof(expect), " %sNCCL INFO probe-2\n", prefix);
+  ck_assert_str_eq(text, expect);
+  free(text);
+}
+END_TEST
+
+/* NCCL_WARN_ENABLE_DEBUG_INFO=1: INFO lines are logged after the first WARN. */
+START_TEST(test_warn_enables_info) {
+  setenv("NCCL_WARN_ENABLE_DEBUG_INFO", "1", 1);
+  set_debug("WARN", "INIT");
+  INFO(NCCL_INIT, "before");
+  WARN("trouble");
+  INFO(NCCL_INIT, "after");
+  char* text = read_log();
+  ck_assert_int_eq(unit_count(text, "before"), 0);
+  ck_assert_int_eq(unit_count(text, "NCCL INFO after\n"), 1);
+  free(text);
+  /* Without it the level stays. */
+  unsetenv("NCCL_WARN_ENABLE_DEBUG_INFO");
+  unlink(log_path);
+  set_debug("WARN", "INIT");
+  WARN("trouble");
+  INFO(NCCL_INIT, "after");
+  text = read_log();
+  ck_assert_int_eq(unit_count(text, "after"), 0);
+  free(text);
 }
 END_TEST
 
@@ -421,6 +500,8 @@ int main(void) {
   tcase_add_test(tc, test_info_line_format);
   tcase_add_test(tc, test_warn_line_format);
   tcase_add_test(tc, test_trace_line_format);
+  tcase_add_test(tc, test_timestamps);
+  tcase_add_test(tc, test_warn_enables_info);
   tcase_add_loop_test(tc, test_level_filtering, 0, 9);
   tcase_add_test(tc, test_nothing_written_when_unset);
   tcase_add_test(tc, test_banner_once);

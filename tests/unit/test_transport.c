@@ -118,10 +118,10 @@ static int net_rank(int idx, int n, void* arg) {
   CHILD_CHECK(bootstrap_barrier(r.b, 1) == ncclSuccess);
 
   /* Idle: the proxy thread must sleep, not spin (a spinning thread burns ~100 ticks a second). */
-  long t0 = th_thread_ticks("baton-proxy");
+  long t0 = th_thread_ticks("NCCL Proxy");
   CHILD_CHECK(t0 >= 0);
   fork_ranks_sleep_ms(1000);
-  long t1 = th_thread_ticks("baton-proxy");
+  long t1 = th_thread_ticks("NCCL Proxy");
   if (getenv("TH_VERBOSE") || t1 - t0 > 10)
     fprintf(stderr, "rank %d: idle proxy used %ld ticks in 1 s\n", idx, t1 - t0);
   CHILD_CHECK(t1 - t0 <= 10);

@@ -113,6 +113,7 @@ static void* chan_main(void* arg) {
   host_chan_t* ch = arg;
   host_exec_t* ex = ch->ex;
   uint64_t seen = ch->gen_seen;
+  thread_set_name(pthread_self(), "NCCL HostCh %d", ch->id);
   /* Channel 0 runs on the launching thread, which the caller has bound to the same buffer. */
   log_bind_error_sink(ex->comm->err_buf, ex->comm->err_len);
   pthread_mutex_lock(&ex->mu);
