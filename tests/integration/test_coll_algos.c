@@ -1,5 +1,6 @@
 /* Every algorithm x protocol forced through NCCL_ALGO / NCCL_PROTO (and the per-collective form),
- * channel counts from NCCL_MIN/MAX_NCHANNELS, connecting everything at init, and one 64 MB
+ * channel counts from NCCL_MIN/MAX_NCHANNELS and NCCL_MIN/MAX_CTAS, connecting everything at init
+ * (NCCL_RUNTIME_CONNECT=0: every connection exists before the first operation), and one 64 MB
  * AllReduce. Each run checks results and that the planner used what was forced. */
 #include <check.h>
 #include <stdlib.h>
@@ -9,11 +10,13 @@
 #include "itest.h"
 
 typedef struct forced {
-  int algo;        /* expected ALGO_* for AllReduce, -1: not checked */
-  int proto;       /* expected PROTO_* for every collective, -1: not checked */
-  int other_algo;  /* expected for the other collectives (ring), -1: not checked */
-  int other_proto; /* expected for the other collectives, -1: not checked */
-  int nchannels;   /* expected channels of a 1 MB AllReduce, 0: not checked */
+  int algo;            /* expected ALGO_* for AllReduce, -1: not checked */
+  int proto;           /* expected PROTO_* for every collective, -1: not checked */
+  int other_algo;      /* expected for the other collectives (ring), -1: not checked */
+  int other_proto;     /* expected for the other collectives, -1: not checked */
+  int nchannels;       /* expected channels of a 1 MB AllReduce, 0: not checked */
+  int min_nchannels;   /* expected channels of a one-element AllReduce, 0: not checked */
+  bool connected_init; /* every ring and tree connection exists before the first operation */
   size_t counts[3];
 } forced_t;
 
@@ -31,10 +34,33 @@ static int check_choice(itest_rank_t* r, int func, int algo, int proto, const ch
   return 0;
 }
 
+/* Every connection of every channel's ring and trees, as NCCL_RUNTIME_CONNECT=0 promises. */
+static int check_all_connected(ncclComm_t comm) {
+  const struct coll_comm* cc = comm->coll;
+  IT_EXPECT(cc->op_count == 0, "an operation ran before the check");
+  for (int c = 0; c < cc->nchannels; c++) {
+    const dev_channel_t* ch = &cc->channels[c];
+    IT_EXPECT(coll_conn_transport(comm, c, ch->ring_next, 1) != NULL,
+              "channel %d: no send connection to ring next %d at init", c, ch->ring_next);
+    IT_EXPECT(coll_conn_transport(comm, c, ch->ring_prev, 0) != NULL,
+              "channel %d: no receive connection from ring prev %d at init", c, ch->ring_prev);
+    int tree[1 + TREE_MAX_CHILDREN] = {ch->tree_up};
+    for (int k = 0; k < TREE_MAX_CHILDREN; k++) tree[1 + k] = ch->tree_down[k];
+    for (int k = 0; k < 1 + TREE_MAX_CHILDREN; k++) {
+      if (tree[k] < 0) continue;
+      IT_EXPECT(coll_conn_transport(comm, c, tree[k], 1) != NULL &&
+                    coll_conn_transport(comm, c, tree[k], 0) != NULL,
+                "channel %d: tree peer %d not connected at init", c, tree[k]);
+    }
+  }
+  return 0;
+}
+
 static int forced_body(itest_rank_t* r, void* arg) {
   const forced_t* f = arg;
   ncclComm_t comm = r->comms[0];
   uint32_t seed = 100;
+  if (f->connected_init && check_all_connected(comm)) return 1;
   static const ncclDataType_t types[3] = {ncclFloat32, ncclInt64, ncclBfloat16};
   static const int ops[3] = {IT_SUM, IT_AVG, IT_PREMUL_DEVICE};
   for (int k = 0; k < 3; k++) {
@@ -78,7 +104,15 @@ static int forced_body(itest_rank_t* r, void* arg) {
     IT_NCCL(coll_last_choice(comm, &ch));
     IT_EXPECT(ch.nchannels == f->nchannels, "1 MB AllReduce used %d channels, expected %d",
               ch.nchannels, f->nchannels);
-    /* The smallest operation too, when NCCL_MIN_NCHANNELS forces it. */
+  }
+  if (f->min_nchannels > 0) { /* the smallest operation, when a minimum forces its channels */
+    itest_case_t c = {
+        .func = IT_ALLREDUCE, .dtype = ncclFloat32, .op = IT_SUM, .count = 1, .seed = seed++};
+    if (itest_op_run(comm, &c)) return 1;
+    coll_choice_t ch;
+    IT_NCCL(coll_last_choice(comm, &ch));
+    IT_EXPECT(ch.nchannels == f->min_nchannels, "1-element AllReduce used %d channels, expected %d",
+              ch.nchannels, f->min_nchannels);
   }
   return 0;
 }
@@ -171,19 +205,44 @@ START_TEST(test_channels) {
                 .other_algo = -1,
                 .other_proto = -1,
                 .nchannels = 4,
+                .min_nchannels = 4,
                 .counts = {1, 9, 100001}};
   itest_opts_t o = {
       .nranks = 3, .timeout_s = 240, .env = {"NCCL_MIN_NCHANNELS=4", "NCCL_MAX_NCHANNELS=4"}};
   ck_assert_int_eq(itest_run(&o, forced_body, &f), 0);
   f.nchannels = 1;
+  f.min_nchannels = 1;
   itest_opts_t o1 = {.nranks = 4, .timeout_s = 240, .env = {"NCCL_MAX_NCHANNELS=1"}};
   ck_assert_int_eq(itest_run(&o1, forced_body, &f), 0);
 }
 END_TEST
 
+/* ncclConfig_t.minCTAs / maxCTAs, here through NCCL_MIN_CTAS / NCCL_MAX_CTAS (which override the
+ * config): the host executor's 2 channels become 3, used even by a one-element operation; or 1. */
+START_TEST(test_ctas) {
+  forced_t f = {.algo = -1,
+                .proto = -1,
+                .other_algo = -1,
+                .other_proto = -1,
+                .nchannels = 3,
+                .min_nchannels = 3,
+                .counts = {1, 9, 100001}};
+  itest_opts_t o = {.nranks = 3, .timeout_s = 240, .env = {"NCCL_MIN_CTAS=3"}};
+  ck_assert_int_eq(itest_run(&o, forced_body, &f), 0);
+  f.nchannels = 1;
+  f.min_nchannels = 1;
+  itest_opts_t o1 = {.nranks = 3, .timeout_s = 240, .env = {"NCCL_MAX_CTAS=1"}};
+  ck_assert_int_eq(itest_run(&o1, forced_body, &f), 0);
+}
+END_TEST
+
 START_TEST(test_connect_at_init) {
-  forced_t f = {
-      .algo = -1, .proto = -1, .other_algo = -1, .other_proto = -1, .counts = {1, 777, 40000}};
+  forced_t f = {.algo = -1,
+                .proto = -1,
+                .other_algo = -1,
+                .other_proto = -1,
+                .connected_init = true,
+                .counts = {1, 777, 40000}};
   forced_run(4, NULL, NULL, &f, "NCCL_RUNTIME_CONNECT=0");
 }
 END_TEST
@@ -224,6 +283,7 @@ static Suite* algos_suite(void) {
   tcase_add_test(tc, test_per_collective_form);
   tcase_add_test(tc, test_ll128_falls_back);
   tcase_add_test(tc, test_channels);
+  tcase_add_test(tc, test_ctas);
   tcase_add_test(tc, test_connect_at_init);
   tcase_add_test(tc, test_large_64mb);
   suite_add_tcase(s, tc);
