@@ -332,8 +332,11 @@ static ncclResult_t msg_send(bootstrap_t* b, int peer, int kind, int tag, const 
 broken:
   /* A partial message leaves the stream unusable; the next send reconnects. */
   socket_close(conn);
-  INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d could not send tag %d to rank %d at %s", b->rank, tag,
-       peer, socket_addr_format(&b->peers[peer], text, sizeof(text)));
+  /* The socket layer named the address; the user needs the rank (ncclGetLastError). */
+  WARN(
+      "Bootstrap: rank %d could not send tag %d to rank %d at %s: that rank has exited or "
+      "aborted, or the network failed",
+      b->rank, tag, peer, socket_addr_format(&b->peers[peer], text, sizeof(text)));
 unlock:
   pthread_mutex_unlock(&b->send_lock);
   return res;

@@ -170,7 +170,7 @@ END_TEST
 /* The first p2p exchange with a peer connects at run time, through the bootstrap, which must
  * notice that the peer is dead instead of waiting for its connect info. */
 START_TEST(test_killed_peer_p2p) {
-  fault_run(3, 1, false, 0, true, false, 0);
+  fault_run(3, 1, false, 0, true, true, 2);
 }
 END_TEST
 

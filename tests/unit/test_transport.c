@@ -206,7 +206,9 @@ static int net_leaving_rank(int idx, int n, void* arg) {
   CHILD_CHECK(bootstrap_barrier(r.b, 1) == ncclSuccess);
   if (idx == 1) return th_teardown(&r);
   proxy_wake(r.ctx.proxy);
-  fork_ranks_sleep_ms(300);
+  /* Quiet once it has noticed: wait (bounded) until the proxy has seen the close, then look. */
+  for (int i = 0; i < 2000 && !proxy_peer_closed(r.ctx.proxy, peer); i++) fork_ranks_sleep_ms(5);
+  CHILD_CHECK(proxy_peer_closed(r.ctx.proxy, peer));
   const char* warned[] = {"WARN", "NET", NULL};
   CHILD_CHECK(proxy_error(r.ctx.proxy) == ncclSuccess);
   CHILD_CHECK(!fork_ranks_file_has_line(g_log, warned));
