@@ -378,6 +378,7 @@ void log_version_banner(void) {
   ncclDebugLogLevel level = current >= NCCL_LOG_INFO ? NCCL_LOG_INFO : NCCL_LOG_VERSION;
   log_emit(level, NCCL_ALL, __func__, __LINE__, "NCCL version %d.%d.%d+baton-%s", NCCL_MAJOR,
            NCCL_MINOR, NCCL_PATCH, BATON_VERSION_STRING);
+  INFO(NCCL_INIT, "%s", build_info());
 }
 
 /* ---- Last error and per-thread context ------------------------------------------------------ */
