@@ -106,6 +106,15 @@ PARAM_ROW(ENV_PLUGIN, "NCCL_ENV_PLUGIN", PARAM_STR, NULL,
           "Environment plugin (ncclEnvPlugin_v1): Baton reads every NCCL_* variable through its "
           "getEnv; itself read from the process environment. Default: libnccl-env.so if present")
 
+PARAM_ROW(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", PARAM_STR, NULL,
+          "Tuner plugin (ncclTunerPlugin_v5 .. _v2): sees the cost table of every collective and "
+          "may pick algorithm, protocol and channels. Default: libnccl-tuner.so, else the net "
+          "plugin's library")
+PARAM_ROW(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", PARAM_STR, NULL,
+          "Profiler plugin (ncclProfiler_v5 .. _v1): group, collective, point-to-point and API "
+          "events, kernel launches, and channel events on the host executor. Default: "
+          "libnccl-profiler.so, else the net plugin's library")
+
 /* Topology */
 PARAM_ROW(TOPO_FILE, "NCCL_TOPO_FILE", PARAM_STR, NULL, "Load the system topology from this XML file")
 PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL, "Write the detected topology as XML")

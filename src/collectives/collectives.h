@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "device/device.h"
+#include "plugin/plugin.h"
 #include "transport/transport.h"
 
 /* Called by core at the end of communicator init / at destroy and abort (see core.h). */
@@ -86,6 +87,9 @@ typedef struct coll_task {
   int nchannels;
   bool forced;
   double model_us;
+  /* Profiler plugin handles (NULL without one): the call's API event, the task's event. */
+  void* prof_api;
+  void* prof_event;
 } coll_task_t;
 
 typedef struct coll_task_list {
@@ -171,6 +175,14 @@ struct coll_comm {
 
   coll_choice_t last;
   uint32_t logged[FUNC_COUNT]; /* (algo, proto) pairs already announced at INFO INIT, as bits */
+
+  /* Plugins (plugins.c); NULL when none is loaded. */
+  tuner_t* tuner;
+  profiler_t* prof;
+  void* prof_group; /* the running launch's Group event */
+  void** prof_ch;   /* KernelCh handles, indexed like works (host executor) */
+  size_t prof_ch_cap;
+  uint64_t prof_seq[FUNC_COUNT]; /* collectives launched per function (event seqNumber) */
 };
 
 /* ---- enqueue.c / group.c -------------------------------------------------------------------- */
@@ -219,6 +231,10 @@ size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
 size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, size_t cost_bytes);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);
+/* The model's time (us) of t as algo/proto on bytes, -1 when this build cannot run that pair for
+ * t's function or NCCL_ALGO / NCCL_PROTO rule it out (the tuner plugin's cost table). */
+double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,
+                     size_t bytes);
 /* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */
 ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
@@ -227,6 +243,27 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t);
  * local (nranks == 1, send/recv to self) become work items too: the executor runs them (on the
  * GPU's buffers for the CUDA executor), never a host copy here. */
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs);
+
+/* ---- plugins.c: the tuner and profiler plugins (see the file's comment) ------------------- */
+ncclResult_t coll_plugins_open(struct coll_comm* cc); /* at init, once hosts are known */
+void coll_plugins_close(struct coll_comm* cc);
+/* The tuner's say on a collective Baton has chosen algo/proto for (coll_plan_choose). */
+void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* algo, int* proto,
+                      const char** why);
+/* A call's CollApi / P2pApi event (starting this thread's GroupApi event if none runs). */
+void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
+                          ncclDataType_t dtype, int root, cudaStream_t stream);
+void coll_prof_api_end(struct coll_comm* cc, void* handle);
+/* The outermost ncclGroupEnd starts, and returns. */
+void coll_prof_group_end_begin(void);
+void coll_prof_group_end_done(void);
+/* One launch: Group and task events (begin), KernelLaunch around the executor's launch, and the
+ * host executor's KernelCh hook (coll_prof_exec_hook, before its launch). */
+void coll_prof_run_begin(struct coll_comm* cc);
+void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream);
+void coll_prof_launch_end(struct coll_comm* cc, void* handle);
+ncclResult_t coll_prof_exec_hook(struct coll_comm* cc);
+void coll_prof_run_end(struct coll_comm* cc);
 
 /* ---- comm.c --------------------------------------------------------------------------------- */
 /* Connects what reqs lists (skipping what exists) and points the executor's FIFO tables at it. */

@@ -196,6 +196,7 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
    * operation uses at least that many channels. */
   if (comm->config.minCTAs > cc->min_channels)
     cc->min_channels = comm->config.minCTAs < cc->nchannels ? comm->config.minCTAs : cc->nchannels;
+  CHECK(coll_plugins_open(cc));
   CHECK(comm_channels_init(cc));
   /* The executor is chosen before the transports exist: they allocate for it. */
   cc->executor = cc->gpu ? &executor_cuda_ops : &executor_host_ops;
@@ -274,6 +275,7 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
     ncclResult_t r = transport_ctx_free(&cc->tctx);
     if (res == ncclSuccess) res = r;
   }
+  coll_plugins_close(cc);     /* after the executor: its threads may still report channel events */
   topo_system_free(cc->topo); /* after the transports, which looked paths up in it */
   cc->topo = NULL;
   coll_gpu_free(cc);
@@ -329,15 +331,33 @@ ncclResult_t coll_comm_plan(struct coll_comm* cc) {
   return ncclSuccess;
 }
 
+static ncclResult_t comm_launch_plan(struct coll_comm* cc) {
+  if (!cc->gpu) {
+    CHECK(coll_prof_exec_hook(cc));
+    void* ev = coll_prof_launch_begin(cc, NULL);
+    ncclResult_t res = cc->executor->launch(cc->exec_state, &cc->plan, NULL);
+    coll_prof_launch_end(cc, ev);
+    return res;
+  }
+  cudaStream_t stream = NULL;
+  CHECK(coll_gpu_join_before(cc, &stream));
+  void* ev = coll_prof_launch_begin(cc, stream);
+  ncclResult_t res = cc->executor->launch(cc->exec_state, &cc->plan, stream);
+  coll_prof_launch_end(cc, ev);
+  CHECK(res);
+  return coll_gpu_join_after(cc, stream);
+}
+
+/* Profiler events (plugins.c) bracket the launch: on the host executor they end when the plan has
+ * run, on the CUDA executor once it has been launched (as stock's end when the launch is made). */
 static ncclResult_t comm_launch(struct coll_comm* cc) {
   bool any = false;
   for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
   if (!any) return ncclSuccess;
-  if (!cc->gpu) return cc->executor->launch(cc->exec_state, &cc->plan, NULL);
-  cudaStream_t stream = NULL;
-  CHECK(coll_gpu_join_before(cc, &stream));
-  CHECK(cc->executor->launch(cc->exec_state, &cc->plan, stream));
-  return coll_gpu_join_after(cc, stream);
+  coll_prof_run_begin(cc);
+  ncclResult_t res = comm_launch_plan(cc);
+  coll_prof_run_end(cc);
+  return res;
 }
 
 ncclResult_t coll_comm_run(struct coll_comm* cc) {

@@ -15,6 +15,7 @@ typedef struct coll_args {
   int root; /* root or peer; -1 when the call has none */
   ncclComm_t comm;
   cudaStream_t stream;
+  void* prof_api; /* the call's profiler API event (plugins.c), NULL without one */
 } coll_args_t;
 
 /* Collectives that are built from sends and receives. */
@@ -117,7 +118,8 @@ static ncclResult_t enqueue_task(const coll_args_t* a, int func, const void* sen
                    .sendbuff = sendbuff,
                    .recvbuff = recvbuff,
                    .count = a->count,
-                   .stream = a->stream};
+                   .stream = a->stream,
+                   .prof_api = a->prof_api};
   return coll_task_append(a->comm->coll, &t);
 }
 
@@ -166,7 +168,7 @@ static const char* enqueue_name(int func) {
   }
 }
 
-static ncclResult_t coll_enqueue(const coll_args_t* a) {
+static ncclResult_t coll_enqueue(coll_args_t* a) {
   dev_redop_t op;
   ncclResult_t res = comm_check_ready(a->comm, a->api);
   if (res != ncclSuccess) goto fail;
@@ -186,7 +188,11 @@ static ncclResult_t coll_enqueue(const coll_args_t* a) {
   cc->op_count++;
   bool implicit = coll_group_depth() == 0;
   if (implicit) coll_group_start();
+  bool p2p = a->func == FUNC_SEND || a->func == FUNC_RECV || a->func >= FUNC_COUNT;
+  a->prof_api =
+      coll_prof_api_begin(cc, p2p, enqueue_name(a->func), a->count, a->dtype, a->root, a->stream);
   res = enqueue_tasks(a, &op);
+  coll_prof_api_end(cc, a->prof_api);
   coll_group_set_error(res);
   if (implicit) {
     ncclResult_t end = coll_group_end();

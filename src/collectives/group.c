@@ -238,6 +238,7 @@ ncclResult_t coll_group_end(void) {
     return ncclInvalidUsage;
   }
   if (--group_depth > 0) return ncclSuccess;
+  coll_prof_group_end_begin();
   ncclResult_t err = group_error;
   group_error = ncclSuccess;
   ncclResult_t inits = group_ninits > 0 ? group_wait_inits(err != ncclSuccess) : ncclSuccess;
@@ -246,9 +247,11 @@ ncclResult_t coll_group_end(void) {
   if (err != ncclSuccess) {
     /* An operation of the group failed its checks (WARNed then): nothing of the group runs. */
     group_drop(head);
+    coll_prof_group_end_done();
     return err;
   }
   ncclResult_t res = group_run(head);
+  coll_prof_group_end_done();
   return res == ncclSuccess ? inits : res; /* ncclInProgress: a nonblocking init still runs */
 }
 

@@ -130,6 +130,15 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
   return found;
 }
 
+double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,
+                     size_t bytes) {
+  if (!plan_algo_supported(t->func, algo) || !plan_proto_supported(cc, proto)) return -1;
+  if (!cc->filter.algo_ok[t->func][algo] || !cc->filter.proto_ok[t->func][proto]) return -1;
+  topo_tuning_t tun = cc->tuning;
+  tun.nchannels = t->nchannels;
+  return topo_model_time_us(&tun, t->func, algo, proto, bytes);
+}
+
 /* One-shot AllReduce (device.h): a small AllReduce on 3 to TREE_MAX_CHILDREN + 1 GPUs of one
  * host, every pair over NVLink (what ll128_ok says, agreed by every rank), when neither NCCL_ALGO
  * nor NCCL_PROTO rules it out (it runs LL). Two ranks already run the ring as one exchange. */
@@ -189,6 +198,7 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   } else {
     plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
   }
+  if (cc->tuner != NULL) coll_tuner_apply(cc, t, bytes, &algo, &proto, &why);
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
   t->model_us = us;

@@ -176,6 +176,9 @@ typedef struct exec_comm {
    * launching one bind it (log_bind_error_sink) so their WARNs reach the user. NULL: none. */
   char* err_buf;
   size_t err_len;
+  /* Profiling (NULL: off): the host executor calls it on each channel's thread before (start 1)
+   * and after (start 0) the channel runs its list of a launch. */
+  void (*channel_event)(void* arg, int channel, int start);
 } exec_comm_t;
 
 /* ---- Executor interface: chosen per communicator (GPU visible: cuda; none: host) ------------- */

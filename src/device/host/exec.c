@@ -109,6 +109,15 @@ static void exec_record(host_exec_t* ex, ncclResult_t res) {
   pthread_mutex_unlock(&ex->mu);
 }
 
+/* A channel's list of the current launch, between the profiler's channel events. */
+static ncclResult_t chan_run_list(host_chan_t* ch) {
+  const exec_comm_t* comm = ch->ex->comm;
+  if (comm->channel_event != NULL) comm->channel_event(comm->arg, ch->id, 1);
+  ncclResult_t res = host_list_run(ch, ch->works, ch->nwork);
+  if (comm->channel_event != NULL) comm->channel_event(comm->arg, ch->id, 0);
+  return res;
+}
+
 static void* chan_main(void* arg) {
   host_chan_t* ch = arg;
   host_exec_t* ex = ch->ex;
@@ -123,7 +132,7 @@ static void* chan_main(void* arg) {
     seen = ex->gen;
     if (!ch->active) continue;
     pthread_mutex_unlock(&ex->mu);
-    ncclResult_t res = host_list_run(ch, ch->works, ch->nwork);
+    ncclResult_t res = chan_run_list(ch);
     if (RESULT_IS_ERROR(res)) exec_record(ex, res);
     pthread_mutex_lock(&ex->mu);
     if (--ex->pending == 0) pthread_cond_signal(&ex->done);
@@ -236,7 +245,7 @@ static ncclResult_t host_exec_launch(void* state, const plan_t* plan, cudaStream
 
   host_chan_t* ch0 = &ex->chans[0];
   if (ch0->active) {
-    ncclResult_t res = host_list_run(ch0, ch0->works, ch0->nwork);
+    ncclResult_t res = chan_run_list(ch0);
     if (RESULT_IS_ERROR(res)) exec_record(ex, res);
   }
   pthread_mutex_lock(&ex->mu);
