@@ -116,8 +116,13 @@ PARAM_ROW(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", PARAM_STR, NULL,
           "libnccl-profiler.so, else the net plugin's library")
 
 /* Topology */
-PARAM_ROW(TOPO_FILE, "NCCL_TOPO_FILE", PARAM_STR, NULL, "Load the system topology from this XML file")
-PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL, "Write the detected topology as XML")
+PARAM_ROW(TOPO_FILE, "NCCL_TOPO_FILE", PARAM_STR, NULL,
+          "Load the system topology from this XML file (stock NCCL's format; GPUs it lists, or "
+          "places, are taken from it, the others detected)")
+PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL,
+          "Write the detected topology as XML in stock NCCL's format (stock can load it)")
+PARAM_ROW(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", PARAM_INT, "0",
+          "The rank that writes NCCL_TOPO_DUMP_FILE")
 
 #ifdef PARAM_ROW_LOCAL_DEFINE
 #undef PARAM_ROW

@@ -5,7 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "topo/topo_sys.h"
+#include "topo/xml_info.h"
 
 #define TOPO_SYSFS_ROOT "/sys"
 
@@ -125,6 +125,15 @@ static void gpu_from_file(topo_gpu_t* g, const topo_gpu_t* fi) {
   *g = *fi;
   g->rank = rank;
   g->dev = dev;
+  g->placed_only = false;
+}
+
+/* A GPU the file only places (a cloud image's file: class 0x03.. without <gpu>): detected, then
+ * put where the file says. */
+static void gpu_place_from_file(topo_gpu_t* g, const topo_gpu_t* fi) {
+  g->numa = fi->numa;
+  snprintf(g->cpus, sizeof(g->cpus), "%s", fi->cpus);
+  snprintf(g->pci_path, sizeof(g->pci_path), "%s", fi->pci_path);
 }
 
 static void gpu_detect(topo_gpu_t* g, const topo_gpu_t* all, int n, topo_link_t* links, int* nlinks,
@@ -176,8 +185,9 @@ ncclResult_t topo_system_detect(const peer_info_t* peers, int nranks, int my_ran
   int from_file = 0;
   for (int i = 0; i < n; i++) {
     int fi = topo_system_gpu(file, gpus[i].bus_id);
-    if (fi < 0) {
+    if (fi < 0 || file->gpus[fi].placed_only) {
       gpu_detect(&gpus[i], gpus, n, links, &nlinks, &nvml_ok);
+      if (fi >= 0) gpu_place_from_file(&gpus[i], &file->gpus[fi]);
       continue;
     }
     from_file++;
@@ -210,7 +220,11 @@ ncclResult_t topo_system_detect(const peer_info_t* peers, int nranks, int my_ran
        file_path ? file_path : "no NCCL_TOPO_FILE", nvml_ok ? "used" : "unavailable",
        topo_system_nchannels(sys));
   gpu_log(sys);
-  if (my_rank == 0 && dump_path != NULL && dump_path[0] != '\0')
+  if (file != NULL) { /* what the file said beyond the GPUs goes into dumps */
+    sys->xml = file->xml;
+    file->xml = NULL;
+  }
+  if (my_rank == param_int(PARAM_TOPO_DUMP_FILE_RANK) && dump_path != NULL && dump_path[0] != '\0')
     CHECK_GOTO(topo_xml_dump(sys, dump_path), res, out);
   *out = sys;
   sys = NULL;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "topo/topo_sys.h"
+#include "topo/xml_info.h"
 
 const char* const topo_path_names[TOPO_PATH_COUNT] = {"LOC", "NVL", "NVB", "PIX",
                                                       "PXB", "PXN", "PHB", "SYS"};
@@ -156,6 +156,7 @@ void topo_system_free(topo_system_t* sys) {
   free(sys->nvlinks);
   free(sys->paths);
   free(sys->bw);
+  topo_xml_info_free(sys->xml);
   free(sys);
 }
 

@@ -96,7 +96,11 @@ typedef struct topo_gpu {
   int nvswitch_links; /* NVLinks ending at an NVSwitch */
   char cpus[TOPO_CPUS_MAX];         /* local CPUs as a Linux list ("0-31,64-95"), "" unknown */
   char pci_path[TOPO_PCI_PATH_MAX]; /* PCI bridges below the host bridge, '/'-separated bus ids */
+  bool placed_only; /* from a file that gave only where it sits (numa, cpus, pci_path) */
 } topo_gpu_t;
+
+/* What a topology file said beyond the GPUs (src/topo/xml_info.h), kept for dumps. */
+typedef struct topo_xml_info topo_xml_info_t;
 
 typedef struct topo_system {
   int ngpus;
@@ -104,11 +108,13 @@ typedef struct topo_system {
   int* nvlinks;       /* [i * ngpus + j]: direct NVLinks from gpus[i] to gpus[j] */
   topo_path_t* paths; /* [i * ngpus + j] */
   double* bw;         /* [i * ngpus + j]: GB/s, one direction */
+  topo_xml_info_t* xml; /* CPU and PCI attributes and NICs from a file, NULL: none */
 } topo_system_t;
 
 /* The GPUs of every rank on my_rank's host (peers[r].cuda_dev >= 0, same host_hash). With
- * NCCL_TOPO_FILE, GPUs listed there are taken from the file and the others detected; rank 0
- * writes NCCL_TOPO_DUMP_FILE. Logs the GPUs and paths at INFO GRAPH. */
+ * NCCL_TOPO_FILE, GPUs listed there are taken from the file (those it only places are detected,
+ * then placed) and the others detected; rank NCCL_TOPO_DUMP_FILE_RANK writes NCCL_TOPO_DUMP_FILE,
+ * with what the file said beyond the GPUs. Logs the GPUs and paths at INFO GRAPH. */
 ncclResult_t topo_system_detect(const peer_info_t* peers, int nranks, int my_rank,
                                 topo_system_t** out);
 void topo_system_free(topo_system_t* sys);
@@ -129,8 +135,9 @@ int64_t topo_busid_parse(const char* text); /* -1 when malformed */
  * (CUDA_VISIBLE_DEVICES may hide it). */
 int topo_gpu_local_ordinal(int64_t bus_id);
 
-/* XML: text in memory (format allocates *text_out; free() it) and files. Parse errors WARN with
- * name:line and return ncclInvalidUsage. */
+/* XML in stock NCCL's format (xml_info.h; Baton's earlier form is read too): text in memory
+ * (format allocates *text_out; free() it) and files. Parse errors WARN with name:line and return
+ * ncclInvalidUsage. */
 ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out);
 ncclResult_t topo_xml_parse(const char* text, const char* name, topo_system_t** out);
 ncclResult_t topo_xml_dump(const topo_system_t* sys, const char* path);
