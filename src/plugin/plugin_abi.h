@@ -135,6 +135,21 @@ enum {
   PROF_STATE_GROUP_END_API_START = 24,
 };
 
+/* Parts every version shares. */
+typedef struct prof_proxy_op {
+  pid_t pid;
+  uint8_t channel;
+  int peer;
+  int nsteps;
+  int chunk_size;
+  int is_send;
+} prof_proxy_op_t;
+
+typedef struct prof_net_plugin {
+  int64_t id;
+  void* data;
+} prof_net_plugin_t;
+
 /* The v5 event descriptor: Baton builds this one and adapts it for older plugins. */
 typedef struct prof_descr_v5 {
   uint64_t type; /* one PROF_* bit */
@@ -186,14 +201,7 @@ typedef struct prof_descr_v5 {
       uint8_t nchannels;
       void* parent_group;
     } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int nsteps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
+    prof_proxy_op_t proxy_op;
     struct {
       int step;
     } proxy_step;
@@ -202,10 +210,7 @@ typedef struct prof_descr_v5 {
       uint64_t
           ptimer; /* start time: the GPU's globaltimer (the host clock for the host executor) */
     } kernel_ch;
-    struct {
-      int64_t id;
-      void* data;
-    } net_plugin;
+    prof_net_plugin_t net_plugin;
   };
 } prof_descr_v5_t;
 
@@ -261,14 +266,7 @@ typedef struct prof_descr_v4 {
       int peer;
       uint8_t nchannels;
     } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int nsteps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
+    prof_proxy_op_t proxy_op;
     struct {
       int step;
     } proxy_step;
@@ -276,10 +274,7 @@ typedef struct prof_descr_v4 {
       uint8_t channel;
       uint64_t ptimer;
     } kernel_ch;
-    struct {
-      int64_t id;
-      void* data;
-    } net_plugin;
+    prof_net_plugin_t net_plugin;
   };
 } prof_descr_v4_t;
 
@@ -294,6 +289,17 @@ typedef struct profiler_v4 {
   ncclResult_t (*record_state)(void* handle, int state, prof_state_args_v4_t* args);
   ncclResult_t (*finalize)(void* ctx);
 } profiler_v4_t;
+
+/* v2 and v3's point-to-point part. */
+typedef struct prof_p2p_v3 {
+  const char* name;
+  uint64_t comm_hash;
+  const char* func;
+  void* buff;
+  const char* datatype;
+  size_t count;
+  int peer;
+} prof_p2p_v3_t;
 
 /* v3: communicator name and hash in every coll/p2p event, no nchannels for p2p. */
 typedef struct prof_descr_v3 {
@@ -316,33 +322,15 @@ typedef struct prof_descr_v3 {
       const char* algo;
       const char* proto;
     } coll;
-    struct {
-      const char* name;
-      uint64_t comm_hash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int nsteps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
+    prof_p2p_v3_t p2p;
+    prof_proxy_op_t proxy_op;
     struct {
       int step;
     } proxy_step;
     struct {
       uint8_t channel;
     } kernel_ch;
-    struct {
-      int64_t id;
-      void* data;
-    } net_plugin;
+    prof_net_plugin_t net_plugin;
   };
 } prof_descr_v3_t;
 
@@ -379,23 +367,8 @@ typedef struct prof_descr_v2 {
       const char* algo;
       const char* proto;
     } coll;
-    struct {
-      const char* name;
-      uint64_t comm_hash;
-      const char* func;
-      void* buff;
-      const char* datatype;
-      size_t count;
-      int peer;
-    } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int nsteps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
+    prof_p2p_v3_t p2p;
+    prof_proxy_op_t proxy_op;
     struct {
       int step;
     } proxy_step;
@@ -436,14 +409,7 @@ typedef struct prof_descr_v1 {
       size_t count;
       int peer;
     } p2p;
-    struct {
-      pid_t pid;
-      uint8_t channel;
-      int peer;
-      int nsteps;
-      int chunk_size;
-      int is_send;
-    } proxy_op;
+    prof_proxy_op_t proxy_op;
     struct {
       int step;
     } proxy_step;

@@ -11,7 +11,7 @@
 
 /* ---- sysfs
  * --------------------------------------------------------------------------------------- */
-static void read_line(const char* path, char* buf, size_t len) {
+void topo_read_line(const char* path, char* buf, size_t len) {
   buf[0] = '\0';
   FILE* f = fopen(path, "re");
   if (f == NULL) return;
@@ -24,14 +24,14 @@ void topo_sysfs_gpu(const char* sysfs_root, topo_gpu_t* g) {
   char busid[TOPO_BUSID_LEN], path[PATH_MAX], real[PATH_MAX], line[TOPO_CPUS_MAX];
   topo_busid_format(g->bus_id, busid);
   snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/numa_node", sysfs_root, busid);
-  read_line(path, line, sizeof(line));
+  topo_read_line(path, line, sizeof(line));
   if (line[0] != '\0') {
     char* end = NULL;
     long v = strtol(line, &end, 10);
     if (end != line && v >= -1 && v < INT_MAX) g->numa = (int)v;
   }
   snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/local_cpulist", sysfs_root, busid);
-  read_line(path, line, sizeof(line));
+  topo_read_line(path, line, sizeof(line));
   if (line[0] != '\0') snprintf(g->cpus, sizeof(g->cpus), "%s", line);
   /* The device's real path: .../pci<domain>:<bus>/<bridge>/.../<bridge>/<the GPU>. */
   snprintf(path, sizeof(path), "%s/bus/pci/devices/%s", sysfs_root, busid);

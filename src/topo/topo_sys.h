@@ -30,6 +30,8 @@ ncclResult_t topo_system_build(const topo_gpu_t* gpus, int n, const topo_link_t*
 topo_path_t topo_gpu_pair_path(const topo_gpu_t* a, const topo_gpu_t* b, int nvlinks);
 double topo_gpu_pair_bw(const topo_gpu_t* a, const topo_gpu_t* b, int nvlinks, topo_path_t path);
 
+/* The first line of a small file (sysfs, /proc) without its newline; "" when unreadable. */
+void topo_read_line(const char* path, char* buf, size_t len);
 /* Fills g's numa, cpus and pci_path from <sysfs_root>/bus/pci/devices/<bus id> (sysfs_root is
  * "/sys", or a fake tree in tests). Missing entries leave the unknown values; never fails. */
 void topo_sysfs_gpu(const char* sysfs_root, topo_gpu_t* g);

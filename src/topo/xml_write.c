@@ -137,15 +137,6 @@ bool topo_cpus_list_to_mask(const char* list, char* out, size_t len) {
 }
 
 /* ---- Facts of this machine, for what a file did not say -------------------------------------- */
-static void xml_read_line(const char* path, char* buf, size_t len) {
-  buf[0] = '\0';
-  FILE* f = fopen(path, "re");
-  if (f == NULL) return;
-  if (fgets(buf, (int)len, f) == NULL) buf[0] = '\0';
-  fclose(f);
-  buf[strcspn(buf, "\r\n")] = '\0';
-}
-
 /* ` arch=".." vendor=".." familyid=".." modelid=".."` from uname and /proc/cpuinfo. */
 static void xml_local_cpu(char* out, size_t len) {
   struct utsname u;
@@ -186,7 +177,7 @@ static void xml_local_pci(int64_t bus_id, const char* def_class, char* out, size
   size_t used = 0;
   for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
     snprintf(path, sizeof(path), "%s/%s/%s", XML_SYSFS_PCI, busid, files[i]);
-    xml_read_line(path, value, sizeof(value));
+    topo_read_line(path, value, sizeof(value));
     if (i == 0 && value[0] == '\0') snprintf(value, sizeof(value), "%s", def_class);
     if (i == 5 && value[0] == '\0') continue; /* written below */
     if (i == 6 && value[0] == '\0') snprintf(value, sizeof(value), "0");
