@@ -11,6 +11,8 @@
 #define CONFIG_MAGIC 0xcafebeefu
 #define CONFIG_MAX_CTAS 64 /* stock's MAXCHANNELS: default maxCTAs, nChannelsPerNetPeer limit */
 #define UNDEF NCCL_CONFIG_UNDEF_INT
+/* The first config version with a layout this library does not know (the next minor release). */
+#define CONFIG_NEWER_THAN_US NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR + 1, 0)
 
 /* Bytes of the smallest config a program can have been built with (2.14: size, magic, version,
  * blocking). A smaller size means the struct was not set up with NCCL_CONFIG_INITIALIZER. */
@@ -18,8 +20,10 @@
 
 static const ncclConfig_t config_undefined = NCCL_CONFIG_INITIALIZER;
 
-/* Fields a program built against an older nccl.h cannot have set: they read as undefined. */
+/* Fields a program built against an older nccl.h cannot have set: they read as undefined (and
+ * take defaults), as stock does for every version it accepts. */
 static void config_forget_newer_fields(ncclConfig_t* c) {
+  if (c->version < NCCL_VERSION(2, 14, 0)) c->blocking = UNDEF;
   if (c->version < NCCL_VERSION(2, 17, 0)) {
     c->cgaClusterSize = c->minCTAs = c->maxCTAs = UNDEF;
     c->netName = NULL;
@@ -157,11 +161,14 @@ ncclResult_t config_parse(const ncclConfig_t* config, const char* api, ncclConfi
            api, c.magic);
       return ncclInvalidArgument;
     }
-    if (c.version < NCCL_VERSION(2, 14, 0)) {
+    /* Older headers are fine (their missing fields take defaults). A newer minor release may
+     * have added fields whose meaning this library cannot honour: refuse it, naming both. Patch
+     * releases of 2.28 share one layout. */
+    if (c.version >= CONFIG_NEWER_THAN_US) {
       WARN(
-          "%s: config version %u is older than 2.14, the first with ncclConfig_t: initialize it "
-          "with NCCL_CONFIG_INITIALIZER",
-          api, c.version);
+          "%s: config version %u comes from a newer nccl.h than this library implements (%d, "
+          "NCCL %d.%d.%d): rebuild against this library's nccl.h",
+          api, c.version, NCCL_VERSION_CODE, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
       return ncclInvalidArgument;
     }
     config_forget_newer_fields(&c);

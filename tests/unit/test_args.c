@@ -122,10 +122,11 @@ START_TEST(test_config_bad_fields) {
   bad_size.size = 4;
   EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_size), ncclInvalidArgument, NULL,
              "size 4");
-  ncclConfig_t bad_version = NCCL_CONFIG_INITIALIZER;
-  bad_version.version = 1234;
-  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_version), ncclInvalidArgument, NULL,
-             "version 1234");
+  /* A config from a newer minor release than this library: refused, naming both versions. */
+  ncclConfig_t newer = NCCL_CONFIG_INITIALIZER;
+  newer.version = NCCL_VERSION(2, 29, 0);
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &newer), ncclInvalidArgument, NULL,
+             "version 22900 comes from a newer nccl.h");
   ck_assert_ptr_eq(comm, SENTINEL);
 }
 END_TEST
@@ -164,6 +165,30 @@ START_TEST(test_config_defaults_and_versions) {
   ck_assert_int_eq(config_parse(&old, "test", &out), ncclSuccess);
   ck_assert_int_eq(out.minCTAs, 1);
   ck_assert_int_eq(out.blocking, 0);
+
+  /* Older headers are accepted as stock does: 2.27's struct (no nChannelsPerNetPeer nor
+   * nvlinkCentricSched: whatever follows it is ignored), and a version before ncclConfig_t existed
+   * (blocking reads as undefined). A later patch of 2.28 shares 2.28's layout. */
+  struct {
+    ncclConfig_t cfg;
+  } v227 = {.cfg = NCCL_CONFIG_INITIALIZER};
+  v227.cfg.version = NCCL_VERSION(2, 27, 3);
+  v227.cfg.size = offsetof(ncclConfig_t, nChannelsPerNetPeer);
+  v227.cfg.nChannelsPerNetPeer = -5;
+  v227.cfg.nvlinkCentricSched = 7;
+  v227.cfg.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+  ck_assert_int_eq(config_parse(&v227.cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.CTAPolicy, NCCL_CTA_POLICY_ZERO);
+  ck_assert_int_eq(out.nvlinkCentricSched, 0);
+  ck_assert_int_eq(out.nChannelsPerNetPeer, NCCL_CONFIG_UNDEF_INT);
+  ncclConfig_t ancient = NCCL_CONFIG_INITIALIZER;
+  ancient.version = 1234;
+  ancient.blocking = 77;
+  ck_assert_int_eq(config_parse(&ancient, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.blocking, 1);
+  ncclConfig_t patch = NCCL_CONFIG_INITIALIZER;
+  patch.version = NCCL_VERSION(2, 28, 99);
+  ck_assert_int_eq(config_parse(&patch, "test", &out), ncclSuccess);
 
   /* A smaller struct: fields past its size are undefined (defaults), whatever follows it. */
   ncclConfig_t small = NCCL_CONFIG_INITIALIZER;
@@ -295,6 +320,22 @@ START_TEST(test_config_comm_name_copied) {
   name[0] = 'X';
   ck_assert_str_eq(comm->config.commName, "solver");
   ck_assert_ptr_ne(comm->config.commName, name);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
+/* A program built against 2.19's nccl.h (a shorter struct, an older version) initializes. */
+START_TEST(test_config_older_header_inits) {
+  ncclUniqueId id;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.version = NCCL_VERSION(2, 19, 3);
+  cfg.size = offsetof(ncclConfig_t, collnetEnable);
+  cfg.blocking = 1;
+  cfg.CTAPolicy = 12345; /* beyond its size and version: never read */
+  ncclComm_t comm = NULL;
+  ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ck_assert_int_eq(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclSuccess);
+  ck_assert_int_eq(comm->config.CTAPolicy, NCCL_CTA_POLICY_DEFAULT);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
 END_TEST
@@ -445,6 +486,7 @@ int main(void) {
   tcase_add_test(tc, test_init_all_args);
   tcase_add_test(tc, test_config_bad_fields);
   tcase_add_test(tc, test_config_defaults_and_versions);
+  tcase_add_test(tc, test_config_older_header_inits);
   tcase_add_test(tc, test_config_env_blocking);
   tcase_add_test(tc, test_config_env_ctas);
   tcase_add_test(tc, test_config_ignored_fields_warn_once);
