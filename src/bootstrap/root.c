@@ -8,7 +8,13 @@
  * Several roots (ncclCommInitRankScalable): rank r registers with root r*nroots/nranks, so root k
  * serves the slice [ceil(k*nranks/nroots), ceil((k+1)*nranks/nroots)). The successor of the
  * slice's last rank is the first rank of the next slice, so that first rank also registers with the
- * previous root (a "successor" registration, no answer expected). */
+ * previous root (a "successor" registration, no answer expected).
+ *
+ * Each registration is judged on its own: one that disagrees with the others about the job's shape
+ * (nranks, roots) starts a shape of its own instead of poisoning the root (at most
+ * ROOT_MAX_SHAPES), a shape whose tables cannot be allocated is refused alone, and the root serves
+ * the first shape whose every rank registered. Every refused rank gets a reply that says why
+ * (status and text), so its init fails with the root's reason, not with a closed connection. */
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -17,8 +23,11 @@
 
 #include "bootstrap/bootstrap.h"
 
-#define ROOT_WIRE_VERSION 1
+#define ROOT_WIRE_VERSION 2
 #define ROOT_POLL_SLICE_MS 100
+#define ROOT_MAX_SHAPES 4        /* conflicting job shapes one root keeps apart */
+#define ROOT_MAX_SLOTS (1 << 24) /* ranks one root serves at most (16 M) */
+#define ROOT_REASON_LEN 192
 
 enum { ROOT_REG_MEMBER = 1, ROOT_REG_SUCCESSOR = 2 };
 
@@ -34,10 +43,13 @@ typedef struct root_reg {
 } root_reg_t;
 
 typedef struct root_reply {
-  uint64_t magic;
+  uint64_t magic; /* the registration's magic (a refused stranger can read its reason too) */
   int32_t rank;
   int32_t next_rank;
+  int32_t status; /* ncclSuccess, or the ncclResult_t the refused rank fails with */
+  int32_t pad;
   socket_addr_t next_addr;
+  char reason[ROOT_REASON_LEN]; /* why it was refused */
 } root_reply_t;
 
 /* ---- Slices (pure) ------------------------------------------------------------------------------
@@ -59,20 +71,27 @@ typedef struct root_conn {
   root_reg_t reg;
   size_t got;
   int waiting_rank; /* a member waiting for its answer; -1 while still reading */
+  int shape;        /* the shape it registered in (waiting members) */
 } root_conn_t;
 
-typedef struct root_state {
-  struct root_state* next_running; /* list of roots running in this process */
-  socket_conn_t listener;
-  uint64_t magic;
-  char name[80]; /* the listen address as text */
-  /* Learned from the first valid registration. */
+/* One job shape: what the ranks that registered in it agree on, and their addresses. */
+typedef struct root_shape {
   int nranks, nroots, index, lo, hi, nslots;
   socket_addr_t* addrs;
   bool* have;
   bool* answered;
   int nanswered;
   int njoined;
+} root_shape_t;
+
+typedef struct root_state {
+  struct root_state* next_running; /* list of roots running in this process */
+  socket_conn_t listener;
+  uint64_t magic;
+  char name[80]; /* the listen address as text */
+  root_shape_t shapes[ROOT_MAX_SHAPES];
+  int nshapes;
+  int done_shape; /* the shape every rank of which was answered, -1 until then */
   root_conn_t* conns;
   int nconns, cap;
 } root_state_t;
@@ -106,24 +125,53 @@ static bool addr_equal(const socket_addr_t* a, const socket_addr_t* b) {
   return false;
 }
 
-/* Slot of a rank in this root's tables, or -1 when the rank is none of its business. */
-static int root_slot(const root_state_t* st, int rank) {
-  if (rank >= st->lo && rank < st->hi) return rank - st->lo;
-  if (st->nroots > 1 && rank == st->hi % st->nranks) return st->nslots - 1;
+/* Slot of a rank in a shape's tables, or -1 when the rank is none of its business. */
+static int root_slot(const root_shape_t* sh, int rank) {
+  if (rank >= sh->lo && rank < sh->hi) return rank - sh->lo;
+  if (sh->nroots > 1 && rank == sh->hi % sh->nranks) return sh->nslots - 1;
   return -1;
 }
 
-static ncclResult_t root_learn_shape(root_state_t* st, const root_reg_t* reg) {
-  st->nranks = reg->nranks;
-  st->nroots = reg->nroots;
-  st->index = reg->root_index;
-  st->lo = root_slice_first(st->index, st->nranks, st->nroots);
-  st->hi = root_slice_first(st->index + 1, st->nranks, st->nroots);
-  st->nslots = st->hi - st->lo + (st->nroots > 1 ? 1 : 0);
-  CHECK(MEM_CALLOC(&st->addrs, st->nslots));
-  CHECK(MEM_CALLOC(&st->have, st->nslots));
-  CHECK(MEM_CALLOC(&st->answered, st->nslots));
-  return ncclSuccess;
+static bool shape_matches(const root_shape_t* sh, const root_reg_t* reg) {
+  return sh->nranks == reg->nranks && sh->nroots == reg->nroots && sh->index == reg->root_index;
+}
+
+static void shape_free(root_shape_t* sh) {
+  free(sh->addrs);
+  free(sh->have);
+  free(sh->answered);
+  memset(sh, 0, sizeof(*sh));
+}
+
+/* The shape reg belongs to, a new one if none matches (NULL and *why when there is no room). */
+static root_shape_t* root_shape_for(root_state_t* st, const root_reg_t* reg, char* why,
+                                    size_t len) {
+  for (int i = 0; i < st->nshapes; i++)
+    if (shape_matches(&st->shapes[i], reg)) return &st->shapes[i];
+  if (st->nshapes == ROOT_MAX_SHAPES) {
+    snprintf(why, len, "%d other ranks' shapes disagree already (nranks=%d first)", ROOT_MAX_SHAPES,
+             st->shapes[0].nranks);
+    return NULL;
+  }
+  root_shape_t sh = {.nranks = reg->nranks, .nroots = reg->nroots, .index = reg->root_index};
+  sh.lo = root_slice_first(sh.index, sh.nranks, sh.nroots);
+  sh.hi = root_slice_first(sh.index + 1, sh.nranks, sh.nroots);
+  sh.nslots = sh.hi - sh.lo + (sh.nroots > 1 ? 1 : 0);
+  if (sh.nslots > ROOT_MAX_SLOTS) {
+    snprintf(why, len, "nranks=%d gives this root %d ranks to serve, more than %d", sh.nranks,
+             sh.nslots, ROOT_MAX_SLOTS);
+    return NULL;
+  }
+  sh.addrs = calloc((size_t)sh.nslots, sizeof(*sh.addrs));
+  sh.have = calloc((size_t)sh.nslots, sizeof(*sh.have));
+  sh.answered = calloc((size_t)sh.nslots, sizeof(*sh.answered));
+  if (sh.addrs == NULL || sh.have == NULL || sh.answered == NULL) {
+    shape_free(&sh);
+    snprintf(why, len, "the root has no memory for nranks=%d", reg->nranks);
+    return NULL;
+  }
+  st->shapes[st->nshapes] = sh;
+  return &st->shapes[st->nshapes++];
 }
 
 static void root_drop_conn(root_state_t* st, int i) {
@@ -141,21 +189,55 @@ static void root_retire(root_state_t* st) {
   socket_close(&st->listener);
 }
 
+static void reply_init(root_reply_t* r, uint64_t magic, int rank) {
+  memset(r, 0, sizeof(*r)); /* no uninitialized padding goes out */
+  r->magic = magic;
+  r->rank = rank;
+  r->next_rank = -1;
+}
+
+/* Refuses the registration on conns[i]: WARN here, the reason to the rank, then drop it. */
+static void root_refuse(root_state_t* st, int i, ncclResult_t status, const char* why) {
+  root_conn_t* c = &st->conns[i];
+  char peer[80];
+  socket_addr_format(&c->conn.addr, peer, sizeof(peer));
+  bool known = c->reg.magic == st->magic; /* only then is its rank worth naming */
+  if (known)
+    WARN("Bootstrap root %s: refused rank %d from %s: %s", st->name, c->reg.rank, peer, why);
+  else
+    WARN("Bootstrap root %s: refused a registration from %s: %s", st->name, peer, why);
+  if (c->reg.kind == ROOT_REG_MEMBER || c->waiting_rank >= 0) {
+    root_reply_t reply;
+    reply_init(&reply, c->reg.magic, c->reg.rank);
+    reply.status = (int32_t)status;
+    snprintf(reply.reason, sizeof(reply.reason), "%s", why);
+    if (socket_send_all(&c->conn, &reply, sizeof(reply)) != ncclSuccess)
+      INFO(NCCL_BOOTSTRAP, "Bootstrap root %s: could not tell rank %d why", st->name, c->reg.rank);
+  }
+  root_drop_conn(st, i);
+}
+
 /* Answers member `rank` (waiting on conns[i]) if its successor's address is known. Returns true
  * when conns[i] was consumed. */
 static bool root_try_answer(root_state_t* st, int i) {
   root_conn_t* c = &st->conns[i];
+  root_shape_t* sh = &st->shapes[c->shape];
   int rank = c->waiting_rank;
-  int next = (rank + 1) % st->nranks;
-  int slot = root_slot(st, next);
-  if (slot < 0 || !st->have[slot]) return false;
-  root_reply_t reply = {
-      .magic = st->magic, .rank = rank, .next_rank = next, .next_addr = st->addrs[slot]};
-  if (st->nanswered + 1 == st->hi - st->lo) root_retire(st);
+  int next = (rank + 1) % sh->nranks;
+  int slot = root_slot(sh, next);
+  if (slot < 0 || !sh->have[slot]) return false;
+  root_reply_t reply;
+  reply_init(&reply, st->magic, rank);
+  reply.next_rank = next;
+  reply.next_addr = sh->addrs[slot];
+  if (sh->nanswered + 1 == sh->hi - sh->lo) {
+    st->done_shape = c->shape;
+    root_retire(st);
+  }
   if (socket_send_all(&c->conn, &reply, sizeof(reply)) != ncclSuccess)
     INFO(NCCL_BOOTSTRAP, "Bootstrap root %s: could not answer rank %d", st->name, rank);
-  st->answered[rank - st->lo] = true;
-  st->nanswered++;
+  sh->answered[rank - sh->lo] = true;
+  sh->nanswered++;
   root_drop_conn(st, i);
   return true;
 }
@@ -172,62 +254,74 @@ static void root_answer_waiting(root_state_t* st) {
 static bool root_handle_reg(root_state_t* st, int i) {
   root_conn_t* c = &st->conns[i];
   const root_reg_t* reg = &c->reg;
-  char peer[80];
-  socket_addr_format(&c->conn.addr, peer, sizeof(peer));
+  char why[ROOT_REASON_LEN];
   if (reg->magic != st->magic) {
-    WARN(
-        "Bootstrap root %s: rejected a connection from %s with a wrong magic (0x%llx); a stray "
-        "client, or a rank using another unique id",
-        st->name, peer, (unsigned long long)reg->magic);
-    goto reject;
+    snprintf(why, sizeof(why),
+             "wrong magic (0x%llx): a stray client, or a rank using another unique id",
+             (unsigned long long)reg->magic);
+    root_refuse(st, i, ncclInvalidArgument, why);
+    return false;
   }
   if (reg->version != ROOT_WIRE_VERSION || reg->nranks < 1 || reg->nroots < 1 ||
       reg->nroots > reg->nranks || reg->root_index < 0 || reg->root_index >= reg->nroots ||
       reg->rank < 0 || reg->rank >= reg->nranks ||
       (reg->kind != ROOT_REG_MEMBER && reg->kind != ROOT_REG_SUCCESSOR)) {
-    WARN("Bootstrap root %s: rejected a malformed registration from %s (rank %d nranks %d)",
-         st->name, peer, reg->rank, reg->nranks);
-    goto reject;
+    snprintf(why, sizeof(why),
+             "malformed registration (version %u, rank %d, nranks %d, root %d of %d): another "
+             "library version, or not a rank",
+             reg->version, reg->rank, reg->nranks, reg->root_index, reg->nroots);
+    root_refuse(st, i, ncclInvalidUsage, why);
+    return false;
   }
-  if (st->nranks == 0 && root_learn_shape(st, reg) != ncclSuccess) goto reject;
-  if (reg->nranks != st->nranks || reg->nroots != st->nroots || reg->root_index != st->index) {
-    WARN(
-        "Bootstrap root %s: rank %d from %s says nranks=%d (root %d of %d) but earlier ranks said "
-        "nranks=%d (root %d of %d); every rank must pass the same nranks and unique id(s)",
-        st->name, reg->rank, peer, reg->nranks, reg->root_index, reg->nroots, st->nranks, st->index,
-        st->nroots);
-    goto reject;
+  root_shape_t* sh = root_shape_for(st, reg, why, sizeof(why));
+  if (sh == NULL) {
+    root_refuse(st, i, ncclInvalidUsage, why);
+    return false;
   }
-  int slot = root_slot(st, reg->rank);
-  bool is_member = reg->rank >= st->lo && reg->rank < st->hi;
+  int slot = root_slot(sh, reg->rank);
+  bool is_member = reg->rank >= sh->lo && reg->rank < sh->hi;
   if (slot < 0 || (reg->kind == ROOT_REG_MEMBER) != is_member) {
-    WARN(
-        "Bootstrap root %s: rank %d from %s registered with the wrong root (this is root %d of "
-        "%d, serving ranks %d..%d)",
-        st->name, reg->rank, peer, st->index, st->nroots, st->lo, st->hi - 1);
-    goto reject;
+    snprintf(why, sizeof(why),
+             "registered with the wrong root (this is root %d of %d, serving ranks %d..%d)",
+             sh->index, sh->nroots, sh->lo, sh->hi - 1);
+    root_refuse(st, i, ncclInvalidUsage, why);
+    return false;
   }
-  if (st->have[slot]) {
-    WARN(
-        "Bootstrap root %s: rank %d registered twice (again from %s); two processes use the "
-        "same rank",
-        st->name, reg->rank, peer);
-    goto reject;
+  if (sh->have[slot]) {
+    snprintf(why, sizeof(why),
+             "rank %d registered twice; two processes use the same rank (nranks=%d)", reg->rank,
+             reg->nranks);
+    root_refuse(st, i, ncclInvalidUsage, why);
+    return false;
   }
-  st->have[slot] = true;
-  st->addrs[slot] = reg->addr;
-  st->njoined++;
-  TRACE(NCCL_BOOTSTRAP, "Bootstrap root %s: rank %d joined from %s", st->name, reg->rank, peer);
+  sh->have[slot] = true;
+  sh->addrs[slot] = reg->addr;
+  sh->njoined++;
+  char peer[80];
+  TRACE(NCCL_BOOTSTRAP, "Bootstrap root %s: rank %d of %d joined from %s", st->name, reg->rank,
+        reg->nranks, socket_addr_format(&c->conn.addr, peer, sizeof(peer)));
   if (reg->kind == ROOT_REG_MEMBER) {
     c->waiting_rank = reg->rank;
+    c->shape = (int)(sh - st->shapes);
   } else {
     root_drop_conn(st, i);
   }
   root_answer_waiting(st);
   return true;
-reject:
-  root_drop_conn(st, i);
-  return false;
+}
+
+/* Once a shape is served, ranks waiting in another one will never be answered: tell them why. */
+static void root_refuse_others(root_state_t* st) {
+  const root_shape_t* won = &st->shapes[st->done_shape];
+  for (int i = st->nconns - 1; i >= 0; i--) {
+    char why[ROOT_REASON_LEN];
+    const root_reg_t* reg = &st->conns[i].reg;
+    snprintf(why, sizeof(why),
+             "it said nranks=%d (root %d of %d) but the ranks served said nranks=%d (root %d of "
+             "%d); every rank must pass the same nranks and unique id(s)",
+             reg->nranks, reg->root_index, reg->nroots, won->nranks, won->index, won->nroots);
+    if (st->conns[i].waiting_rank >= 0) root_refuse(st, i, ncclInvalidUsage, why);
+  }
 }
 
 /* Reads what is available on conns[i]. Returns true when the registration was accepted (i may now
@@ -242,8 +336,10 @@ static bool root_read_conn(root_state_t* st, int i, bool* progressed) {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || n > 0) {
       INFO(NCCL_BOOTSTRAP, "Bootstrap root %s: rank %d left before its answer", st->name,
            c->waiting_rank);
-      st->answered[c->waiting_rank - st->lo] = true;
-      st->nanswered++;
+      root_shape_t* sh = &st->shapes[c->shape];
+      sh->answered[c->waiting_rank - sh->lo] = true;
+      sh->nanswered++;
+      if (sh->nanswered == sh->hi - sh->lo) st->done_shape = c->shape;
       root_drop_conn(st, i);
       *progressed = true;
     }
@@ -283,7 +379,10 @@ static ncclResult_t root_add_conn(root_state_t* st, const socket_conn_t* conn) {
 }
 
 static void root_report_missing(root_state_t* st, int64_t timeout_ms) {
-  if (st->njoined == 0) {
+  const root_shape_t* sh = NULL; /* the shape most ranks joined */
+  for (int k = 0; k < st->nshapes; k++)
+    if (sh == NULL || st->shapes[k].njoined > sh->njoined) sh = &st->shapes[k];
+  if (sh == NULL || sh->njoined == 0) {
     INFO(NCCL_BOOTSTRAP, "Bootstrap root %s: no rank joined within %lld ms; root exits", st->name,
          (long long)timeout_ms);
     return;
@@ -291,9 +390,9 @@ static void root_report_missing(root_state_t* st, int64_t timeout_ms) {
   char list[256] = "";
   size_t used = 0;
   int missing = 0;
-  for (int s = 0; s < st->nslots; s++) {
-    if (st->have[s]) continue;
-    int rank = s < st->hi - st->lo ? st->lo + s : st->hi % st->nranks;
+  for (int s = 0; s < sh->nslots; s++) {
+    if (sh->have[s]) continue;
+    int rank = s < sh->hi - sh->lo ? sh->lo + s : sh->hi % sh->nranks;
     if (missing++ < 16 && used < sizeof(list))
       used += (size_t)snprintf(list + used, sizeof(list) - used, " %d", rank);
   }
@@ -307,9 +406,7 @@ static void root_free(root_state_t* st) {
   for (int i = 0; i < st->nconns; i++) socket_close(&st->conns[i].conn);
   socket_close(&st->listener);
   free(st->conns);
-  free(st->addrs);
-  free(st->have);
-  free(st->answered);
+  for (int k = 0; k < st->nshapes; k++) shape_free(&st->shapes[k]);
   free(st);
 }
 
@@ -335,7 +432,8 @@ static void* root_thread_main(void* arg) {
   int pfd_cap = 0;
   bool ok = false;
   for (;;) {
-    if (st->nranks > 0 && st->nanswered == st->hi - st->lo) {
+    if (st->done_shape >= 0) {
+      root_refuse_others(st);
       ok = true;
       break;
     }
@@ -384,11 +482,13 @@ static void* root_thread_main(void* arg) {
     }
     if (progressed) deadline = clock_ns() + (uint64_t)timeout_ms * 1000000ull;
   }
-  if (ok)
+  if (ok) {
+    const root_shape_t* sh = &st->shapes[st->done_shape];
     INFO(NCCL_BOOTSTRAP,
          "Bootstrap root %s: all %d rank(s) of root %d/%d joined in %.3f s; root "
          "exits",
-         st->name, st->hi - st->lo, st->index, st->nroots, (double)(clock_ns() - start) / 1e9);
+         st->name, sh->hi - sh->lo, sh->index, sh->nroots, (double)(clock_ns() - start) / 1e9);
+  }
   free(pfds);
   root_unlist(st);
   root_free(st);
@@ -407,6 +507,7 @@ static ncclResult_t root_spawn(const socket_conn_t* listener, uint64_t magic) {
   st->listener = *listener;
   st->listener.abort_flag = NULL;
   st->magic = magic;
+  st->done_shape = -1;
   socket_addr_format(&listener->addr, st->name, sizeof(st->name));
   pthread_once(&root_atfork_once, root_atfork_register);
   pthread_attr_t attr;
@@ -576,6 +677,13 @@ ncclResult_t bootstrap_root_join(const bootstrap_handle_t* handles, int nhandles
     return res;
   }
   int next = (rank + 1) % nranks;
+  if (reply.magic == handles[k].magic && reply.status != ncclSuccess) {
+    reply.reason[sizeof(reply.reason) - 1] = '\0';
+    WARN("Bootstrap: root %s refused rank %d of %d: %s",
+         socket_addr_format(&handles[k].addr, text, sizeof(text)), rank, nranks, reply.reason);
+    return RESULT_IS_ERROR((ncclResult_t)reply.status) ? (ncclResult_t)reply.status
+                                                       : ncclInvalidUsage;
+  }
   if (reply.magic != handles[k].magic || reply.rank != rank || reply.next_rank != next) {
     WARN("Bootstrap: rank %d got a malformed answer from root %s (magic 0x%llx, rank %d, next %d)",
          rank, socket_addr_format(&handles[k].addr, text, sizeof(text)),

@@ -3,6 +3,7 @@
  */
 #include <arpa/inet.h>
 #include <check.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -450,7 +451,7 @@ START_TEST(hostile_clients_are_rejected) {
   raw_client(&bc.handles[0].addr, NULL, 0, &idle);
   run_case(&bc);
   char a[2][96];
-  snprintf(a[0], sizeof(a[0]), "from 127.0.0.1:%d with a wrong magic", p_junk);
+  snprintf(a[0], sizeof(a[0]), "from 127.0.0.1:%d: wrong magic", p_junk);
   snprintf(a[1], sizeof(a[1]), "truncated registration from 127.0.0.1:%d (3 of", p_short);
   const char* n0[] = {"WARN", a[0], NULL};
   const char* n1[] = {"WARN", a[1], NULL};
@@ -712,6 +713,44 @@ START_TEST(root_rejects_inconsistent_registrations) {
 }
 END_TEST
 
+/* A registration the root cannot serve (nranks = INT_MAX), or one that disagrees with the job's
+ * shape, arriving first, is refused alone with its reason, and the ranks that agree with each
+ * other are served. */
+START_TEST(root_judges_each_registration_alone) {
+  char log_path[256];
+  fork_ranks_log_to_file("WARN", log_path, sizeof(log_path));
+  bootstrap_handle_t h;
+  ck_assert_int_eq(bootstrap_get_unique_id(&h), ncclSuccess);
+  joiner_t j[4] = {
+      {.handle = &h, .rank = 0, .nranks = INT_MAX, .delay_ms = 0}, /* cannot be served */
+      {.handle = &h, .rank = 2, .nranks = 5, .delay_ms = 50},      /* another shape, first */
+      {.handle = &h, .rank = 1, .nranks = 2, .delay_ms = 200},
+      {.handle = &h, .rank = 0, .nranks = 2, .delay_ms = 300},
+  };
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(socket_addr_parse(i == 3 ? "10.9.9.1:1000" : "10.9.9.2:2000", &j[i].me),
+                     ncclSuccess);
+    j[i].res = ncclNumResults;
+    pthread_create(&t[i], NULL, joiner_main, &j[i]);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  ck_assert_int_eq(j[0].res, ncclInvalidUsage);
+  ck_assert_int_eq(j[1].res, ncclInvalidUsage);
+  ck_assert_int_eq(j[2].res, ncclSuccess);
+  ck_assert_int_eq(j[3].res, ncclSuccess);
+  char text[80];
+  ck_assert_str_eq(socket_addr_format(&j[2].next, text, sizeof(text)), "10.9.9.1:1000");
+  ck_assert_str_eq(socket_addr_format(&j[3].next, text, sizeof(text)), "10.9.9.2:2000");
+  /* Each refused rank was told why: its own WARN carries the root's reason. */
+  const char* r0[] = {"WARN", "refused rank 0 of 2147483647", "more than 16777216", NULL};
+  const char* r1[] = {"WARN", "refused rank 2 of 5", "said nranks=5", "said nranks=2", NULL};
+  ck_assert(log_wait_line(log_path, r0));
+  ck_assert(log_wait_line(log_path, r1));
+  unlink(log_path);
+}
+END_TEST
+
 START_TEST(root_times_out_and_exits) {
   char log_path[256];
   fork_ranks_log_to_file("WARN", log_path, sizeof(log_path));
@@ -764,6 +803,7 @@ int main(void) {
   tcase_add_test(tc, dead_peer_timeout_and_abort);
   tcase_add_test(tc, watched_recv_of_dead_peer);
   tcase_add_test(tc, root_rejects_inconsistent_registrations);
+  tcase_add_test(tc, root_judges_each_registration_alone);
   tcase_add_test(tc, root_times_out_and_exits);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
