@@ -8,6 +8,7 @@
 #ifndef BATON_DEVICE_H
 #define BATON_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -181,6 +182,23 @@ typedef struct exec_comm {
   void (*channel_event)(void* arg, int channel, int start);
 } exec_comm_t;
 
+/* ---- Progress an executor reports (core's progress watch and timeline read it) ----------------
+ * Launches are numbered from 1 in the order launch() issued them (a CUDA plan may take several
+ * kernel launches). started / done: the highest launch number that began / finished running; the
+ * CUDA executor learns them from its kernels through mapped host memory (graph replays write the
+ * numbers they were captured with, which never move the counters back). */
+typedef struct exec_progress {
+  uint64_t launched, started, done;
+} exec_progress_t;
+/* A channel whose work waits on a peer's connection (host executor only). */
+typedef struct exec_wait {
+  int channel;
+  int peer;
+  int is_send;       /* 1: no free slot towards peer; 0: no data from peer */
+  uint64_t step;     /* the executor's position on that connection */
+  uint64_t since_ns; /* clock_ns() when the channel stopped moving */
+} exec_wait_t;
+
 /* ---- Executor interface: chosen per communicator (GPU visible: cuda; none: host) ------------- */
 typedef struct executor_ops {
   const char* name;
@@ -192,6 +210,13 @@ typedef struct executor_ops {
   /* Returns once every plan launched so far has completed (host: at once; cuda: the last launch
    * made outside a stream capture has finished on the GPU). */
   ncclResult_t (*wait)(void* state);
+  /* Launch progress (may be called from any thread while launches run). */
+  void (*progress)(void* state, exec_progress_t* out);
+  /* Up to max channels that wait on a peer now; returns how many (any thread). */
+  int (*waits)(void* state, exec_wait_t* out, int max);
+  /* The device's global-timer times (ns) of launch number `launch` if still recorded: true when
+   * both are known (CUDA executor; the host executor has none). */
+  bool (*launch_time)(void* state, uint64_t launch, uint64_t* start_ns, uint64_t* end_ns);
 } executor_ops_t;
 
 extern const executor_ops_t executor_host_ops;

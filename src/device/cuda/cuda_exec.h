@@ -155,6 +155,24 @@ typedef struct cuda_status {
   volatile unsigned long long step;
 } cuda_status_t;
 
+/* ---- Launch progress (mapped host memory): the progress watch and the timeline read it -------
+ * Block 0's thread 0 marks a launch's start (progress_device.cuh); the last block to finish,
+ * counted by progress_blocks in device memory (atomicInc wraps it back to 0), marks its end.
+ * Plain stores of the launch's number: a CUDA graph replays the number it was captured with, and
+ * the host keeps the largest one it has read, so replays never move the counters back. */
+#define CUDA_PROGRESS_SLOTS 64 /* per-launch global-timer times, slot = launch % slots */
+typedef struct cuda_launch_time {
+  volatile unsigned long long start_launch; /* the launch start_ns belongs to (written after it) */
+  volatile unsigned long long start_ns;
+  volatile unsigned long long end_launch; /* the launch end_ns belongs to (written after it) */
+  volatile unsigned long long end_ns;
+} cuda_launch_time_t;
+typedef struct cuda_progress {
+  volatile unsigned long long started; /* number of the last launch that began */
+  volatile unsigned long long done;    /* number of the last launch whose every block ended */
+  cuda_launch_time_t slots[CUDA_PROGRESS_SLOTS];
+} cuda_progress_t;
+
 /* ---- Kernel parameters -------------------------------------------------------------------------
  * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. The kernels share one body and
  * differ in the size of their parameter block (CUDA_KERN_*, below). */
@@ -165,6 +183,9 @@ typedef struct cuda_args_hdr {
   const cuda_chan_t* chans;
   const volatile uint32_t* abort_flag; /* device view of the communicator's abort flag */
   cuda_status_t* status;
+  cuda_progress_t* progress;     /* device view of the mapped progress record (NULL: none) */
+  unsigned int* progress_blocks; /* device memory: blocks of this launch that have ended */
+  unsigned long long launch;     /* this launch's number (exec_progress_t) */
   int32_t rank;
   int32_t nranks;
   int32_t nblocks;
@@ -294,6 +315,11 @@ typedef struct cuda_exec {
   cuda_status_t* h_status; /* pinned and mapped */
   cuda_status_t* d_status;
   bool status_reported;
+  cuda_progress_t* h_progress; /* pinned and mapped (NULL: launches are not tracked) */
+  cuda_progress_t* d_progress;
+  unsigned int* d_progress_blocks;
+  uint64_t launched;                    /* launches issued (b_launch numbers them) */
+  uint64_t max_started, max_done;       /* the largest numbers read from h_progress */
   const void* kern[2][CUDA_KERN_COUNT]; /* [wide][CUDA_KERN_*] */
   int wide_mode;                        /* CUDA_WIDE_*: from NCCL_NTHREADS */
   cudaEvent_t done;                     /* recorded after each launch outside stream capture */

@@ -108,6 +108,42 @@ static ncclResult_t abort_map(cuda_exec_t* ex) {
   return ncclSuccess;
 }
 
+/* ---- Launch progress (cuda_progress_t) ------------------------------------------------------- */
+/* A mapped record the kernels mark and a device counter of the blocks that ended. Without them
+ * launches still run; only the progress watch knows less (an INFO line says so). */
+static ncclResult_t progress_init(cuda_exec_t* ex) {
+  void* d = NULL;
+  if (cudaHostAlloc((void**)&ex->h_progress, sizeof(cuda_progress_t),
+                    cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+    goto off;
+  memset((void*)ex->h_progress, 0, sizeof(cuda_progress_t));
+  if (cudaHostGetDevicePointer(&d, ex->h_progress, 0) != cudaSuccess) goto off;
+  ex->d_progress = d;
+  if (cudaMalloc((void**)&ex->d_progress_blocks, sizeof(unsigned int)) != cudaSuccess) {
+    ex->d_progress_blocks = NULL;
+    goto off;
+  }
+  CUDA_EXEC_CHECK(cudaMemsetAsync(ex->d_progress_blocks, 0, sizeof(unsigned int), ex->side));
+  CUDA_EXEC_CHECK(cudaStreamSynchronize(ex->side));
+  return ncclSuccess;
+off:
+  (void)cudaGetLastError();
+  INFO(NCCL_INIT, "CUDA executor: rank %d: no launch progress record; hang reports see less",
+       ex->comm->rank);
+  if (ex->h_progress != NULL) (void)cudaFreeHost(ex->h_progress);
+  ex->h_progress = NULL;
+  ex->d_progress = NULL;
+  return ncclSuccess;
+}
+
+static void progress_fini(cuda_exec_t* ex) {
+  if (ex->d_progress_blocks != NULL) (void)cudaFree(ex->d_progress_blocks);
+  if (ex->h_progress != NULL) (void)cudaFreeHost(ex->h_progress);
+  ex->d_progress_blocks = NULL;
+  ex->h_progress = NULL;
+  ex->d_progress = NULL;
+}
+
 /* ---- executor_ops_t ------------------------------------------------------------------------- */
 static ncclResult_t cuda_exec_fini(void* state);
 
@@ -146,6 +182,7 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     res = ncclUnhandledCudaError;
     goto fail;
   }
+  CHECK_GOTO(progress_init(ex), res, fail);
   for (int i = 0; i < 2 * CUDA_KERN_COUNT; i++) {
     const bool wide = i >= CUDA_KERN_COUNT;
     const int k = i % CUDA_KERN_COUNT, threads = CUDA_EXEC_BLOCK_THREADS(wide);
@@ -282,6 +319,7 @@ static ncclResult_t cuda_exec_fini(void* state) {
     (void)cudaFreeHost(ex->h_status);
   }
   cuda_split_free(&ex->split);
+  progress_fini(ex);
   if (ex->own_abort != NULL) (void)cudaFreeHost(ex->own_abort);
   if (ex->abort_page != NULL) abort_page_put(ex->abort_page);
   if (ex->done != NULL) (void)cudaEventDestroy(ex->done);
@@ -300,10 +338,54 @@ static ncclResult_t cuda_exec_wait(void* state) {
   return ncclSuccess; /* a kernel's error report waits for the next launch (status_check) */
 }
 
+/* Reads the kernels' marks; any thread. The largest numbers seen are kept (graph replays write
+ * older ones). Without a progress record, a launch counts as started and done once issued. */
+static void cuda_exec_progress(void* state, exec_progress_t* out) {
+  cuda_exec_t* ex = state;
+  uint64_t launched = __atomic_load_n(&ex->launched, __ATOMIC_RELAXED);
+  if (ex->h_progress == NULL) {
+    *out = (exec_progress_t){.launched = launched, .started = launched, .done = launched};
+    return;
+  }
+  uint64_t s = ex->h_progress->started, d = ex->h_progress->done;
+  uint64_t ms = __atomic_load_n(&ex->max_started, __ATOMIC_RELAXED);
+  uint64_t md = __atomic_load_n(&ex->max_done, __ATOMIC_RELAXED);
+  while (s > ms && !__atomic_compare_exchange_n(&ex->max_started, &ms, s, false, __ATOMIC_RELAXED,
+                                                __ATOMIC_RELAXED)) {
+  }
+  while (d > md && !__atomic_compare_exchange_n(&ex->max_done, &md, d, false, __ATOMIC_RELAXED,
+                                                __ATOMIC_RELAXED)) {
+  }
+  out->launched = launched;
+  out->started = s > ms ? s : ms;
+  out->done = d > md ? d : md;
+}
+
+static int cuda_exec_waits(void* state, exec_wait_t* out, int max) {
+  (void)state, (void)out, (void)max;
+  return 0; /* the kernels' positions live in device memory */
+}
+
+static bool cuda_exec_launch_time(void* state, uint64_t launch, uint64_t* start_ns,
+                                  uint64_t* end_ns) {
+  cuda_exec_t* ex = state;
+  if (ex->h_progress == NULL || launch == 0) return false;
+  const cuda_launch_time_t* t = &ex->h_progress->slots[launch % CUDA_PROGRESS_SLOTS];
+  if (t->start_launch != launch || t->end_launch != launch) return false;
+  uint64_t a = t->start_ns, b = t->end_ns;
+  if (t->start_launch != launch || t->end_launch != launch || b < a) return false;
+  *start_ns = a;
+  *end_ns = b;
+  return true;
+}
+
 const executor_ops_t executor_cuda_ops = {
     .name = "cuda",
     .init = cuda_exec_init,
     .launch = cuda_exec_launch,
     .fini = cuda_exec_fini,
     .wait = cuda_exec_wait,
+    .progress = cuda_exec_progress,
+    .waits = cuda_exec_waits,
+    .launch_time = cuda_exec_launch_time,
 };

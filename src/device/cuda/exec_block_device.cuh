@@ -13,13 +13,15 @@
  *    some group stopped (abort flag, or an error reported to the host); then the block returns.
  * Each connection's position (step) is loaded into shared memory when an item starts and written
  * back to its device mirror when the item ends, so the next item and the next launch go on from
- * there. */
+ * there.
+ * Around the body, progress_device.cuh marks each launch's start and end for the host. */
 #ifndef BATON_DEVICE_CUDA_EXEC_BLOCK_DEVICE_CUH
 #define BATON_DEVICE_CUDA_EXEC_BLOCK_DEVICE_CUH
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 
+#include "device/cuda/progress_device.cuh"
 #include "device/cuda/steps_device.cuh"
 
 namespace baton {
@@ -412,7 +414,9 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
 #define BATON_EXEC_KERNEL(name, args_t)                   \
   __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1) \
       name(const __grid_constant__ args_t args) {         \
+    baton::progress_begin(&args.hdr);                     \
     baton::exec_block(&args.hdr, args.works);             \
+    baton::progress_end(&args.hdr);                       \
   }
 
 #endif /* BATON_DEVICE_CUDA_EXEC_BLOCK_DEVICE_CUH */

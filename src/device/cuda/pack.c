@@ -287,6 +287,9 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
   h->chans = ex->d_chans;
   h->abort_flag = ex->d_abort;
   h->status = ex->d_status;
+  h->progress = ex->d_progress;
+  h->progress_blocks = ex->d_progress_blocks;
+  h->launch = ex->launched + 1;
   h->rank = ex->comm->rank;
   h->nranks = ex->comm->nranks;
   CHECK(cuda_conns_flush(ex));
@@ -307,6 +310,7 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
          ex->comm->rank, b->nblocks, b->nworks, cudaGetErrorString(err));
     return ncclUnhandledCudaError;
   }
+  __atomic_store_n(&ex->launched, ex->launched + 1, __ATOMIC_RELAXED); /* read by other threads */
   b_reset(b);
   return ncclSuccess;
 }

@@ -10,7 +10,12 @@
  * asks exec_comm.peer_check about every peer it waits on. No wait is unbounded.
  *
  * Errors: worker threads bind exec_comm.err_buf as their error sink, so a WARN on any channel
- * (a dead peer seen by channel 3) reaches the communicator's ncclGetLastError text. */
+ * (a dead peer seen by channel 3) reaches the communicator's ncclGetLastError text.
+ *
+ * Abort from another thread: ncclCommAbort sets the abort flag, which every wait checks, so a
+ * running launch returns within a sleep slice; fini waits for launches still inside (bounded)
+ * before it frees what they use, and refuses to free (leaks) rather than pull memory from under
+ * one that does not leave. */
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -22,6 +27,7 @@
 #define HOST_SLEEP_MIN_NS (20ull * 1000)   /* first sleep; doubles up to the max */
 #define HOST_SLEEP_MAX_NS (500ull * 1000)
 #define HOST_PEER_CHECK_NS (100ull * 1000 * 1000)
+#define HOST_FINI_WAIT_S 10 /* fini waits this long for a launch to leave after an abort */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -32,6 +38,31 @@ static inline void cpu_relax(void) {
 }
 
 /* ---- Waiting -------------------------------------------------------------------------------- */
+/* Records the first peer the blocked lanes wait on, for the progress watch (waits). */
+static void chan_note_wait(host_chan_t* ch, const host_lane_t* lanes, int nlanes, uint64_t now) {
+  const dev_channel_t* dc = host_chan_dev(ch);
+  for (int i = 0; i < nlanes; i++) {
+    if (lanes[i].pos >= lanes[i].nops) continue;
+    for (int j = 0; j < lanes[i].nwait; j++) {
+      int p = lanes[i].wait_peers[j];
+      if (p < 0 || p >= ch->ex->comm->nranks) continue;
+      const conn_fifo_t* rf = dc->recv[p];
+      const conn_fifo_t* sf = dc->send[p];
+      bool recv_waits = rf != NULL && __atomic_load_n(rf->tail, __ATOMIC_RELAXED) <= rf->step;
+      int is_send = !recv_waits && sf != NULL;
+      __atomic_store_n(&ch->wait_step,
+                       is_send      ? sf->step
+                       : rf != NULL ? rf->step
+                                    : 0,
+                       __ATOMIC_RELAXED);
+      __atomic_store_n(&ch->wait_is_send, is_send, __ATOMIC_RELAXED);
+      __atomic_store_n(&ch->wait_since_ns, now, __ATOMIC_RELAXED);
+      __atomic_store_n(&ch->wait_peer, p, __ATOMIC_RELEASE);
+      return;
+    }
+  }
+}
+
 /* Asks about every peer a blocked step waits on, not just the first: a live but slow peer must
  * not hide a dead one. */
 static ncclResult_t chan_check_peers(host_chan_t* ch, const host_lane_t* lanes, int nlanes) {
@@ -67,6 +98,7 @@ ncclResult_t host_chan_idle(host_chan_t* ch, const host_lane_t* lanes, int nlane
   if (idle == HOST_SPIN_PASSES + 1) {
     ch->idle_since_ns = now;
     ch->last_check_ns = now;
+    chan_note_wait(ch, lanes, nlanes, now);
   }
   if (now - ch->last_check_ns >= HOST_PEER_CHECK_NS) {
     ch->last_check_ns = now;
@@ -164,12 +196,16 @@ static ncclResult_t host_exec_init(const exec_comm_t* comm, void** state_out) {
   if ((err = pthread_mutex_init(&ex->mu, NULL)) != 0) goto fail_free;
   if ((err = pthread_cond_init(&ex->wake, NULL)) != 0) goto fail_mutex;
   if ((err = pthread_cond_init(&ex->done, NULL)) != 0) goto fail_wake;
+  if ((err = pthread_cond_init(&ex->left, NULL)) != 0) goto fail_done;
   for (int c = 0; c < PLAN_MAX_CHANNELS; c++) {
     ex->chans[c].ex = ex;
     ex->chans[c].id = c;
+    ex->chans[c].wait_peer = -1;
   }
   *state_out = ex;
   return ncclSuccess;
+fail_done:
+  pthread_cond_destroy(&ex->done);
 fail_wake:
   pthread_cond_destroy(&ex->wake);
 fail_mutex:
@@ -214,10 +250,33 @@ static ncclResult_t exec_drain_net_sends(host_exec_t* ex, const plan_t* plan) {
   return ncclSuccess;
 }
 
+static ncclResult_t exec_run(host_exec_t* ex, const plan_t* plan);
+
+/* Counts the launch in and out (fini waits for launches inside) and numbers it for the progress
+ * watch. */
 static ncclResult_t host_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
   host_exec_t* ex = state;
-  const exec_comm_t* comm = ex->comm;
   (void)stream; /* host memory: nothing is stream-ordered */
+  pthread_mutex_lock(&ex->mu);
+  if (ex->quit) {
+    pthread_mutex_unlock(&ex->mu);
+    WARN("Host executor: rank %d: a launch after the executor was shut down", ex->comm->rank);
+    return ncclInternalError;
+  }
+  ex->in_launch++;
+  uint64_t n = __atomic_add_fetch(&ex->launched, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&ex->mu);
+  __atomic_store_n(&ex->started, n, __ATOMIC_RELEASE);
+  ncclResult_t res = exec_run(ex, plan);
+  if (res == ncclSuccess) __atomic_store_n(&ex->finished, n, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&ex->mu);
+  if (--ex->in_launch == 0) pthread_cond_broadcast(&ex->left);
+  pthread_mutex_unlock(&ex->mu);
+  return res;
+}
+
+static ncclResult_t exec_run(host_exec_t* ex, const plan_t* plan) {
+  const exec_comm_t* comm = ex->comm;
   if (plan->nchannels < 0 || plan->nchannels > PLAN_MAX_CHANNELS ||
       plan->nchannels > comm->nchannels) {
     WARN("Host executor: a plan of %d channels on a communicator of %d channels", plan->nchannels,
@@ -256,11 +315,30 @@ static ncclResult_t host_exec_launch(void* state, const plan_t* plan, cudaStream
   return res;
 }
 
+/* Waits (bounded) until no launch runs; false if one is still inside. Called with mu held. */
+static bool exec_wait_launches(host_exec_t* ex) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += HOST_FINI_WAIT_S;
+  while (ex->in_launch > 0) {
+    if (pthread_cond_timedwait(&ex->left, &ex->mu, &deadline) == ETIMEDOUT) break;
+  }
+  return ex->in_launch == 0;
+}
+
 static ncclResult_t host_exec_fini(void* state) {
   host_exec_t* ex = state;
   if (ex == NULL) return ncclSuccess;
   pthread_mutex_lock(&ex->mu);
   ex->quit = true;
+  if (!exec_wait_launches(ex)) {
+    pthread_mutex_unlock(&ex->mu);
+    WARN(
+        "Host executor: rank %d: a launch did not stop within %d s of the communicator's end; "
+        "its executor is left allocated",
+        ex->comm->rank, HOST_FINI_WAIT_S);
+    return ncclInternalError;
+  }
   pthread_cond_broadcast(&ex->wake);
   pthread_mutex_unlock(&ex->mu);
   for (int c = 0; c < PLAN_MAX_CHANNELS; c++) {
@@ -269,6 +347,7 @@ static ncclResult_t host_exec_fini(void* state) {
     for (int i = 0; i < HOST_STAGES; i++) free(ch->stage[i]);
     free(ch->lanes);
   }
+  pthread_cond_destroy(&ex->left);
   pthread_cond_destroy(&ex->done);
   pthread_cond_destroy(&ex->wake);
   pthread_mutex_destroy(&ex->mu);
@@ -282,10 +361,42 @@ static ncclResult_t host_exec_wait(void* state) {
   return ncclSuccess;
 }
 
+static void host_exec_progress(void* state, exec_progress_t* out) {
+  host_exec_t* ex = state;
+  out->launched = __atomic_load_n(&ex->launched, __ATOMIC_ACQUIRE);
+  out->started = __atomic_load_n(&ex->started, __ATOMIC_ACQUIRE);
+  out->done = __atomic_load_n(&ex->finished, __ATOMIC_ACQUIRE);
+}
+
+static int host_exec_waits(void* state, exec_wait_t* out, int max) {
+  host_exec_t* ex = state;
+  int n = 0;
+  for (int c = 0; c < PLAN_MAX_CHANNELS && n < max; c++) {
+    host_chan_t* ch = &ex->chans[c];
+    int peer = __atomic_load_n(&ch->wait_peer, __ATOMIC_ACQUIRE);
+    if (peer < 0) continue;
+    out[n++] = (exec_wait_t){.channel = c,
+                             .peer = peer,
+                             .is_send = __atomic_load_n(&ch->wait_is_send, __ATOMIC_RELAXED),
+                             .step = __atomic_load_n(&ch->wait_step, __ATOMIC_RELAXED),
+                             .since_ns = __atomic_load_n(&ch->wait_since_ns, __ATOMIC_RELAXED)};
+  }
+  return n;
+}
+
+static bool host_exec_launch_time(void* state, uint64_t launch, uint64_t* start_ns,
+                                  uint64_t* end_ns) {
+  (void)state, (void)launch, (void)start_ns, (void)end_ns;
+  return false; /* no device clock: the timeline records the host's own times */
+}
+
 const executor_ops_t executor_host_ops = {
     .name = "host",
     .init = host_exec_init,
     .launch = host_exec_launch,
     .fini = host_exec_fini,
     .wait = host_exec_wait,
+    .progress = host_exec_progress,
+    .waits = host_exec_waits,
+    .launch_time = host_exec_launch_time,
 };

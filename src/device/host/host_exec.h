@@ -81,6 +81,10 @@ typedef struct host_chan {
   /* Waiting. */
   unsigned idle; /* passes in a row that moved nothing */
   uint64_t idle_since_ns, last_check_ns;
+  /* What the channel waits on while it sleeps (host_chan_idle writes, the progress watch reads
+   * from another thread: waits). wait_peer < 0 while the channel moves. */
+  int wait_peer, wait_is_send;
+  uint64_t wait_step, wait_since_ns;
 } host_chan_t;
 
 typedef struct host_exec {
@@ -93,6 +97,10 @@ typedef struct host_exec {
   bool quit;
   volatile int stop;   /* a channel failed: the others give up at their next wait */
   ncclResult_t result; /* the first failure of the current launch */
+  /* Launches issued, begun and finished (exec_progress_t; atomics, read from other threads). */
+  uint64_t launched, started, finished;
+  int in_launch;       /* launches running now (under mu): fini waits for them to leave */
+  pthread_cond_t left; /* signalled when in_launch drops to 0 */
   host_chan_t chans[PLAN_MAX_CHANNELS];
 } host_exec_t;
 
@@ -125,6 +133,7 @@ ncclResult_t host_list_run(host_chan_t* ch, const work_t* works, int nwork);
 ncclResult_t host_chan_idle(host_chan_t* ch, const host_lane_t* lanes, int nlanes);
 static inline void host_chan_busy(host_chan_t* ch) {
   ch->idle = 0;
+  if (ch->wait_peer >= 0) __atomic_store_n(&ch->wait_peer, -1, __ATOMIC_RELAXED);
 }
 /* Makes sure every LL staging buffer holds bytes. */
 ncclResult_t host_chan_stage_reserve(host_chan_t* ch, size_t bytes);
