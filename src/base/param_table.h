@@ -124,6 +124,26 @@ PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL,
 PARAM_ROW(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", PARAM_INT, "0",
           "The rank that writes NCCL_TOPO_DUMP_FILE")
 
+/* Hang reports, RAS, timeline (src/core/ras.c, hang.c, trace.c) */
+PARAM_ROW(RAS_ENABLE, "NCCL_RAS_ENABLE", PARAM_INT, "1",
+          "The RAS side channel: a service thread per process that answers baton-ras / ncclras "
+          "clients, carries hang-report queries and tells survivors when a rank's process died")
+PARAM_ROW(RAS_ADDR, "NCCL_RAS_ADDR", PARAM_STR, "localhost:28028",
+          "<host>:<port> where one process of the job serves RAS clients (baton-ras); if another "
+          "process holds it, this one does not serve")
+PARAM_ROW(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", PARAM_INT, "1",
+          "Multiplies the RAS side channel's timeouts: how long a report or baton-ras waits for "
+          "the other processes (3 s), and the grace before a call that waits on a dead rank fails "
+          "(2 s)")
+PARAM_ROW(HANG_REPORT_SEC, "NCCL_BATON_HANG_REPORT_SEC", PARAM_INT, "60",
+          "Baton's own: a call in flight this long makes the waiting rank WARN who and where the "
+          "job is stuck (repeated at most every 5 minutes); 0 turns reports off. Nothing aborts")
+PARAM_ROW(TRACE_FILE, "NCCL_BATON_TRACE_FILE", PARAM_STR, NULL,
+          "Baton's own: write a Chrome/Perfetto trace-event timeline per process to this file "
+          "(%h host, %p pid) at destroy, abort and SIGUSR1")
+PARAM_ROW(TRACE_EVENTS, "NCCL_BATON_TRACE_EVENTS", PARAM_INT, "65536",
+          "Baton's own: the timeline keeps the last this many events (about 80 bytes each)")
+
 #ifdef PARAM_ROW_LOCAL_DEFINE
 #undef PARAM_ROW
 #undef PARAM_ROW_LOCAL_DEFINE

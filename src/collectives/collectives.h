@@ -146,8 +146,7 @@ struct coll_comm {
   coll_task_list_t pending; /* posted in the open group (the posting thread only) */
   coll_task_list_t running; /* the group being run (its runner only) */
   struct coll_comm* group_next;
-  bool in_group;
-  uint64_t op_count;
+  bool in_group; /* on this thread's group list, holding the communicator (comm_hold) */
 
   /* Planner scratch, reused between runs (grows, never shrinks). */
   work_t* works;
@@ -186,6 +185,8 @@ struct coll_comm {
 };
 
 /* ---- enqueue.c / group.c -------------------------------------------------------------------- */
+/* The first task of a communicator in the open group also holds it for the group (released when
+ * ncclGroupEnd is done with it, or when the group drops it). */
 ncclResult_t coll_task_append(struct coll_comm* cc, const coll_task_t* task);
 ncclResult_t coll_group_start(void);
 ncclResult_t coll_group_end(void);

@@ -269,6 +269,12 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   bool entered = cc->gpu && coll_device_enter(comm->cuda_dev, &saved) == ncclSuccess;
   if (cc->exec_state != NULL) {
     ncclResult_t r = cc->executor->fini(cc->exec_state);
+    if (r != ncclSuccess && !cc->gpu) {
+      /* A host launch did not leave (it WARNed): what it uses stays allocated. */
+      if (entered) coll_device_leave(comm->cuda_dev, saved);
+      comm->coll = NULL;
+      return r;
+    }
     if (res == ncclSuccess) res = r;
   }
   if (cc->tctx_ready) {
@@ -331,7 +337,10 @@ ncclResult_t coll_comm_plan(struct coll_comm* cc) {
   return ncclSuccess;
 }
 
-static ncclResult_t comm_launch_plan(struct coll_comm* cc) {
+static ncclResult_t comm_run(struct coll_comm* cc, bool* captured);
+
+/* *captured: the launch went into a CUDA graph being captured (it runs when the graph does). */
+static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
   if (!cc->gpu) {
     CHECK(coll_prof_exec_hook(cc));
     void* ev = coll_prof_launch_begin(cc, NULL);
@@ -341,6 +350,9 @@ static ncclResult_t comm_launch_plan(struct coll_comm* cc) {
   }
   cudaStream_t stream = NULL;
   CHECK(coll_gpu_join_before(cc, &stream));
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+  *captured = cs != cudaStreamCaptureStatusNone;
   void* ev = coll_prof_launch_begin(cc, stream);
   ncclResult_t res = cc->executor->launch(cc->exec_state, &cc->plan, stream);
   coll_prof_launch_end(cc, ev);
@@ -350,17 +362,32 @@ static ncclResult_t comm_launch_plan(struct coll_comm* cc) {
 
 /* Profiler events (plugins.c) bracket the launch: on the host executor they end when the plan has
  * run, on the CUDA executor once it has been launched (as stock's end when the launch is made). */
-static ncclResult_t comm_launch(struct coll_comm* cc) {
+static ncclResult_t comm_launch(struct coll_comm* cc, bool* captured) {
   bool any = false;
   for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
   if (!any) return ncclSuccess;
   coll_prof_run_begin(cc);
-  ncclResult_t res = comm_launch_plan(cc);
+  ncclResult_t res = comm_launch_plan(cc, captured);
   coll_prof_run_end(cc);
   return res;
 }
 
+/* The progress watch learns which launches carry the calls of this run (core.h, progress). A run
+ * that failed, or went into a graph capture, counts as finished: its failure was reported, and a
+ * captured run's launches are the graph's. */
 ncclResult_t coll_comm_run(struct coll_comm* cc) {
+  exec_progress_t ep = {0};
+  uint64_t first, last;
+  bool captured = false;
+  coll_comm_progress(cc->comm, &ep);
+  progress_plan_begin(cc->comm, ep.launched + 1, &first, &last);
+  ncclResult_t res = comm_run(cc, &captured);
+  coll_comm_progress(cc->comm, &ep);
+  progress_plan_end(cc->comm, ep.launched, RESULT_IS_ERROR(res) || captured);
+  return res;
+}
+
+static ncclResult_t comm_run(struct coll_comm* cc, bool* captured) {
   ncclResult_t res = ncclSuccess;
   int saved = -1;
   bool entered = false;
@@ -371,12 +398,74 @@ ncclResult_t coll_comm_run(struct coll_comm* cc) {
     entered = true;
   }
   CHECK_GOTO(coll_comm_connect(cc, cc->reqs, cc->plan_nreqs), res, out);
-  CHECK_GOTO(comm_launch(cc), res, out);
+  CHECK_GOTO(comm_launch(cc, captured), res, out);
 out:
   if (entered) coll_device_leave(cc->comm->cuda_dev, saved);
   cc->planned = false;
   cc->running.n = 0;
   return res;
+}
+
+/* ---- The progress watch's view (core.h hooks) --------------------------------------------------
+ */
+void coll_comm_progress(ncclComm_t comm, exec_progress_t* out) {
+  *out = (exec_progress_t){0};
+  struct coll_comm* cc = comm->coll;
+  if (cc == NULL || cc->exec_state == NULL || cc->executor->progress == NULL) return;
+  cc->executor->progress(cc->exec_state, out);
+}
+
+int coll_comm_waits(ncclComm_t comm, prog_wait_t* out, int max) {
+  struct coll_comm* cc = comm->coll;
+  exec_wait_t w[PROG_MAX_WAITS];
+  if (cc == NULL || cc->exec_state == NULL || cc->executor->waits == NULL) return 0;
+  if (max > PROG_MAX_WAITS) max = PROG_MAX_WAITS;
+  int n = cc->executor->waits(cc->exec_state, w, max);
+  uint64_t now = clock_ns();
+  for (int i = 0; i < n; i++) {
+    const char* tr = NULL;
+    if (w[i].channel < cc->nchannels && w[i].peer >= 0 && w[i].peer < cc->nranks)
+      tr = coll_conn_transport(comm, w[i].channel, w[i].peer, w[i].is_send);
+    out[i] = (prog_wait_t){
+        .channel = w[i].channel,
+        .peer = w[i].peer,
+        .is_send = w[i].is_send,
+        .secs = now > w[i].since_ns ? (uint32_t)((now - w[i].since_ns) / 1000000000ull) : 0,
+        .step = w[i].step};
+    snprintf(out[i].transport, sizeof(out[i].transport), "%s", tr ? tr : "?");
+  }
+  return n;
+}
+
+/* The ring connections' positions on the first channels: enough for a report to tell a
+ * connection that lost data in transit (the sender is ahead of its receiver) from a sender that
+ * has not sent. Host executor only: a GPU's positions are in device memory. */
+int coll_comm_conns(ncclComm_t comm, prog_conn_t* out, int max) {
+  struct coll_comm* cc = comm->coll;
+  int n = 0;
+  if (cc == NULL || cc->gpu || cc->channels == NULL) return 0;
+  for (int c = 0; c < cc->nchannels && n + 2 <= max; c++) {
+    const dev_channel_t* ch = &cc->channels[c];
+    const conn_fifo_t* s = ch->ring_next >= 0 ? ch->send[ch->ring_next] : NULL;
+    const conn_fifo_t* r = ch->ring_prev >= 0 ? ch->recv[ch->ring_prev] : NULL;
+    if (s != NULL)
+      out[n++] = (prog_conn_t){.channel = c,
+                               .peer = ch->ring_next,
+                               .is_send = 1,
+                               .step = __atomic_load_n(&s->step, __ATOMIC_RELAXED)};
+    if (r != NULL)
+      out[n++] = (prog_conn_t){.channel = c,
+                               .peer = ch->ring_prev,
+                               .is_send = 0,
+                               .step = __atomic_load_n(&r->step, __ATOMIC_RELAXED)};
+  }
+  return n;
+}
+
+bool coll_comm_launch_time(ncclComm_t comm, uint64_t launch, uint64_t* start_ns, uint64_t* end_ns) {
+  struct coll_comm* cc = comm->coll;
+  if (cc == NULL || cc->exec_state == NULL || cc->executor->launch_time == NULL) return false;
+  return cc->executor->launch_time(cc->exec_state, launch, start_ns, end_ns);
 }
 
 /* ---- Queries for tests ------------------------------------------------------------------------

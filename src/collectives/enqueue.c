@@ -64,12 +64,57 @@ static ncclResult_t enqueue_check_buffer(const coll_args_t* a, const void* p, co
   return ncclInvalidArgument;
 }
 
+/* The count's name in the API (what a WARN calls it). */
+static const char* enqueue_count_name(int func) {
+  return func == FUNC_ALLGATHER ? "sendcount" : func == FUNC_REDUCESCATTER ? "recvcount" : "count";
+}
+
+/* Every buffer a call names must be a possible C object: at most PTRDIFF_MAX bytes, not wrapping
+ * around the address space. Below that bound the planner and the executors add offsets and chunk
+ * sizes to byte counts without overflow. A larger count is a caller's bug (a negative value cast
+ * to size_t, a wrong unit): refused before anything is queued. */
+static ncclResult_t enqueue_check_size(const coll_args_t* a) {
+  size_t esize = datatype_size(a->dtype);
+  size_t per = 1; /* elements of the largest buffer per unit of count */
+  switch (a->func) {
+    case FUNC_ALLGATHER:
+    case FUNC_REDUCESCATTER:
+    case COLL_ALLTOALL:
+    case COLL_GATHER:
+    case COLL_SCATTER:
+      per = (size_t)a->comm->nranks;
+      break;
+    default:
+      break;
+  }
+  size_t max_count = (size_t)PTRDIFF_MAX / esize / per;
+  if (a->count > max_count) {
+    WARN(
+        "%s: invalid %s %zu (%s of %zu bytes%s): the buffer would exceed %td bytes, the largest "
+        "object there can be",
+        a->api, enqueue_count_name(a->func), a->count, datatype_name(a->dtype), esize,
+        per > 1 ? ", times the rank count" : "", (ptrdiff_t)PTRDIFF_MAX);
+    return ncclInvalidArgument;
+  }
+  size_t bytes = a->count * esize * per;
+  const void* bufs[2] = {a->sendbuff, a->recvbuff};
+  static const char* const names[2] = {"sendbuff", "recvbuff"};
+  for (int i = 0; i < 2; i++) {
+    if (bufs[i] == NULL || (uintptr_t)bufs[i] + bytes >= (uintptr_t)bufs[i]) continue;
+    WARN("%s: invalid %s %p with %s %zu: the buffer of %zu bytes wraps around the address space",
+         a->api, names[i], bufs[i], enqueue_count_name(a->func), a->count, bytes);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
   ncclComm_t comm = a->comm;
   if ((int)a->dtype < 0 || a->dtype >= ncclNumTypes) {
     WARN("%s: invalid datatype %d (datatype)", a->api, (int)a->dtype);
     return ncclInvalidArgument;
   }
+  CHECK(enqueue_check_size(a));
   if (enqueue_has_root(a->func) && (a->root < 0 || a->root >= comm->nranks)) {
     bool p2p = a->func == FUNC_SEND || a->func == FUNC_RECV;
     WARN("%s: invalid %s %d (%s): the communicator has %d ranks", a->api, p2p ? "peer" : "root",
@@ -168,8 +213,35 @@ static const char* enqueue_name(int func) {
   }
 }
 
+/* The progress watch's kind of a call. */
+static int enqueue_kind(int func) {
+  switch (func) {
+    case FUNC_BROADCAST:
+      return OP_BROADCAST;
+    case FUNC_REDUCE:
+      return OP_REDUCE;
+    case FUNC_ALLGATHER:
+      return OP_ALLGATHER;
+    case FUNC_REDUCESCATTER:
+      return OP_REDUCESCATTER;
+    case FUNC_ALLREDUCE:
+      return OP_ALLREDUCE;
+    case FUNC_SEND:
+      return OP_SEND;
+    case FUNC_RECV:
+      return OP_RECV;
+    case COLL_ALLTOALL:
+      return OP_ALLTOALL;
+    case COLL_GATHER:
+      return OP_GATHER;
+    default:
+      return OP_SCATTER;
+  }
+}
+
 static ncclResult_t coll_enqueue(coll_args_t* a) {
   dev_redop_t op;
+  uint64_t t0 = trace_on() ? trace_now_ns() : 0;
   ncclResult_t res = comm_check_ready(a->comm, a->api);
   if (res != ncclSuccess) goto fail;
   if (a->comm->coll == NULL) {
@@ -178,14 +250,17 @@ static ncclResult_t coll_enqueue(coll_args_t* a) {
     res = ncclInvalidUsage;
     goto fail;
   }
-  CHECK_GOTO(enqueue_check(a, &op), res, fail);
+  CHECK_GOTO(comm_hold(a->comm, a->api), res, fail);
+  CHECK_GOTO(enqueue_check(a, &op), res, release);
   struct coll_comm* cc = a->comm->coll;
+  prog_op_t pop;
+  progress_enqueue(a->comm, enqueue_kind(a->func), a->count, (int)a->dtype, (int)a->op,
+                   enqueue_has_root(a->func) ? a->root : -1, &pop);
   INFO(NCCL_COLL,
        "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p "
        "[nranks=%d] stream %p",
-       enqueue_name(a->func), (unsigned long)cc->op_count, a->sendbuff, a->recvbuff, a->count,
+       enqueue_name(a->func), (unsigned long)(pop.seq - 1), a->sendbuff, a->recvbuff, a->count,
        (int)a->dtype, (int)a->op, a->root, (void*)a->comm, a->comm->nranks, (void*)a->stream);
-  cc->op_count++;
   bool implicit = coll_group_depth() == 0;
   if (implicit) coll_group_start();
   bool p2p = a->func == FUNC_SEND || a->func == FUNC_RECV || a->func >= FUNC_COUNT;
@@ -198,7 +273,14 @@ static ncclResult_t coll_enqueue(coll_args_t* a) {
     ncclResult_t end = coll_group_end();
     if (res == ncclSuccess) res = end;
   }
+  if (t0 != 0) trace_span(a->comm, TRACE_CALL, t0, trace_now_ns(), &pop, 0);
   comm_scope_end();
+  comm_release(a->comm); /* last: a retired communicator may be freed by it */
+  return res;
+release:
+  coll_group_set_error(res);
+  comm_scope_end();
+  comm_release(a->comm);
   return res;
 fail:
   coll_group_set_error(res);

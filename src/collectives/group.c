@@ -51,7 +51,14 @@ static ncclResult_t group_list_grow(coll_task_list_t* l) {
 }
 
 ncclResult_t coll_task_append(struct coll_comm* cc, const coll_task_t* task) {
-  if (cc->pending.n == cc->pending.cap) CHECK(group_list_grow(&cc->pending));
+  if (!cc->in_group) CHECK(comm_hold(cc->comm, "a call in a group"));
+  if (cc->pending.n == cc->pending.cap) {
+    ncclResult_t res = group_list_grow(&cc->pending);
+    if (res != ncclSuccess) {
+      if (!cc->in_group) comm_release(cc->comm);
+      return res;
+    }
+  }
   cc->pending.items[cc->pending.n++] = *task;
   if (!cc->in_group) {
     cc->in_group = true;
@@ -63,6 +70,24 @@ ncclResult_t coll_task_append(struct coll_comm* cc, const coll_task_t* task) {
     group_tail = cc;
   }
   return ncclSuccess;
+}
+
+/* Calls that were enqueued but whose run failed before it started count as finished for the
+ * progress watch, which would otherwise take them for a hang. */
+static void group_abandon(struct coll_comm* cc) {
+  uint64_t first, last;
+  progress_plan_begin(cc->comm, UINT64_MAX, &first, &last);
+  progress_plan_end(cc->comm, 0, true);
+}
+
+/* ncclGroupEnd is done with every communicator of the list: their group holds end (the last may
+ * free a communicator that an abort retired meanwhile, so the list is read ahead). */
+static void group_release(struct coll_comm* head) {
+  struct coll_comm* next;
+  for (struct coll_comm* cc = head; cc; cc = next) {
+    next = cc->group_next;
+    comm_release(cc->comm);
+  }
 }
 
 void coll_group_forget(struct coll_comm* cc) {
@@ -79,6 +104,12 @@ void coll_group_forget(struct coll_comm* cc) {
   }
   cc->in_group = false;
   cc->pending.n = 0;
+  progress_rewind(cc->comm);
+  comm_release(cc->comm);
+}
+
+void coll_comm_leave_group(ncclComm_t comm) {
+  if (comm->coll != NULL) coll_group_forget(comm->coll);
 }
 
 /* Takes this thread's list of communicators and resets the group. */
@@ -90,7 +121,10 @@ static struct coll_comm* group_take(void) {
 }
 
 static void group_drop(struct coll_comm* head) {
-  for (struct coll_comm* cc = head; cc; cc = cc->group_next) cc->pending.n = 0;
+  for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
+    cc->pending.n = 0;
+    progress_rewind(cc->comm); /* they never run: as if never called */
+  }
 }
 
 ncclResult_t coll_job_join(struct coll_comm* cc) {
@@ -154,6 +188,7 @@ static bool group_plan_all(struct coll_comm* head, ncclResult_t* res) {
     if (r != ncclSuccess) {
       cc->group_res = r;
       group_publish(cc, r);
+      group_abandon(cc);
       if (*res == ncclSuccess) *res = r;
       continue;
     }
@@ -247,10 +282,12 @@ ncclResult_t coll_group_end(void) {
   if (err != ncclSuccess) {
     /* An operation of the group failed its checks (WARNed then): nothing of the group runs. */
     group_drop(head);
+    group_release(head);
     coll_prof_group_end_done();
     return err;
   }
   ncclResult_t res = group_run(head);
+  group_release(head);
   coll_prof_group_end_done();
   return res == ncclSuccess ? inits : res; /* ncclInProgress: a nonblocking init still runs */
 }
@@ -293,6 +330,7 @@ static ncclResult_t group_run(struct coll_comm* head) {
     if (r != ncclSuccess) {
       if (!cc->comm->config.blocking) atomic_store(&cc->comm->async_error, (int)r);
       cc->running.n = 0;
+      group_abandon(cc);
       if (res == ncclSuccess) res = r;
     }
   }
@@ -381,6 +419,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
     }
   }
   group_drop(head); /* nothing runs */
+  group_release(head);
   if (err != ncclSuccess) return err;
   simInfo->estimatedTime = (float)est;
   INFO(NCCL_TUNING, "%s: estimated %.1f us", api, est);

@@ -1,5 +1,6 @@
 /* The communicator object: allocation, release, and which CUDA device (if any) it runs on. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/core.h"
 
@@ -62,6 +63,7 @@ static void comm_quarantine(ncclComm_t comm) {
 }
 
 void comm_free(ncclComm_t comm) {
+  ras_comm_unregister(comm); /* first: the service never looks at it again */
   if (comm->job != NULL) {
     /* Callers only free comms whose job is finished (or waited for): this returns at once. */
     (void)comm_job_wait(comm->job, COMM_ABORT_WAIT_MS);
@@ -76,7 +78,12 @@ void comm_free(ncclComm_t comm) {
       INFO(NCCL_INIT, "comm %p: bootstrap_close -> %d", (void*)comm, (int)res);
     comm->bootstrap = NULL;
   }
+  progress_free(comm);
   free(comm->peers);
+  free(comm->ras_addrs);
+  free(comm->peer_hosts);
+  comm->ras_addrs = NULL;
+  comm->peer_hosts = NULL;
   free(comm->comm_name);
   free(comm->net_name);
   free((void*)comm->abort_flag);
@@ -90,6 +97,40 @@ void comm_free(ncclComm_t comm) {
   atomic_store(&comm->async_error, ncclInvalidUsage);
   comm->magic = COMM_MAGIC_DEAD;
   comm_quarantine(comm);
+}
+
+/* ---- Holding across a call (core.h) --------------------------------------------------------- */
+ncclResult_t comm_hold(ncclComm_t comm, const char* api) {
+  atomic_fetch_add(&comm->users, 1);
+  if (!atomic_load(&comm->closing)) return ncclSuccess;
+  comm_release(comm);
+  WARN("%s: comm %p is being aborted or destroyed by another thread", api, (void*)comm);
+  return ncclInvalidArgument;
+}
+
+/* The last holder of a retired communicator frees it (its shell stays in quarantine, so the
+ * counters read here after another thread's free are still memory of ours). */
+void comm_release(ncclComm_t comm) {
+  if (atomic_fetch_sub(&comm->users, 1) != 1 || !atomic_load(&comm->closing)) return;
+  if (!atomic_exchange(&comm->freeing, true)) comm_free(comm);
+}
+
+void comm_retire(ncclComm_t comm) {
+  atomic_store(&comm->closing, true);
+  coll_comm_leave_group(comm); /* this thread's own open group holds it too */
+  uint64_t deadline = clock_ns() + (uint64_t)COMM_RETIRE_WAIT_MS * 1000000ull;
+  while (atomic_load(&comm->users) > 0 && clock_ns() < deadline) {
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (atomic_load(&comm->users) > 0) {
+    INFO(NCCL_INIT,
+         "comm %p rank %d: a call still uses it after %d ms; the last one to leave frees it",
+         (void*)comm, comm->rank, COMM_RETIRE_WAIT_MS);
+    /* A holder that left between the check and here saw closing and freeing unclaimed. */
+    if (atomic_load(&comm->users) > 0) return;
+  }
+  if (!atomic_exchange(&comm->freeing, true)) comm_free(comm);
 }
 
 /* ---- CUDA device ---------------------------------------------------------------------------- */

@@ -43,17 +43,49 @@ static void comm_locality(ncclComm_t comm) {
   comm->local_rank = local_rank;
 }
 
+/* What every rank tells the others at init: the layers' peer_info_t, and core's own part (the
+ * RAS side channel's address and the host's name), in one allgather. */
+typedef struct comm_peer_wire {
+  peer_info_t info;
+  socket_addr_t ras_addr;
+  char host[RAS_HOST_LEN];
+} comm_peer_wire_t;
+
+static ncclResult_t comm_peers_allgather(ncclComm_t comm, const socket_addr_t* ras_addr) {
+  int n = comm->nranks;
+  comm_peer_wire_t* all = NULL;
+  CHECK(MEM_CALLOC(&all, n));
+  ncclResult_t res = ncclSuccess;
+  comm_peer_wire_t* me = &all[comm->rank];
+  me->info.rank = comm->rank;
+  me->info.cuda_dev = comm->cuda_dev;
+  me->info.bus_id = comm->bus_id;
+  me->info.host_hash = host_hash();
+  me->info.pid_hash = pid_hash();
+  me->info.shm_dev = shm_device_id();
+  me->info.pid = (int)getpid();
+  me->ras_addr = *ras_addr;
+  snprintf(me->host, sizeof(me->host), "%s", ras_host_label());
+  CHECK_GOTO(bootstrap_allgather(comm->bootstrap, all, sizeof(*all)), res, out);
+  CHECK_GOTO(MEM_CALLOC(&comm->peers, n), res, out);
+  CHECK_GOTO(MEM_CALLOC(&comm->ras_addrs, n), res, out);
+  CHECK_GOTO(MEM_CALLOC(&comm->peer_hosts, n), res, out);
+  for (int i = 0; i < n; i++) {
+    comm->peers[i] = all[i].info;
+    comm->ras_addrs[i] = all[i].ras_addr;
+    memcpy(comm->peer_hosts[i], all[i].host, RAS_HOST_LEN);
+    comm->peer_hosts[i][RAS_HOST_LEN - 1] = '\0';
+  }
+out:
+  free(all);
+  return res;
+}
+
 static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
-  CHECK(MEM_CALLOC(&comm->peers, comm->nranks));
-  peer_info_t* me = &comm->peers[comm->rank];
-  me->rank = comm->rank;
-  me->cuda_dev = comm->cuda_dev;
-  me->bus_id = comm->bus_id;
-  me->host_hash = host_hash();
-  me->pid_hash = pid_hash();
-  me->shm_dev = shm_device_id();
-  me->pid = (int)getpid();
-  CHECK(bootstrap_allgather(comm->bootstrap, comm->peers, sizeof(peer_info_t)));
+  socket_addr_t ras_addr;
+  ras_comm_prepare(comm, &ras_addr);
+  CHECK(comm_peers_allgather(comm, &ras_addr));
+  const peer_info_t* me = &comm->peers[comm->rank];
   for (int i = 0; i < comm->nranks; i++) {
     const peer_info_t* p = &comm->peers[i];
     if (p->rank != i) {
@@ -102,6 +134,8 @@ ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, i
        api, (void*)comm, comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus),
        (unsigned long long)comm->comm_hash);
   CHECK(comm_net_name_check(comm, api));
+  uint64_t trace_t0 = trace_now_ns();
+  CHECK(progress_create(comm));
   CHECK(bootstrap_init(handles, nhandles, comm->rank, comm->nranks, comm->abort_flag,
                        &comm->bootstrap));
   uint64_t t_boot = clock_ns();
@@ -109,6 +143,8 @@ ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, i
   uint64_t t_peers = clock_ns();
   CHECK(coll_comm_init(comm));
   uint64_t t_end = clock_ns();
+  ras_comm_register(comm);
+  trace_span(comm, TRACE_INIT, trace_t0, trace_now_ns(), NULL, 0);
 
   INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL 0",
        (void*)comm, comm->rank, comm->nranks, comm->nnodes, comm->local_ranks, comm->local_rank);

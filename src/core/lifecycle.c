@@ -96,7 +96,16 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
 }
 
 /* ---- Destroy and abort --------------------------------------------------------------------------
- */
+ * Both retire the communicator (core.h: comm_retire): a call still inside it on another thread
+ * (a watchdog aborting a hung collective) leaves first, or frees it when it leaves. The timeline
+ * records the end and is written out. */
+static void lifecycle_trace(ncclComm_t comm, int what) {
+  if (!trace_on()) return;
+  uint64_t t = trace_now_ns();
+  progress_trace_gpu(comm);
+  trace_span(comm, what, t, t, NULL, 0);
+}
+
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   const char* api = "ncclCommDestroy";
   char bus[24];
@@ -109,7 +118,9 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (res != ncclSuccess) return res;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %s - Destroy COMPLETE", (void*)comm,
        comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
-  comm_free(comm);
+  lifecycle_trace(comm, TRACE_DESTROY);
+  comm_retire(comm);
+  trace_write();
   return ncclSuccess;
 }
 
@@ -128,7 +139,9 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (res != ncclSuccess) return res;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %s - Abort COMPLETE", (void*)comm,
        comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
-  comm_free(comm);
+  lifecycle_trace(comm, TRACE_ABORT);
+  comm_retire(comm); /* a call another thread is still in frees it when it leaves */
+  trace_write();
   return ncclSuccess;
 }
 

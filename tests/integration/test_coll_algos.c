@@ -37,7 +37,9 @@ static int check_choice(itest_rank_t* r, int func, int algo, int proto, const ch
 /* Every connection of every channel's ring and trees, as NCCL_RUNTIME_CONNECT=0 promises. */
 static int check_all_connected(ncclComm_t comm) {
   const struct coll_comm* cc = comm->coll;
-  IT_EXPECT(cc->op_count == 0, "an operation ran before the check");
+  prog_state_t st;
+  progress_state(comm, -1, &st);
+  IT_EXPECT(st.seq == 0, "an operation ran before the check");
   for (int c = 0; c < cc->nchannels; c++) {
     const dev_channel_t* ch = &cc->channels[c];
     IT_EXPECT(coll_conn_transport(comm, c, ch->ring_next, 1) != NULL,

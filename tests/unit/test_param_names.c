@@ -18,7 +18,7 @@
 #include "base/base.h"
 #include "unit.h"
 
-/* Variables owned by work in progress on other branches (issues 17, 19 and 20), which will add
+/* Variables owned by work in progress on other branches (issues 17 and 19), which will add
  * their rows. They may be missing from both lists, and must not be marked unsupported here.
  * Remove a line when the branch that owns it is merged. */
 static const char* const pending_work[] = {
@@ -27,7 +27,6 @@ static const char* const pending_work[] = {
     "NCCL_DMABUF_ENABLE",         /* issue 19 */
     "NCCL_CROSS_NIC",             /* issue 19 */
     "NCCL_IGNORE_CPU_AFFINITY",   /* issue 19 */
-    "NCCL_RAS_*",                 /* issue 20: RAS service */
     "NCCL_MULTI_RANK_GPU_ENABLE", /* issue 17 */
     "NCCL_GRAPH_REGISTER",        /* issue 17: registration */
     "NCCL_LOCAL_REGISTER",        /* issue 17 */
