@@ -94,6 +94,9 @@ typedef struct root_state {
   int done_shape; /* the shape every rank of which was answered, -1 until then */
   root_conn_t* conns;
   int nconns, cap;
+  struct pollfd* pfds; /* allocated before the thread starts: a thread that allocates while its
+                        * process forks leaves the child a locked allocator under ASan */
+  int pfd_cap;
 } root_state_t;
 
 static pthread_mutex_t root_list_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -406,6 +409,7 @@ static void root_free(root_state_t* st) {
   for (int i = 0; i < st->nconns; i++) socket_close(&st->conns[i].conn);
   socket_close(&st->listener);
   free(st->conns);
+  free(st->pfds);
   for (int k = 0; k < st->nshapes; k++) shape_free(&st->shapes[k]);
   free(st);
 }
@@ -428,8 +432,8 @@ static void* root_thread_main(void* arg) {
   if (timeout_ms <= 0) timeout_ms = 300000;
   uint64_t start = clock_ns();
   uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
-  struct pollfd* pfds = NULL;
-  int pfd_cap = 0;
+  struct pollfd* pfds = st->pfds;
+  int pfd_cap = st->pfd_cap;
   bool ok = false;
   for (;;) {
     if (st->done_shape >= 0) {
@@ -489,7 +493,7 @@ static void* root_thread_main(void* arg) {
          "exits",
          st->name, sh->hi - sh->lo, sh->index, sh->nroots, (double)(clock_ns() - start) / 1e9);
   }
-  free(pfds);
+  st->pfds = pfds;
   root_unlist(st);
   root_free(st);
   return NULL;
@@ -508,6 +512,14 @@ static ncclResult_t root_spawn(const socket_conn_t* listener, uint64_t magic) {
   st->listener.abort_flag = NULL;
   st->magic = magic;
   st->done_shape = -1;
+  st->pfd_cap = 65;
+  st->pfds = calloc((size_t)st->pfd_cap, sizeof(*st->pfds));
+  if (st->pfds == NULL) {
+    WARN("Bootstrap: out of memory for the root's poll table");
+    socket_close(&st->listener);
+    free(st);
+    return ncclSystemError;
+  }
   socket_addr_format(&listener->addr, st->name, sizeof(st->name));
   pthread_once(&root_atfork_once, root_atfork_register);
   pthread_attr_t attr;

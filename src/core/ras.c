@@ -53,6 +53,10 @@ typedef struct svc {
   char keep_buf[sizeof(ras_hdr_t) + sizeof(ras_ident_t)]; /* what the successor sent */
   size_t keep_got;
   uint64_t next_tick_ns;
+  uint64_t ring_gen;   /* reg_gen the keep-alive was chosen for */
+  struct pollfd* pfds; /* allocated up front: a steady-state loop allocates nothing (a fork while
+                        * a thread allocates leaves the child a locked allocator under ASan) */
+  int pfd_cap;
 } svc_t;
 
 typedef struct gone {
@@ -68,6 +72,7 @@ static ras_entry_t* reg; /* registered communicators */
 static int nreg, reg_cap;
 static gone_t* gones; /* processes that left */
 static int ngones, gones_cap;
+static uint64_t reg_gen; /* bumped when the registry or the gone list changes (the ring's input) */
 
 /* ---- Small helpers ------------------------------------------------------------------------- */
 static socklen_t addr_len(const socket_addr_t* a) {
@@ -261,6 +266,7 @@ static bool gone_add(const socket_addr_t* a, bool died) {
     gones_cap = c;
   }
   gones[ngones++] = (gone_t){.addr = *a, .died = died};
+  reg_gen++;
   return true;
 }
 
@@ -493,6 +499,11 @@ static bool ring_successor(const svc_t* s, socket_addr_t* out) {
 static void ring_update(svc_t* s) {
   socket_addr_t next;
   pthread_mutex_lock(&svc_lock);
+  if (s->keep_fd >= 0 && s->ring_gen == reg_gen) { /* nothing changed: nothing to allocate */
+    pthread_mutex_unlock(&svc_lock);
+    return;
+  }
+  s->ring_gen = reg_gen;
   bool have = s->listen_fd >= 0 && ring_successor(s, &next);
   pthread_mutex_unlock(&svc_lock);
   if (s->keep_fd >= 0 && have && ras_addr_equal(&next, &s->keep_addr)) return;
@@ -613,8 +624,8 @@ static void svc_tick(svc_t* s, uint64_t now) {
 static void* svc_main(void* arg) {
   svc_t* s = arg;
   thread_set_name(pthread_self(), "NCCL RAS");
-  struct pollfd* pfds = NULL;
-  int pcap = 0;
+  struct pollfd* pfds = s->pfds;
+  int pcap = s->pfd_cap;
   while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
     int need = s->nconns + 4;
     if (need > pcap) {
@@ -676,7 +687,8 @@ static void* svc_main(void* arg) {
       svc_tick(s, now);
     }
   }
-  free(pfds);
+  s->pfds = pfds;
+  s->pfd_cap = pcap;
   /* Leaving: say goodbye to the neighbours so they do not take it for a death. */
   if (s->keep_fd >= 0)
     (void)ras_send_msg(s->keep_fd, RAS_MSG_GOODBYE, &s->self, sizeof(s->self), 200);
@@ -694,6 +706,7 @@ static void svc_free(svc_t* s) {
     free(s->conns[i].client);
   }
   free(s->conns);
+  free(s->pfds);
   fd_close(&s->keep_fd);
   fd_close(&s->listen_fd);
   fd_close(&s->client_fd);
@@ -760,6 +773,9 @@ static svc_t* svc_start(ncclComm_t comm) {
   s->self.host_hash = host_hash();
   snprintf(s->self.host, sizeof(s->self.host), "%s", ras_host_label());
   if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC) != 0) goto fail;
+  s->pfd_cap = 64;
+  s->pfds = calloc((size_t)s->pfd_cap, sizeof(*s->pfds));
+  if (s->pfds == NULL) goto fail;
   if (param_int(PARAM_RAS_ENABLE) != 0) {
     s->listen_fd = svc_listen(comm, &s->self.addr);
     if (s->listen_fd < 0)
@@ -814,6 +830,7 @@ void ras_comm_register(ncclComm_t comm) {
     reg_cap = cap;
   }
   reg[nreg++] = (ras_entry_t){.comm = comm, .gone_rank = -1};
+  reg_gen++;
   comm->ras_listed = true;
   wake_service(svc_cur); /* the keep-alive ring may change */
 out:
@@ -827,6 +844,7 @@ void ras_comm_unregister(ncclComm_t comm) {
     for (int i = 0; i < nreg; i++) {
       if (reg[i].comm != comm) continue;
       reg[i] = reg[--nreg];
+      reg_gen++;
       break;
     }
     comm->ras_listed = false;

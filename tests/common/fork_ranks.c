@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,11 +23,56 @@ void fork_ranks_report(const char* file, int line, const char* text) {
           text, log_last_error());
 }
 
+/* Whether every thread of this process but the caller sleeps (state S in /proc). */
+static bool others_asleep(void) {
+  DIR* d = opendir("/proc/self/task");
+  if (d == NULL) return true;
+  bool asleep = true;
+  struct dirent* e;
+  pid_t me = (pid_t)syscall(SYS_gettid);
+  while (asleep && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == me) continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+    FILE* f = fopen(path, "r");
+    if (f == NULL) continue;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char* close_paren = strrchr(buf, ')'); /* the state follows the command name */
+    if (close_paren != NULL && close_paren[1] == ' ' && close_paren[2] != 'S') asleep = false;
+  }
+  closedir(d);
+  return asleep;
+}
+
+void fork_ranks_quiesce(void) {
+  int calm = 0;
+  for (int i = 0; i < 500 && calm < 2; i++) {
+    calm = others_asleep() ? calm + 1 : 0;
+    fork_ranks_sleep_ms(2);
+  }
+}
+
+/* Children wait at a gate until every one of them is forked. A parent with threads of its own (a
+ * bootstrap root serving the children) must not fork while one of them is inside the allocator:
+ * under AddressSanitizer, whose allocator lock a fork does not release, the child would hang on
+ * its first malloc. The gate keeps the children, and so the parent's threads, quiet until the
+ * forks are done. */
+static void gate_wait(int fd) {
+  char b;
+  while (read(fd, &b, 1) < 0 && errno == EINTR) {
+  }
+  close(fd);
+}
+
 int fork_ranks_run(int n, fork_rank_fn fn, void* arg, int timeout_ms) {
   pid_t* pids = calloc((size_t)n, sizeof(*pids));
   int* done = calloc((size_t)n, sizeof(*done));
   int failed = 0;
-  if (pids == NULL || done == NULL) abort();
+  int gate[2];
+  if (pids == NULL || done == NULL || pipe(gate) != 0) abort();
+  fork_ranks_quiesce();
   fflush(stdout);
   fflush(stderr);
   for (int i = 0; i < n; i++) {
@@ -36,6 +82,8 @@ int fork_ranks_run(int n, fork_rank_fn fn, void* arg, int timeout_ms) {
       abort();
     }
     if (pid == 0) {
+      close(gate[1]);
+      gate_wait(gate[0]);
       /* Backstop in case the parent's wait is itself stuck. */
       alarm((unsigned)(timeout_ms / 1000 + 5));
       int rc = fn(i, n, arg);
@@ -45,6 +93,8 @@ int fork_ranks_run(int n, fork_rank_fn fn, void* arg, int timeout_ms) {
     }
     pids[i] = pid;
   }
+  close(gate[0]);
+  close(gate[1]); /* EOF opens the gate for every child at once */
   uint64_t deadline = clock_ns() + (uint64_t)timeout_ms * 1000000ull;
   int remaining = n;
   while (remaining > 0) {

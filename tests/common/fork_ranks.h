@@ -16,6 +16,12 @@ typedef int (*fork_rank_fn)(int idx, int n, void* arg);
  * Returns the number of failed children and prints a line to stderr for each. */
 int fork_ranks_run(int n, fork_rank_fn fn, void* arg, int timeout_ms);
 
+/* Waits (at most about a second) until every other thread of this process sleeps, so a fork
+ * does not catch one inside the allocator: under AddressSanitizer, whose allocator lock a fork
+ * does not release, the child would hang at its first malloc (a thread just started, such as a
+ * bootstrap root, allocates while it initializes). fork_ranks_run and itest_run call it. */
+void fork_ranks_quiesce(void);
+
 /* Number of open file descriptors of this process (from /proc/self/fd). */
 int fork_ranks_count_fds(void);
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/base.h"
+#include "fork_ranks.h"
 #include "itest.h"
 
 double itest_now(void) {
@@ -116,6 +117,12 @@ int itest_run(const itest_opts_t* o, itest_body_t body, void* arg) {
     return n;
   }
   pid_t pids[ITEST_MAX_RANKS];
+  int gate[2]; /* children start once all are forked (fork_ranks.c says why) */
+  if (pipe(gate) != 0) {
+    perror("pipe");
+    return n;
+  }
+  fork_ranks_quiesce();
   fflush(stdout);
   fflush(stderr);
   for (int r = 0; r < n; r++) {
@@ -126,12 +133,19 @@ int itest_run(const itest_opts_t* o, itest_body_t body, void* arg) {
       return n;
     }
     if (pids[r] == 0) {
+      char b;
+      close(gate[1]);
+      while (read(gate[0], &b, 1) < 0 && errno == EINTR) {
+      }
+      close(gate[0]);
       int rc = itest_child(o, r, fds[0], fds[1], body, arg);
       fflush(stdout);
       fflush(stderr);
       _exit(rc == 0 ? 0 : 1);
     }
   }
+  close(gate[0]);
+  close(gate[1]);
   close(fds[0]);
   close(fds[1]);
 

@@ -41,6 +41,7 @@ typedef struct hang_shared {
   atomic_int first_done; /* ranks past the first AllReduce */
   atomic_int finished;   /* waiting ranks that have aborted (or failed) */
   atomic_int failed;     /* die: survivors whose call has failed */
+  atomic_int reported;   /* waiting ranks whose watchdog is done looking for the report */
   atomic_int stall_release;
   double report_s[NRANKS]; /* when each rank saw its report (-1: never) */
   double abort_s[NRANKS];
@@ -114,7 +115,14 @@ static void* watchdog_main(void* p) {
     }
     usleep(100 * 1000);
   }
-  if (w->cfg->mode == HANG_STALL) atomic_store(&w->cfg->sh->stall_release, 1);
+  /* Every waiting rank reports before any aborts: a rank that aborts and exits early would be a
+   * dead peer for the others. */
+  hang_shared_t* sh = w->cfg->sh;
+  int waiters = w->cfg->mode == HANG_STALL ? NRANKS : NRANKS - 1;
+  atomic_fetch_add(&sh->reported, 1);
+  while (atomic_load(&sh->reported) < waiters && itest_now() - w->t0 < REPORT_WITHIN_S + 5)
+    usleep(10 * 1000);
+  if (w->cfg->mode == HANG_STALL) atomic_store(&sh->stall_release, 1);
   double a0 = itest_now();
   w->abort_res = ncclCommAbort(w->comm);
   w->abort_s = itest_now() - a0;

@@ -225,6 +225,7 @@ static inline int th_traffic(th_rank_t* r, int ch, int peer, uint64_t nsteps, lo
 static inline int th_run_pair_with_victim(fork_rank_fn fn) {
   pid_t pids[2];
   int st0 = 0, st1 = 0;
+  fork_ranks_quiesce(); /* the root thread must not be inside the allocator (ASan) */
   fflush(stdout);
   fflush(stderr);
   for (int i = 0; i < 2; i++) {
