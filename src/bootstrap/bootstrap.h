@@ -36,6 +36,8 @@ ncclResult_t socket_default_interfaces(const socket_iface_t** out, int* nout);
 /* "1.2.3.4:5678" / "[::1]:5678" -> address, and back. */
 ncclResult_t socket_addr_parse(const char* text, socket_addr_t* out);
 const char* socket_addr_format(const socket_addr_t* addr, char* buf, size_t len);
+/* Same family, address and port. */
+bool socket_addr_equal(const socket_addr_t* a, const socket_addr_t* b);
 
 /* ---- Sockets ------------------------------------------------------------------------------------
  * Blocking TCP sockets whose waits are bounded and watch an abort flag. */

@@ -24,6 +24,16 @@ static void addr_host_text(const socket_addr_t* addr, char host[INET6_ADDRSTRLEN
     inet_ntop(AF_INET6, &addr->sin6.sin6_addr, host, INET6_ADDRSTRLEN);
 }
 
+bool socket_addr_equal(const socket_addr_t* a, const socket_addr_t* b) {
+  if (a->sa.sa_family != b->sa.sa_family) return false;
+  if (a->sa.sa_family == AF_INET)
+    return a->sin.sin_port == b->sin.sin_port && a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
+  if (a->sa.sa_family == AF_INET6)
+    return a->sin6.sin6_port == b->sin6.sin6_port &&
+           memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
+  return false;
+}
+
 const char* socket_addr_format(const socket_addr_t* addr, char* buf, size_t len) {
   char host[INET6_ADDRSTRLEN];
   if (len == 0) return buf;

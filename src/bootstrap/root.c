@@ -118,16 +118,6 @@ static void root_atfork_register(void) {
   pthread_atfork(root_atfork_prepare, root_atfork_parent, root_atfork_child);
 }
 
-static bool addr_equal(const socket_addr_t* a, const socket_addr_t* b) {
-  if (a->sa.sa_family != b->sa.sa_family) return false;
-  if (a->sa.sa_family == AF_INET)
-    return a->sin.sin_port == b->sin.sin_port && a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
-  if (a->sa.sa_family == AF_INET6)
-    return a->sin6.sin6_port == b->sin6.sin6_port &&
-           memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
-  return false;
-}
-
 /* Slot of a rank in a shape's tables, or -1 when the rank is none of its business. */
 static int root_slot(const root_shape_t* sh, int rank) {
   if (rank >= sh->lo && rank < sh->hi) return rank - sh->lo;
@@ -549,7 +539,7 @@ static bool root_is_running(const bootstrap_handle_t* handle) {
   bool found = false;
   pthread_mutex_lock(&root_list_lock);
   for (root_state_t* st = root_list; st != NULL && !found; st = st->next_running)
-    found = st->magic == handle->magic && addr_equal(&st->listener.addr, &handle->addr);
+    found = st->magic == handle->magic && socket_addr_equal(&st->listener.addr, &handle->addr);
   pthread_mutex_unlock(&root_list_lock);
   return found;
 }
@@ -667,7 +657,7 @@ ncclResult_t bootstrap_root_join(const bootstrap_handle_t* handles, int nhandles
   if (rank == 0 && nhandles == 1 && comm_id != NULL && comm_id[0] != '\0') {
     bootstrap_handle_t env;
     if (handle_from_env(comm_id, &env) == ncclSuccess && env.magic == handles[0].magic &&
-        addr_equal(&env.addr, &handles[0].addr))
+        socket_addr_equal(&env.addr, &handles[0].addr))
       CHECK(bootstrap_root_start(&env));
   }
   int k = root_of_rank(rank, nranks, nhandles);

@@ -306,7 +306,7 @@ static void* report_main(void* arg) {
   if (ranks == NULL || procs == NULL || ans == NULL) goto out;
   for (int r = 0; r < n; r++) {
     bool seen = false;
-    for (int k = 0; k < np && !seen; k++) seen = ras_addr_equal(&procs[k], &j->addrs[r]);
+    for (int k = 0; k < np && !seen; k++) seen = socket_addr_equal(&procs[k], &j->addrs[r]);
     if (!seen && j->addrs[r].sa.sa_family != 0) procs[np++] = j->addrs[r];
   }
   ras_ask_all(procs, np, j->me.comm_hash, j->me.rank, ras_timeout_ms(RAS_ASK_TIMEOUT_MS), ans);
@@ -317,7 +317,7 @@ static void* report_main(void* arg) {
     h->status = RAS_SILENT;
     if (j->addrs[r].sa.sa_family == 0) continue; /* no side channel there */
     for (int k = 0; k < np; k++) {
-      if (!ras_addr_equal(&procs[k], &j->addrs[r])) continue;
+      if (!socket_addr_equal(&procs[k], &j->addrs[r])) continue;
       h->status = ans[k].status;
       if (h->status != RAS_ANSWERED) break;
       h->status = HANG_LEFT;
@@ -363,12 +363,7 @@ static void report_start(ncclComm_t comm, const prog_state_t* st) {
     if (comm->peer_hosts != NULL) memcpy(j->hosts[r], comm->peer_hosts[r], RAS_HOST_LEN);
   }
   if (comm->comm_name != NULL) snprintf(j->name, sizeof(j->name), "%s", comm->comm_name);
-  pthread_attr_t attr;
-  pthread_t t;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int err = pthread_create(&t, &attr, report_main, j);
-  pthread_attr_destroy(&attr);
+  int err = ras_spawn_detached(report_main, j);
   if (err == 0) return;
   INFO(NCCL_RAS, "Hang watch: cannot start a report thread: %s", strerror(err));
 fail:

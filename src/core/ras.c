@@ -79,16 +79,6 @@ static socklen_t addr_len(const socket_addr_t* a) {
   return a->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
-bool ras_addr_equal(const socket_addr_t* a, const socket_addr_t* b) {
-  if (a->sa.sa_family != b->sa.sa_family) return false;
-  if (a->sa.sa_family == AF_INET)
-    return a->sin.sin_port == b->sin.sin_port && a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
-  if (a->sa.sa_family == AF_INET6)
-    return a->sin6.sin6_port == b->sin6.sin6_port &&
-           memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
-  return false;
-}
-
 /* A total order on addresses (the keep-alive ring). */
 static int addr_cmp(const socket_addr_t* a, const socket_addr_t* b) {
   if (a->sa.sa_family != b->sa.sa_family) return a->sa.sa_family < b->sa.sa_family ? -1 : 1;
@@ -114,39 +104,32 @@ int ras_timeout_ms(int ms) {
   return (int)(ms * f);
 }
 
+int ras_spawn_detached(void* (*fn)(void*), void* arg) {
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int err = pthread_create(&t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  return err;
+}
+
+/* Makes room for one more element in *items (*cap grows by doubling from first). */
+static bool grow(void** items, int n, int* cap, int first, size_t elem) {
+  if (n < *cap) return true;
+  int c = *cap ? 2 * *cap : first;
+  void* p = realloc(*items, (size_t)c * elem);
+  if (p == NULL) return false;
+  *items = p;
+  *cap = c;
+  return true;
+}
+
 static void wake_service(svc_t* s) {
   char b = 1;
   if (s != NULL && write(s->wake[1], &b, 1) < 0 && errno != EAGAIN) {
     /* a full pipe already wakes it */
   }
-}
-
-int ras_send_msg(int fd, int type, const void* payload, uint32_t len, int timeout_ms) {
-  ras_hdr_t h;
-  memset(&h, 0, sizeof(h));
-  h.magic = RAS_MAGIC;
-  h.type = (uint16_t)type;
-  h.version = RAS_WIRE_VERSION;
-  h.len = len;
-  const char* parts[2] = {(const char*)&h, payload};
-  size_t sizes[2] = {sizeof(h), len};
-  uint64_t deadline = clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-  for (int i = 0; i < 2; i++) {
-    size_t done = 0;
-    while (done < sizes[i]) {
-      ssize_t n = send(fd, parts[i] + done, sizes[i] - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        done += (size_t)n;
-        continue;
-      }
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
-      uint64_t now = clock_ns();
-      if (now >= deadline) return -1;
-      struct pollfd p = {.fd = fd, .events = POLLOUT};
-      (void)poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
-    }
-  }
-  return 0;
 }
 
 /* ---- Identity and the registry's views ------------------------------------------------------ */
@@ -187,14 +170,8 @@ int ras_local_states(uint64_t comm_hash, int asker, prog_state_t** out) {
 static int known_add(socket_addr_t** list, int* n, int* cap, const socket_addr_t* a) {
   if (a->sa.sa_family == 0) return 0;
   for (int i = 0; i < *n; i++)
-    if (ras_addr_equal(&(*list)[i], a)) return 0;
-  if (*n == *cap) {
-    int c = *cap ? 2 * *cap : 16;
-    socket_addr_t* p = realloc(*list, (size_t)c * sizeof(*p));
-    if (p == NULL) return -1;
-    *list = p;
-    *cap = c;
-  }
+    if (socket_addr_equal(&(*list)[i], a)) return 0;
+  if (!grow((void**)list, *n, cap, 16, sizeof(**list))) return -1;
   (*list)[(*n)++] = *a;
   return 0;
 }
@@ -238,7 +215,7 @@ int ras_rank_lookup(uint64_t comm_hash, int r, socket_addr_t* addr, int* pid, ch
 
 static gone_t* gone_find(const socket_addr_t* a) {
   for (int i = 0; i < ngones; i++)
-    if (ras_addr_equal(&gones[i].addr, a)) return &gones[i];
+    if (socket_addr_equal(&gones[i].addr, a)) return &gones[i];
   return NULL;
 }
 
@@ -258,13 +235,7 @@ static bool gone_add(const socket_addr_t* a, bool died) {
     g->died |= died;
     return news;
   }
-  if (ngones == gones_cap) {
-    int c = gones_cap ? 2 * gones_cap : 16;
-    gone_t* p = realloc(gones, (size_t)c * sizeof(*p));
-    if (p == NULL) return false;
-    gones = p;
-    gones_cap = c;
-  }
+  if (!grow((void**)&gones, ngones, &gones_cap, 16, sizeof(*gones))) return false;
   gones[ngones++] = (gone_t){.addr = *a, .died = died};
   reg_gen++;
   return true;
@@ -299,7 +270,7 @@ void ras_note_died(const ras_ident_t* who, bool tell_others) {
     ncclComm_t c = e->comm;
     if (c->ras_addrs == NULL || e->gone_rank >= 0) continue;
     for (int r = 0; r < c->nranks; r++) {
-      if (r == c->rank || !ras_addr_equal(&c->ras_addrs[r], &who->addr)) continue;
+      if (r == c->rank || !socket_addr_equal(&c->ras_addrs[r], &who->addr)) continue;
       prog_state_t st;
       progress_state(c, -1, &st);
       e->gone_rank = r;
@@ -320,16 +291,12 @@ void ras_note_died(const ras_ident_t* who, bool tell_others) {
   /* Tell everyone else (not the dead one, not ourselves), from a thread of its own. */
   int k = 0;
   for (int i = 0; i < n; i++)
-    if (!ras_addr_equal(&to[i], &who->addr) && !ras_addr_equal(&to[i], &self.addr)) to[k++] = to[i];
+    if (!socket_addr_equal(&to[i], &who->addr) && !socket_addr_equal(&to[i], &self.addr))
+      to[k++] = to[i];
   dead_notice_t* d = malloc(sizeof(*d));
-  pthread_t t;
-  pthread_attr_t attr;
   if (k == 0 || d == NULL) goto drop;
   *d = (dead_notice_t){.who = *who, .to = to, .n = k};
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int err = pthread_create(&t, &attr, dead_notice_main, d);
-  pthread_attr_destroy(&attr);
+  int err = ras_spawn_detached(dead_notice_main, d);
   if (err == 0) return;
   INFO(NCCL_RAS, "RAS: cannot start a thread to announce a death: %s", strerror(err));
 drop:
@@ -348,15 +315,9 @@ static void conn_drop(svc_t* s, int i) {
 }
 
 static void conn_add(svc_t* s, int fd, svc_kind_t kind) {
-  if (s->nconns == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 16;
-    svc_conn_t* p = realloc(s->conns, (size_t)cap * sizeof(*p));
-    if (p == NULL) {
-      close(fd);
-      return;
-    }
-    s->conns = p;
-    s->cap = cap;
+  if (!grow((void**)&s->conns, s->nconns, &s->cap, 16, sizeof(*s->conns))) {
+    close(fd);
+    return;
   }
   svc_conn_t* c = &s->conns[s->nconns];
   memset(c, 0, sizeof(*c));
@@ -485,7 +446,7 @@ static bool ring_successor(const svc_t* s, socket_addr_t* out) {
   const socket_addr_t* lowest = NULL;
   for (int i = 0; i < n; i++) {
     const socket_addr_t* a = &known[i];
-    if (ras_addr_equal(a, &s->self.addr) || gone_find(a) != NULL) continue;
+    if (socket_addr_equal(a, &s->self.addr) || gone_find(a) != NULL) continue;
     if (lowest == NULL || addr_cmp(a, lowest) < 0) lowest = a;
     if (addr_cmp(a, &s->self.addr) > 0 && (best == NULL || addr_cmp(a, best) < 0)) best = a;
   }
@@ -506,7 +467,7 @@ static void ring_update(svc_t* s) {
   s->ring_gen = reg_gen;
   bool have = s->listen_fd >= 0 && ring_successor(s, &next);
   pthread_mutex_unlock(&svc_lock);
-  if (s->keep_fd >= 0 && have && ras_addr_equal(&next, &s->keep_addr)) return;
+  if (s->keep_fd >= 0 && have && socket_addr_equal(&next, &s->keep_addr)) return;
   if (s->keep_fd >= 0) {
     (void)ras_send_msg(s->keep_fd, RAS_MSG_UNLINK, &s->self, sizeof(s->self), 100);
     fd_close(&s->keep_fd);
@@ -563,43 +524,6 @@ static void keep_readable(svc_t* s) {
   ras_note_died(&who, true);
 }
 
-/* ---- RAS clients' listener --------------------------------------------------------------------
- */
-static int client_listen(void) {
-  const char* spec = param_str(PARAM_RAS_ADDR);
-  char host[256];
-  const char* port = "28028";
-  snprintf(host, sizeof(host), "%s", spec != NULL && spec[0] ? spec : "localhost:28028");
-  char* colon = strrchr(host, ':');
-  if (colon != NULL) {
-    *colon = '\0';
-    port = colon + 1;
-  }
-  char* h = host;
-  if (h[0] == '[') { /* [v6]:port */
-    h++;
-    char* end = strchr(h, ']');
-    if (end) *end = '\0';
-  }
-  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
-  struct addrinfo* ai = NULL;
-  if (getaddrinfo(h[0] ? h : NULL, port, &hints, &ai) != 0 || ai == NULL) {
-    INFO(NCCL_RAS, "RAS: cannot resolve NCCL_RAS_ADDR=%s; no RAS client service", spec ? spec : "");
-    return -1;
-  }
-  int fd = -1;
-  for (struct addrinfo* p = ai; p != NULL && fd < 0; p = p->ai_next) {
-    fd = socket(p->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, p->ai_addr, p->ai_addrlen) != 0 || listen(fd, 16) != 0) fd_close(&fd);
-  }
-  freeaddrinfo(ai);
-  if (fd >= 0) INFO(NCCL_RAS, "RAS: serving RAS clients at %s", spec ? spec : "localhost:28028");
-  return fd;
-}
-
 /* ---- The thread ---------------------------------------------------------------------------------
  */
 static void svc_accept(svc_t* s, int lfd, svc_kind_t kind) {
@@ -613,7 +537,7 @@ static void svc_accept(svc_t* s, int lfd, svc_kind_t kind) {
 static void svc_tick(svc_t* s, uint64_t now) {
   ring_update(s);
   if (s->client_fd < 0 && s->listen_fd >= 0 && now >= s->client_retry_ns) {
-    s->client_fd = client_listen(); /* whoever held the address may have gone */
+    s->client_fd = ras_client_listen(); /* whoever held the address may have gone */
     s->client_retry_ns = now + 10ull * 1000000000ull;
   }
   pthread_mutex_lock(&svc_lock);
@@ -663,7 +587,12 @@ static void* svc_main(void* arg) {
       char buf[64];
       while (read(s->wake[0], buf, sizeof(buf)) > 0) {
       }
-      if (trace_take_request()) trace_write();
+      if (trace_take_request()) { /* SIGUSR1: the GPUs' latest kernel times, then the file */
+        pthread_mutex_lock(&svc_lock);
+        for (int i = 0; i < nreg; i++) progress_trace_gpu(reg[i].comm);
+        pthread_mutex_unlock(&svc_lock);
+        trace_write();
+      }
     }
     if (__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) break;
     /* Connections first: indices match pfds[4..] until one is dropped; walk backwards. */
@@ -782,7 +711,7 @@ static svc_t* svc_start(ncclComm_t comm) {
       INFO(NCCL_RAS | NCCL_INIT,
            "RAS: no side-channel listener (%s); hang reports see this rank only", strerror(errno));
     else
-      s->client_fd = client_listen();
+      s->client_fd = ras_client_listen();
     s->client_retry_ns = clock_ns() + 10ull * 1000000000ull;
   }
   trace_signal_fd(s->wake[1]);
@@ -822,13 +751,7 @@ void ras_comm_prepare(ncclComm_t comm, socket_addr_t* out) {
 void ras_comm_register(ncclComm_t comm) {
   if (!comm->ras_ref) return;
   pthread_mutex_lock(&svc_lock);
-  if (nreg == reg_cap) {
-    int cap = reg_cap ? 2 * reg_cap : 8;
-    ras_entry_t* p = realloc(reg, (size_t)cap * sizeof(*p));
-    if (p == NULL) goto out;
-    reg = p;
-    reg_cap = cap;
-  }
+  if (!grow((void**)&reg, nreg, &reg_cap, 8, sizeof(*reg))) goto out;
   reg[nreg++] = (ras_entry_t){.comm = comm, .gone_rank = -1};
   reg_gen++;
   comm->ras_listed = true;

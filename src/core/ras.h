@@ -56,7 +56,8 @@ typedef struct ras_query {
  */
 /* ms scaled by NCCL_RAS_TIMEOUT_FACTOR (at least 1). */
 int ras_timeout_ms(int ms);
-bool ras_addr_equal(const socket_addr_t* a, const socket_addr_t* b);
+/* Starts fn(arg) on a detached thread; pthread_create's error (0: started). */
+int ras_spawn_detached(void* (*fn)(void*), void* arg);
 /* This process's identity (addr family 0 when the side channel is off). */
 void ras_self(ras_ident_t* out);
 /* The states of this process's registered communicators with comm_hash (0: all), as asker sees
@@ -136,5 +137,8 @@ typedef struct ras_client {
 /* Handles the bytes that arrived; returns false when the connection is over (closed, or handed
  * to a worker that answers STATUS). */
 bool ras_client_readable(ras_client_t* c);
+/* A listening socket on NCCL_RAS_ADDR, or -1 (another process serves it, or it cannot be
+ * resolved: an INFO line says which). */
+int ras_client_listen(void);
 
 #endif /* BATON_CORE_RAS_H */

@@ -8,6 +8,34 @@
 
 #include "core/ras.h"
 
+int ras_send_msg(int fd, int type, const void* payload, uint32_t len, int timeout_ms) {
+  ras_hdr_t h;
+  memset(&h, 0, sizeof(h));
+  h.magic = RAS_MAGIC;
+  h.type = (uint16_t)type;
+  h.version = RAS_WIRE_VERSION;
+  h.len = len;
+  const char* parts[2] = {(const char*)&h, payload};
+  size_t sizes[2] = {sizeof(h), len};
+  uint64_t deadline = clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+  for (int i = 0; i < 2; i++) {
+    size_t done = 0;
+    while (done < sizes[i]) {
+      ssize_t n = send(fd, parts[i] + done, sizes[i] - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        done += (size_t)n;
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+      uint64_t now = clock_ns();
+      if (now >= deadline) return -1;
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      (void)poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
+    }
+  }
+  return 0;
+}
+
 int ras_connect(const socket_addr_t* addr, int timeout_ms, bool* refused) {
   *refused = false;
   socklen_t len =
@@ -134,7 +162,7 @@ void ras_ask_all(const socket_addr_t* addrs, int n, uint64_t comm_hash, int aske
     qs[i].fd = -1;
     qs[i].phase = 3;
     if (addrs[i].sa.sa_family == 0) continue; /* that process has no side channel */
-    if (self.addr.sa.sa_family != 0 && ras_addr_equal(&addrs[i], &self.addr)) {
+    if (self.addr.sa.sa_family != 0 && socket_addr_equal(&addrs[i], &self.addr)) {
       out[i].nstates = ras_local_states(comm_hash, asker, &out[i].states);
       out[i].status = RAS_ANSWERED;
       continue;

@@ -8,6 +8,7 @@
  * STATUS is answered by a worker thread: it asks every process this one knows (ras_ask_all) and
  * prints, per communicator, its ranks per host, each rank's operation counts, and the ranks that
  * are missing, dead or behind. The wording and layout are Baton's own. */
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -95,7 +96,7 @@ static int rank_process(const job_view_t* v, uint64_t hash, int r, int* pid, cha
   socket_addr_t a;
   if (ras_rank_lookup(hash, r, &a, pid, host, len) != 0) return -1;
   for (int i = 0; i < v->nproc; i++)
-    if (ras_addr_equal(&v->ans[i].addr, &a)) return i;
+    if (socket_addr_equal(&v->ans[i].addr, &a)) return i;
   return -1;
 }
 
@@ -338,6 +339,46 @@ out:
   return NULL;
 }
 
+/* ---- RAS clients' listener --------------------------------------------------------------------
+ */
+int ras_client_listen(void) {
+  const char* spec = param_str(PARAM_RAS_ADDR);
+  char host[256];
+  const char* port = "28028";
+  snprintf(host, sizeof(host), "%s", spec != NULL && spec[0] ? spec : "localhost:28028");
+  char* colon = strrchr(host, ':');
+  if (colon != NULL) {
+    *colon = '\0';
+    port = colon + 1;
+  }
+  char* h = host;
+  if (h[0] == '[') { /* [v6]:port */
+    h++;
+    char* end = strchr(h, ']');
+    if (end) *end = '\0';
+  }
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+  struct addrinfo* ai = NULL;
+  if (getaddrinfo(h[0] ? h : NULL, port, &hints, &ai) != 0 || ai == NULL) {
+    INFO(NCCL_RAS, "RAS: cannot resolve NCCL_RAS_ADDR=%s; no RAS client service", spec ? spec : "");
+    return -1;
+  }
+  int fd = -1;
+  for (struct addrinfo* p = ai; p != NULL && fd < 0; p = p->ai_next) {
+    fd = socket(p->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, p->ai_addr, p->ai_addrlen) != 0 || listen(fd, 16) != 0) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(ai);
+  if (fd >= 0) INFO(NCCL_RAS, "RAS: serving RAS clients at %s", spec ? spec : "localhost:28028");
+  return fd;
+}
+
 /* ---- The line protocol ------------------------------------------------------------------------
  */
 static void reply(ras_client_t* c, const char* text) {
@@ -384,12 +425,7 @@ static bool client_line(ras_client_t* c, char* line) {
                         .json = c->json,
                         .verbose = strcasecmp(line, "verbose status") == 0,
                         .timeout_s = c->timeout_s};
-    pthread_attr_t attr;
-    pthread_t t;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = pthread_create(&t, &attr, status_main, j);
-    pthread_attr_destroy(&attr);
+    int err = ras_spawn_detached(status_main, j);
     if (err != 0) {
       free(j);
       reply(c, "ERROR: cannot start a thread to gather the status\n");
