@@ -16,7 +16,6 @@
 #define HANG_GONE_GRACE_MS 2000 /* a call waiting on a dead rank fails after this long */
 #define HANG_LIST_MAX 8         /* ranks named per group of a verdict */
 #define HANG_REPORT_LEN 4096
-enum { HANG_LEFT = RAS_GONE + 1 }; /* the process answered, without this communicator */
 
 /* ---- Text building -----------------------------------------------------------------------------
  */
@@ -69,7 +68,7 @@ static void who(sbuf_t* b, const hang_rank_t* r, int rank) {
 /* Names the ranks of ranks[] for which pick() holds, as "<intro> rank a (...), rank b (...)". */
 typedef bool (*hang_pick_fn)(const prog_state_t* me, const hang_rank_t* r, int rank);
 static int name_group(sbuf_t* b, const prog_state_t* me, const hang_rank_t* ranks, int nranks,
-                      hang_pick_fn pick, const char* intro, bool details) {
+                      hang_pick_fn pick, const char* intro, bool details, const char* note) {
   int n = 0;
   for (int r = 0; r < nranks; r++) {
     if (!pick(me, &ranks[r], r)) continue;
@@ -88,7 +87,7 @@ static int name_group(sbuf_t* b, const prog_state_t* me, const hang_rank_t* rank
     n++;
   }
   if (n > HANG_LIST_MAX) sb_printf(b, " and %d more", n - HANG_LIST_MAX);
-  if (n > 0) sb_printf(b, ". ");
+  if (n > 0) sb_printf(b, "%s%s%s. ", note ? " (" : "", note ? note : "", note ? ")" : "");
   return n;
 }
 
@@ -97,6 +96,9 @@ static bool pick_gone(const prog_state_t* me, const hang_rank_t* r, int rank) {
 }
 static bool pick_left(const prog_state_t* me, const hang_rank_t* r, int rank) {
   return rank != me->rank && r->status == HANG_LEFT;
+}
+static bool pick_off(const prog_state_t* me, const hang_rank_t* r, int rank) {
+  return rank != me->rank && r->status == HANG_OFF;
 }
 static bool pick_silent(const prog_state_t* me, const hang_rank_t* r, int rank) {
   return rank != me->rank && r->status == RAS_SILENT;
@@ -114,12 +116,12 @@ static bool pick_finished(const prog_state_t* me, const hang_rank_t* r, int rank
 
 static void verdict_unreachable(sbuf_t* b, const prog_state_t* me, const hang_rank_t* ranks,
                                 int nranks, int* named) {
-  *named += name_group(b, me, ranks, nranks, pick_gone, "Dead:", false);
-  if (*named) sb_printf(b, "(its process died) ");
-  *named += name_group(b, me, ranks, nranks, pick_left, "Gone from the communicator:", false);
-  int silent = name_group(b, me, ranks, nranks, pick_silent, "Not answering:", false);
-  if (silent) sb_printf(b, "(stopped, e.g. SIGSTOP, or its process is hung) ");
-  *named += silent;
+  *named += name_group(b, me, ranks, nranks, pick_gone, "Dead:", false, "its process died");
+  *named += name_group(b, me, ranks, nranks, pick_left, "Gone from the communicator:", false, NULL);
+  *named += name_group(b, me, ranks, nranks, pick_silent, "Not answering:", false,
+                       "stopped, e.g. SIGSTOP, or its process is hung");
+  *named += name_group(b, me, ranks, nranks, pick_off, "Not asked:", false,
+                       "their side channel is off: NCCL_RAS_ENABLE=0");
 }
 
 void hang_describe_waits(const prog_state_t* st, char* out, size_t len) {
@@ -176,7 +178,7 @@ static void verdict_stuck(sbuf_t* b, const hang_rank_t* ranks, int nranks) {
 static void verdict_coll(sbuf_t* b, const prog_state_t* me, const hang_rank_t* ranks, int nranks) {
   int named = 0;
   verdict_unreachable(b, me, ranks, nranks, &named);
-  named += name_group(b, me, ranks, nranks, pick_not_called, "Not called yet by", true);
+  named += name_group(b, me, ranks, nranks, pick_not_called, "Not called yet by", true, NULL);
   int ns = 0;
   for (int r = 0; r < nranks; r++) {
     if (!pick_not_started(me, &ranks[r], r)) continue;
@@ -195,8 +197,8 @@ static void verdict_coll(sbuf_t* b, const prog_state_t* me, const hang_rank_t* r
   if (ns > HANG_LIST_MAX) sb_printf(b, " and %d more", ns - HANG_LIST_MAX);
   if (ns > 0) sb_printf(b, ". ");
   named += ns;
-  int fin = name_group(b, me, ranks, nranks, pick_finished, "Already finished by", false);
-  if (fin > 0) sb_printf(b, "(the ranks do not agree on the calls: check counts and order) ");
+  name_group(b, me, ranks, nranks, pick_finished, "Already finished by", false,
+             "the ranks do not agree on the calls: check counts and order");
   if (named > 0) return;
   sb_printf(b, "Every rank is inside it.");
   verdict_stuck(b, ranks, nranks);
@@ -315,7 +317,11 @@ static void* report_main(void* arg) {
     h->pid = j->pids[r];
     snprintf(h->host, sizeof(h->host), "%s", j->hosts[r]);
     h->status = RAS_SILENT;
-    if (j->addrs[r].sa.sa_family == 0) continue; /* no side channel there */
+    if (j->addrs[r].sa.sa_family == 0) { /* no side channel there (NCCL_RAS_ENABLE=0) */
+      h->status = r == j->me.rank ? RAS_ANSWERED : HANG_OFF;
+      if (r == j->me.rank) h->st = j->me;
+      continue;
+    }
     for (int k = 0; k < np; k++) {
       if (!socket_addr_equal(&procs[k], &j->addrs[r])) continue;
       h->status = ans[k].status;

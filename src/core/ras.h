@@ -110,8 +110,12 @@ typedef struct ras_entry {
  * on a dead rank. */
 void hang_tick(ras_entry_t* e, uint64_t now);
 /* What a report says about one rank. */
+enum {
+  HANG_LEFT = RAS_GONE + 1, /* its process answered, without this communicator */
+  HANG_OFF                  /* not asked: its process has no side channel (NCCL_RAS_ENABLE=0) */
+};
 typedef struct hang_rank {
-  int status; /* RAS_ANSWERED, RAS_SILENT, RAS_GONE */
+  int status; /* RAS_ANSWERED, RAS_SILENT, RAS_GONE, HANG_LEFT, HANG_OFF */
   prog_state_t st;
   int pid;
   char host[RAS_HOST_LEN];

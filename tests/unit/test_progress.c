@@ -6,6 +6,7 @@
  *  - a one-rank communicator's numbers: calls, collectives and kinds counted at enqueue, done once
  *    run; calls of dropped groups (ncclGroupSimulateEnd, an argument error) uncounted. */
 #include <check.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,9 +104,14 @@ START_TEST(test_verdict_dead_and_silent) {
   r[2].status = RAS_GONE;
   r[3].status = RAS_SILENT;
   VERDICT(me, r, text);
-  HAS(text, "Dead: rank 2 (pid 102 on node1)");
+  HAS(text, "Dead: rank 2 (pid 102 on node1) (its process died). ");
   HAS(text, "Not answering: rank 3 (pid 103 on node1)");
   LACKS(text, "Not called yet"); /* what the silent and dead ranks did is unknown */
+  r[2].status = HANG_LEFT;
+  r[3].status = HANG_OFF;
+  VERDICT(me, r, text);
+  HAS(text, "Gone from the communicator: rank 2");
+  HAS(text, "Not asked: rank 3 (pid 103 on node1) (their side channel is off");
 }
 END_TEST
 
@@ -227,6 +233,44 @@ START_TEST(test_counts_and_dropped_groups) {
 }
 END_TEST
 
+/* The service thread runs while a communicator needs it, and only then. */
+static bool service_thread_runs(void) {
+  DIR* d = opendir("/proc/self/task");
+  bool found = false;
+  struct dirent* e;
+  while (d != NULL && !found && (e = readdir(d)) != NULL) {
+    char path[300], name[32] = "";
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+    FILE* f = fopen(path, "r");
+    if (f == NULL) continue;
+    found = fgets(name, sizeof(name), f) != NULL && strncmp(name, "NCCL RAS", 8) == 0;
+    fclose(f);
+  }
+  if (d != NULL) closedir(d);
+  return found;
+}
+
+START_TEST(test_service_lifetime) {
+  ck_assert(!service_thread_runs());
+  unit_set_param("NCCL_RAS_ENABLE", "0");
+  unit_set_param("NCCL_BATON_HANG_REPORT_SEC", "0");
+  ncclComm_t comm = unit_one_rank_comm();
+  ck_assert(!service_thread_runs()); /* nothing asked for it */
+  ck_assert_int_eq(comm->ras_addrs[0].sa.sa_family, 0);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  unit_set_param("NCCL_RAS_ENABLE", NULL);
+  unit_set_param("NCCL_BATON_HANG_REPORT_SEC", NULL);
+  ncclComm_t a = unit_one_rank_comm(), b = unit_one_rank_comm();
+  ck_assert(service_thread_runs());
+  ck_assert_int_ne(a->ras_addrs[0].sa.sa_family, 0);
+  ck_assert(socket_addr_equal(&a->ras_addrs[0], &b->ras_addrs[0])); /* one per process */
+  ck_assert_int_eq(ncclCommDestroy(a), ncclSuccess);
+  ck_assert(service_thread_runs());
+  ck_assert_int_eq(ncclCommDestroy(b), ncclSuccess);
+  ck_assert(!service_thread_runs()); /* the last communicator took it along */
+}
+END_TEST
+
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   Suite* s = suite_create("progress");
@@ -237,6 +281,7 @@ int main(void) {
   tcase_add_test(tc, test_verdict_stuck_connection);
   tcase_add_test(tc, test_verdict_p2p_and_disagreement);
   tcase_add_test(tc, test_counts_and_dropped_groups);
+  tcase_add_test(tc, test_service_lifetime);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }
