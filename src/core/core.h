@@ -327,7 +327,7 @@ void trace_setup(void);
  * TRACE_RUN and TRACE_GPU, seq_first..op->seq are the calls the run carries. */
 void trace_span(ncclComm_t comm, int what, uint64_t t0, uint64_t t1, const prog_op_t* op,
                 uint64_t seq_first);
-uint64_t trace_now_ns(void); /* CLOCK_REALTIME, ns */
+uint64_t trace_now_ns(void); /* real time in ns, never going back within a process */
 /* Writes the file now (destroy, abort: the calling thread; SIGUSR1: the service thread). */
 void trace_write(void);
 /* The service thread's part: a SIGUSR1 asked for a dump (the handler only writes to fd). */

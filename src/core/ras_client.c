@@ -158,6 +158,7 @@ static void status_text(obuf_t* b, job_view_t* v, bool verbose) {
     }
     /* Operation counts: the same on every rank is one number, else a range. */
     ob_printf(b, "  operations:");
+    size_t before = b->len;
     for (int kind = 0; kind < OP_KIND_COUNT; kind++) {
       uint64_t lo = UINT64_MAX, hi = 0;
       for (int r = 0; r < c->nranks; r++) {
@@ -173,7 +174,7 @@ static void status_text(obuf_t* b, job_view_t* v, bool verbose) {
         ob_printf(b, " %s %llu-%llu", op_kind_name(kind), (unsigned long long)lo,
                   (unsigned long long)hi);
     }
-    ob_printf(b, "\n");
+    ob_printf(b, "%s\n", b->len == before ? " none yet" : "");
     if (found > 0)
       ob_printf(b, "  collectives: %llu called by the most advanced rank%s\n",
                 (unsigned long long)max_coll, min_coll == max_coll ? ", by every rank found" : "");
