@@ -86,7 +86,8 @@ typedef struct ras_answer {
   prog_state_t* states; /* malloc'ed */
   int nstates;
 } ras_answer_t;
-/* Asks every address at once; this process's own address is answered locally. */
+/* Asks every address (a batch of RAS_ASK_BATCH at once, each batch within timeout_ms); this
+ * process's own address is answered locally. */
 void ras_ask_all(const socket_addr_t* addrs, int n, uint64_t comm_hash, int asker, int timeout_ms,
                  ras_answer_t* out);
 void ras_answers_free(ras_answer_t* a, int n);

@@ -148,8 +148,8 @@ static void ask_step(ask_t* q, ras_answer_t* a, const ras_query_t* req, short re
   }
 }
 
-void ras_ask_all(const socket_addr_t* addrs, int n, uint64_t comm_hash, int asker, int timeout_ms,
-                 ras_answer_t* out) {
+static void ask_batch(const socket_addr_t* addrs, int n, uint64_t comm_hash, int asker,
+                      int timeout_ms, ras_answer_t* out) {
   ras_ident_t self;
   ras_self(&self);
   ras_query_t req = {.comm_hash = comm_hash, .asker = asker};
@@ -210,6 +210,17 @@ void ras_ask_all(const socket_addr_t* addrs, int n, uint64_t comm_hash, int aske
   }
   free(qs);
   free(pfds);
+}
+
+/* A few hundred sockets at a time, within the usual limit on open descriptors. */
+#define RAS_ASK_BATCH 256
+
+void ras_ask_all(const socket_addr_t* addrs, int n, uint64_t comm_hash, int asker, int timeout_ms,
+                 ras_answer_t* out) {
+  for (int off = 0; off < n; off += RAS_ASK_BATCH) {
+    int k = n - off < RAS_ASK_BATCH ? n - off : RAS_ASK_BATCH;
+    ask_batch(addrs + off, k, comm_hash, asker, timeout_ms, out + off);
+  }
 }
 
 void ras_answers_free(ras_answer_t* a, int n) {
