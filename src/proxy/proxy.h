@@ -5,7 +5,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
-#include "transport/net.h"
+#include "net/net.h"
 
 typedef struct proxy_state proxy_state_t;
 

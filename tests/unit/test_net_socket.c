@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "fork_ranks.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "unit.h"
 
 #define WAIT_NS (10ull * 1000000000ull)
@@ -390,9 +390,9 @@ START_TEST(forced_network_must_exist) {
 }
 END_TEST
 
-/* A v8 plugin with one fake device, compiled here against src/transport/net.h. */
+/* A v8 plugin with one fake device, compiled here against src/net/net.h. */
 static const char fake_plugin_src[] =
-    "#include \"transport/net.h\"\n"
+    "#include \"net/net.h\"\n"
     "static ncclResult_t f_init(ncclDebugLogger_t l) { l(NCCL_LOG_INFO, NCCL_NET, \"fake\", 1, "
     "\"FakeNet init called\"); return ncclSuccess; }\n"
     "static ncclResult_t f_devices(int* n) { *n = 1; return ncclSuccess; }\n"

@@ -2,7 +2,7 @@
  *
  * Part 1 is the public plugin interface, binary compatible with NCCL's ncclNet v8, v9 and v10
  * (tables exported by a plugin library as ncclNetPlugin_v10 / _v9 / _v8). Baton's own type
- * ncclNet_t is v10; older plugins are adapted (net_compat.c). Every table starts with `name`.
+ * ncclNet_t is v10; older plugins are adapted (src/net/compat.c). Every table starts with `name`.
  * A plugin may include this header (it needs nccl.h and src/base/base.h for the logger types).
  *
  * Part 2 is Baton-internal: which network the NET transport uses (an external plugin when one is
@@ -191,7 +191,7 @@ typedef struct {
 typedef ncclNet_v10_t ncclNet_t; /* the version Baton speaks */
 
 /* ---- Part 2: Baton's network selection ------------------------------------------------------- */
-/* The built-in TCP socket network ("Socket"), src/transport/net_socket.c. */
+/* The built-in TCP socket network ("Socket"), src/net/socket.c. */
 extern const ncclNet_t net_socket;
 
 /* The network NET connections use, initialized, with at least one device; chosen once per process:
@@ -205,7 +205,7 @@ ncclResult_t net_select(const ncclNet_t** out, int* ndev_out);
  * connection may be open. */
 void net_select_reset(void);
 
-/* Adapters that present an older plugin table as ncclNet_t (net_compat.c). One of each at most. */
+/* Adapters that present an older plugin table as ncclNet_t (src/net/compat.c). One of each at most. */
 ncclResult_t net_compat_from_v9(const ncclNet_v9_t* v9, const ncclNet_t** out);
 ncclResult_t net_compat_from_v8(const ncclNet_v8_t* v8, const ncclNet_t** out);
 

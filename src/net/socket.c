@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
-#include "transport/net.h"
+#include "net/net.h"
 
 #define SOCK_MIN_CHUNK (64 * 1024)
 #define SOCK_MAX_STREAMS 64

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <strings.h>
 
-#include "transport/net.h"
+#include "net/net.h"
 
 #define NET_PLUGIN_NAME_MAX 512
 

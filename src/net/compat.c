@@ -3,7 +3,7 @@
  * one plugin, so each adapter wraps one table, held in a file-level pointer. */
 #include <limits.h>
 
-#include "transport/net.h"
+#include "net/net.h"
 
 /* ---- Stubs for optional slots a plugin left NULL ------------------------------------------- */
 static ncclResult_t compat_unsupported(const char* what) {
