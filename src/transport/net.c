@@ -18,8 +18,16 @@ typedef struct net_info {
 } net_info_t;
 _Static_assert(sizeof(net_info_t) <= CONN_INFO_BYTES, "connect info must fit");
 
+/* The network of a transport context and the context it opened there (one per communicator). */
+typedef struct net_state {
+  const ncclNet_t* net;
+  void* ctx;
+  int ndev;
+} net_state_t;
+
 typedef struct net_res {
   const ncclNet_t* net;
+  void* net_ctx;
   int dev;
   void* listen_comm;
   void* comm; /* send or recv comm */
@@ -34,14 +42,41 @@ static bool net_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
   return net_select(&net, NULL) == ncclSuccess;
 }
 
+static ncclResult_t net_state_get(transport_ctx_t* ctx, net_state_t** out) {
+  if (ctx->net == NULL) {
+    net_state_t* st = NULL;
+    CHECK(MEM_CALLOC(&st, 1));
+    ncclResult_t res = net_select(&st->net, &st->ndev);
+    if (res == ncclSuccess)
+      res = net_ctx_open(st->net, ctx->comm_hash, ctx->traffic_class, &st->ctx);
+    if (res != ncclSuccess) {
+      free(st);
+      return res;
+    }
+    ctx->net = st;
+  }
+  *out = ctx->net;
+  return ncclSuccess;
+}
+
+void transport_net_release(transport_ctx_t* ctx) {
+  net_state_t* st = ctx->net;
+  if (st == NULL) return;
+  net_ctx_close(st->net, st->ctx);
+  free(st);
+  ctx->net = NULL;
+}
+
 static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int buff_bytes[],
                                   net_res_t** out) {
   net_res_t* r = NULL;
-  int ndev = 0;
+  net_state_t* st = NULL;
+  CHECK(net_state_get(ctx, &st));
   CHECK(MEM_CALLOC(&r, 1));
   ncclResult_t res;
-  CHECK_GOTO(net_select(&r->net, &ndev), res, fail);
-  r->dev = conn->channel % ndev;
+  r->net = st->net;
+  r->net_ctx = st->ctx;
+  r->dev = conn->channel % st->ndev;
   size_t bytes = transport_fifo_bytes(buff_bytes);
   if (posix_memalign((void**)&r->mem, 4096, bytes) != 0) {
     WARN("NET: out of host memory for a %zu-byte FIFO (NCCL_BUFFSIZE)", bytes);
@@ -63,11 +98,10 @@ fail:
 static ncclResult_t net_wait_comm(transport_ctx_t* ctx, conn_t* conn, net_res_t* r, void* handle) {
   uint64_t limit_ms = (uint64_t)param_int(PARAM_BOOTSTRAP_TIMEOUT_MS);
   uint64_t deadline = clock_ns() + limit_ms * 1000000ull;
-  ncclNetDeviceHandle_v10_t* dev_handle = NULL;
-  ncclNetCommConfig_v10_t config = {.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF};
+  ncclNetDeviceHandle_t* dev_handle = NULL;
   while (r->comm == NULL) {
     if (conn->is_send)
-      CHECK(r->net->connect(r->dev, &config, handle, &r->comm, &dev_handle));
+      CHECK(r->net->connect(r->net_ctx, r->dev, handle, &r->comm, &dev_handle));
     else
       CHECK(r->net->accept(r->listen_comm, &r->comm, &dev_handle));
     if (r->comm != NULL) break;
@@ -123,7 +157,7 @@ static ncclResult_t net_recv_setup(transport_ctx_t* ctx, conn_t* conn, void* inf
   ncclResult_t res;
   memset(&ni, 0, sizeof(ni));
   CHECK(net_res_alloc(ctx, conn, ctx->buff_bytes, &r));
-  CHECK_GOTO(r->net->listen(r->dev, ni.handle, &r->listen_comm), res, fail);
+  CHECK_GOTO(r->net->listen(r->net_ctx, r->dev, ni.handle, &r->listen_comm), res, fail);
   ni.dev = r->dev;
   memcpy(ni.buff_bytes, ctx->buff_bytes, sizeof(ni.buff_bytes));
   memcpy(info, &ni, sizeof(ni));

@@ -15,13 +15,13 @@ struct proxy_state;
 
 /* One endpoint of a connection, owned by the transport context. */
 typedef struct conn {
-  conn_fifo_t fifo;               /* what the executor drives */
+  conn_fifo_t fifo; /* what the executor drives */
   const struct transport_ops* transport;
   int channel;
   int peer;
   int is_send;
-  void* priv;                     /* transport's resources (mappings, net comms) */
-  char desc[32];                  /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
+  void* priv;    /* transport's resources (mappings, net comms) */
+  char desc[32]; /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
 } conn_t;
 
 /* Per communicator. */
@@ -29,23 +29,25 @@ typedef struct transport_ctx {
   int rank;
   int nranks;
   int nchannels;
-  const peer_info_t* peers;      /* nranks entries */
+  const peer_info_t* peers; /* nranks entries */
   bootstrap_t* bootstrap;
   volatile uint32_t* abort_flag;
-  char* err_buf;                 /* the communicator's last-error text, handed to the proxy */
+  char* err_buf; /* the communicator's last-error text, handed to the proxy */
   size_t err_len;
-  uint64_t comm_hash;            /* names shared-memory segments */
-  struct proxy_state* proxy;     /* started on first NET connection */
-  int buff_bytes[PROTO_COUNT];   /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
-  conn_t** send;                 /* [channel * nranks + peer], NULL until connected */
+  uint64_t comm_hash;          /* names shared-memory segments */
+  struct proxy_state* proxy;   /* started on first NET connection */
+  struct net_state* net;       /* the NET transport's network and its context (net.c) */
+  int traffic_class;           /* ncclConfig_t.trafficClass, NCCL_CONFIG_UNDEF_INT: unset */
+  int buff_bytes[PROTO_COUNT]; /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
+  conn_t** send;               /* [channel * nranks + peer], NULL until connected */
   conn_t** recv;
   /* The CUDA executor drives this communicator's FIFOs on device peers[rank].cuda_dev: FIFO memory
    * must be device-accessible (false: the host executor; P2P is then never chosen). All ranks of
    * a communicator must agree. */
   bool cuda_exec;
-  bool no_ll128;                 /* with cuda_exec: the planner never uses LL128 (no NVLink path),
-                                    so FIFOs get no LL128 buffer */
-  const topo_system_t* topo;     /* this host's GPUs (topo_system_detect), NULL: paths unknown */
+  bool no_ll128;             /* with cuda_exec: the planner never uses LL128 (no NVLink path),
+                                so FIFOs get no LL128 buffer */
+  const topo_system_t* topo; /* this host's GPUs (topo_system_detect), NULL: paths unknown */
 } transport_ctx_t;
 
 /* Connect info travels from the receiver to the sender through the bootstrap. */
@@ -84,6 +86,10 @@ conn_t* transport_conn(const transport_ctx_t* ctx, int channel, int peer, int is
 /* Liveness of a peer, for executors waiting on it (see exec_comm_t.peer_check). */
 ncclResult_t transport_peer_check(transport_ctx_t* ctx, int peer);
 ncclResult_t transport_ctx_free(transport_ctx_t* ctx);
+
+/* Releases what the NET transport holds for the context (its network context), after every
+ * connection and the proxy are gone. */
+void transport_net_release(transport_ctx_t* ctx);
 
 /* Checks /dev/shm has room for bytes (statvfs); WARN with the size needed and the fix. */
 ncclResult_t shm_check_space(size_t bytes);
