@@ -11,6 +11,10 @@
  *     </cpu>
  *   </system>
  *
+ * NICs follow the cpu elements, one element each (written by detection, kept when read back):
+ *     <nic name="mlx5_0" port="1" rdma="1" active="1" speed="200000" busid="0000:3b:00.0"
+ *          numaid="0" pcipath="0000:15:01.0"/>                   pcipath: its bridges, '/'-separated
+ *
  * A gpu's NUMA node and CPUs are its cpu's; its PCI path is the chain of pci elements around it.
  * gpu attributes other than busid are optional (rank/dev -1, sm 0, nvswitch 0 by default), as is
  * nvlink's count (1). Comments, an <?xml?> declaration and whitespace are allowed; anything else
@@ -108,6 +112,20 @@ static int xml_gpu_order(const void* pa, const void* pb, void* arg) {
   return (a->bus_id > b->bus_id) - (a->bus_id < b->bus_id);
 }
 
+/* The NICs of the system, after the cpu elements. */
+static void xml_write_nics(FILE* f, const topo_system_t* sys) {
+  for (int i = 0; i < sys->nnics; i++) {
+    const topo_nic_t* n = &sys->nics[i];
+    char id[TOPO_BUSID_LEN];
+    topo_busid_format(n->bus_id, id);
+    fprintf(f,
+            "  <nic name=\"%s\" port=\"%d\" rdma=\"%d\" active=\"%d\" speed=\"%d\" "
+            "busid=\"%s\" numaid=\"%d\" pcipath=\"%s\"/>\n",
+            n->name, n->port, n->rdma, n->active, n->speed_mbps, n->bus_id >= 0 ? id : "none",
+            n->numa, n->pci_path);
+  }
+}
+
 ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
   char* buf = NULL;
   size_t len = 0;
@@ -137,6 +155,7 @@ ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
     fprintf(f, "  </cpu>\n");
     i = j;
   }
+  xml_write_nics(f, sys);
   fprintf(f, "</system>\n");
   bool failed = ferror(f) != 0;
   fclose(f);
@@ -197,6 +216,8 @@ typedef struct xml_parser {
   topo_link_t* links;
   int* link_lines; /* where each nvlink was, for errors found at the end */
   int nlinks, links_cap;
+  topo_nic_t* nics;
+  int nnics;
 } xml_parser_t;
 
 static ncclResult_t xml_error(const xml_parser_t* x, const char* fmt, ...)
@@ -313,6 +334,38 @@ static ncclResult_t xml_open_nvlink(xml_parser_t* x, const xml_attr_t* attrs, in
   return ncclSuccess;
 }
 
+static ncclResult_t xml_open_nic(xml_parser_t* x, const xml_attr_t* attrs, int n) {
+  static const char* const allowed[] = {"name",  "port",   "rdma",    "active", "speed",
+                                        "busid", "numaid", "pcipath", NULL};
+  topo_nic_t nic;
+  int rdma = 0, active = 0;
+  memset(&nic, 0, sizeof(nic));
+  CHECK(xml_attrs_known(x, "nic", attrs, n, allowed));
+  const char* name = xml_attr_get(attrs, n, "name");
+  const char* bus = xml_attr_get(attrs, n, "busid");
+  const char* path = xml_attr_get(attrs, n, "pcipath");
+  if (name == NULL || strlen(name) >= sizeof(nic.name))
+    return xml_error(x, "<nic> needs a name of at most %d characters", TOPO_NIC_NAME_MAX - 1);
+  snprintf(nic.name, sizeof(nic.name), "%s", name);
+  CHECK(xml_int(x, attrs, n, "nic", "port", 0, 0, &nic.port));
+  CHECK(xml_int(x, attrs, n, "nic", "rdma", 0, 0, &rdma));
+  CHECK(xml_int(x, attrs, n, "nic", "active", 0, 0, &active));
+  CHECK(xml_int(x, attrs, n, "nic", "speed", 0, 0, &nic.speed_mbps));
+  CHECK(xml_int(x, attrs, n, "nic", "numaid", -1, -1, &nic.numa));
+  nic.rdma = rdma != 0;
+  nic.active = active != 0;
+  nic.bus_id = -1;
+  if (bus != NULL && strcmp(bus, "none") != 0) CHECK(xml_busid(x, attrs, n, "nic", "busid", &nic.bus_id));
+  if (path != NULL && strlen(path) >= sizeof(nic.pci_path))
+    return xml_error(x, "<nic pcipath>: longer than %d characters", TOPO_PCI_PATH_MAX - 1);
+  snprintf(nic.pci_path, sizeof(nic.pci_path), "%s", path ? path : "");
+  topo_nic_t* grown = realloc(x->nics, (size_t)(x->nnics + 1) * sizeof(*grown));
+  if (grown == NULL) return xml_error(x, "out of memory");
+  x->nics = grown;
+  x->nics[x->nnics++] = nic;
+  return ncclSuccess;
+}
+
 /* An element opened (depth is its parent's depth). */
 static ncclResult_t xml_open(xml_parser_t* x, const char* elem, const xml_attr_t* attrs, int n) {
   const char* parent = x->depth > 0 ? x->stack[x->depth - 1] : "";
@@ -358,7 +411,12 @@ static ncclResult_t xml_open(xml_parser_t* x, const char* elem, const xml_attr_t
     if (strcmp(parent, "gpu") != 0) return xml_error(x, "<nvlink> must be inside <gpu>");
     return xml_open_nvlink(x, attrs, n);
   }
-  return xml_error(x, "unknown element <%s> (expected system, cpu, pci, gpu or nvlink)", elem);
+  if (strcmp(elem, "nic") == 0) {
+    if (strcmp(parent, "system") != 0) return xml_error(x, "<nic> must be inside <system>");
+    return xml_open_nic(x, attrs, n);
+  }
+  return xml_error(x, "unknown element <%s> (expected system, cpu, pci, gpu, nvlink or nic)",
+                   elem);
 }
 
 static void xml_close(xml_parser_t* x, const char* elem) {
@@ -537,6 +595,12 @@ ncclResult_t topo_xml_parse(const char* text, const char* name, topo_system_t** 
   ncclResult_t res = xml_run(x);
   if (res == ncclSuccess)
     res = topo_system_build(x->gpus, x->ngpus, x->links, x->nlinks, name, out);
+  if (res == ncclSuccess) { /* the NICs go to the system as they are */
+    (*out)->nics = x->nics;
+    (*out)->nnics = x->nnics;
+    x->nics = NULL;
+  }
+  free(x->nics);
   free(x->gpus);
   free(x->links);
   free(x->link_lines);

@@ -342,7 +342,7 @@ START_TEST(test_parse_errors) {
   } cases[] = {
       {"<system>\n<cpu>\n</system>\n", "bad:3:", "closes <cpu> opened at line 2"},
       {"<system>\n  <cpu>\n    <gpu busid=\"0000:3g:00.0\"/>\n", "bad:3:", "PCI bus id"},
-      {"<system>\n\n<nic busid=\"0000:01:00.0\"/>\n</system>", "bad:3:", "unknown element <nic>"},
+      {"<system>\n\n<net busid=\"0000:01:00.0\"/>\n</system>", "bad:3:", "unknown element <net>"},
       {"<system>\n<cpu numa=\"0\"/>\n</system>", "bad:2:", "unknown attribute 'numa'"},
       {"<system>\n<cpu numaid=\"x\"/>\n</system>", "bad:2:", "expected an integer"},
       {"<system>\n<gpu busid=\"0000:01:00.0\">\n</system>", "bad:3:", "closes <gpu>"},
