@@ -9,6 +9,7 @@
 #include "base/base.h"
 #include "bootstrap/bootstrap.h"
 #include "device/device.h"
+#include "net/net.h"
 #include "topo/topo.h"
 
 struct proxy_state;
@@ -119,6 +120,36 @@ typedef enum {
 } p2p_verdict_t;
 p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t* me,
                                    const peer_info_t* peer);
+
+/* ---- GPUDirect RDMA for NET connections (net_gdr.c) -------------------------------------------
+ * A connection's Simple buffer may live in GPU memory that the NIC reads (send) or writes
+ * (receive) directly. transport_net_gdr decides, from facts gathered by the NET transport, and
+ * says why in why[len]; off, the buffer is host memory (staging). */
+typedef enum { NET_GDR_OFF = 0, NET_GDR_DMABUF, NET_GDR_PEERMEM } net_gdr_mode_t;
+typedef struct net_gdr_query {
+  bool cuda_exec;       /* the CUDA executor drives the connection */
+  bool is_send;         /* a send: the NIC reads GPU memory (NCCL_NET_GDR_READ) */
+  int nic_ptr_support;  /* ncclNetProperties_t.ptrSupport of the NIC */
+  bool gpu_gdr;         /* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED */
+  bool gpu_dmabuf;      /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+  int gpu_sm;           /* compute capability x 10 */
+  bool gpu_nvlink_peer; /* an NVLink to another GPU of the host, or the host's only GPU */
+  topo_path_t path;     /* GPU-NIC */
+  topo_path_t max_path; /* NCCL_NET_GDR_LEVEL (transport_net_gdr_level) */
+  int gdr_read;         /* NCCL_NET_GDR_READ: 1, 0, or -1 (from Ampere on) */
+  bool dmabuf_enable;   /* NCCL_DMABUF_ENABLE */
+} net_gdr_query_t;
+net_gdr_mode_t transport_net_gdr(const net_gdr_query_t* q, char* why, size_t len);
+const char* transport_net_gdr_name(net_gdr_mode_t m);
+topo_path_t transport_net_gdr_level(void); /* NCCL_NET_GDR_LEVEL, default PXB */
+/* Whether CUDA device cuda_dev supports GPUDirect RDMA and dma-buf export (false without one). */
+void transport_net_gdr_caps(int cuda_dev, bool* gdr, bool* dmabuf);
+/* Zeroed GPU memory of at least bytes (page multiple in *alloc) on the current device; with
+ * NET_GDR_DMABUF also its dma-buf descriptor (*fd, else -1). An error (INFO only) means: stage
+ * through host memory instead. */
+ncclResult_t transport_net_gdr_alloc(size_t bytes, net_gdr_mode_t mode, void** ptr, size_t* alloc,
+                                     int* fd);
+void transport_net_gdr_free(void* ptr, int fd);
 
 /* ---- Host FIFO memory for the CUDA executor (gpu_mem.c) --------------------------------------
  * SHM and NET FIFOs live in host memory; when ctx->cuda_exec they must be registered and mapped
