@@ -279,8 +279,9 @@ typedef struct ib_comm {
   socket_conn_t sock; /* the setup channel, kept to notice a peer that exits */
   char peer[128];     /* "host (address)" for messages */
   uint64_t next_liveness_ns;
-  ncclResult_t error; /* first failure: later calls return it without logging again */
-  uint64_t seq;       /* messages posted */
+  uint64_t port_down_since; /* when a port of this comm was first seen down (0: up) */
+  ncclResult_t error;       /* first failure: later calls return it without logging again */
+  uint64_t seq;             /* messages posted */
   ib_req_t reqs[2 * IB_MAX_REQS];
   /* send */
   ib_cts_t* fifo; /* IB_MAX_REQS entries, written by the peer */

@@ -39,15 +39,29 @@ ncclResult_t ib_comm_fail(ib_comm_t* c, ncclResult_t res) {
 }
 
 /* ---- Liveness -------------------------------------------------------------------------------- */
-/* At most once per IB_LIVENESS_NS: a device that had a fatal event, or a side channel the peer
- * closed (its process exited, or it closed the comm). A receive that finds its sender gone is
- * not logged as an error here (a peer that finished closes too; the caller knows whether it
- * still needed it); a sender that finds its receiver gone WARNs. */
+/* How long a QP keeps retrying before it fails: NCCL_IB_TIMEOUT x (NCCL_IB_RETRY_CNT + 1), at
+ * least a second. */
+static uint64_t ib_retry_window_ns(void) {
+  int64_t t = param_int(PARAM_IB_TIMEOUT), n = param_int(PARAM_IB_RETRY_CNT);
+  if (t < 0) t = 0;
+  if (t > 31) t = 31;
+  if (n < 0) n = 0;
+  uint64_t w = (4096ull << t) * (uint64_t)(n + 1);
+  return w < 1000000000ull ? 1000000000ull : w;
+}
+
+/* At most once per IB_LIVENESS_NS: a device that had a fatal event; a port that stayed down
+ * longer than the QPs retry (a provider may stop retrying while it cannot send at all, so the
+ * QP itself never reports it: Soft-RoCE does); a side channel the peer closed (its process
+ * exited, or it closed the comm). A receive that finds its sender gone is not logged as an error
+ * here (a peer that finished closes too; the caller knows whether it still needed it); a sender
+ * that finds its receiver gone WARNs. */
 static ncclResult_t ib_comm_alive(ib_comm_t* c) {
   if (c->error != ncclSuccess) return c->error;
   uint64_t now = clock_ns();
   if (now < c->next_liveness_ns) return ncclSuccess;
   c->next_liveness_ns = now + IB_LIVENESS_NS;
+  bool down = false;
   for (int i = 0; i < c->ndevs; i++) {
     const ib_dev_t* d = &ib_devs[c->devs[i].dev];
     if (atomic_load(&d->fatal) > 0) {
@@ -57,7 +71,20 @@ static ncclResult_t ib_comm_alive(ib_comm_t* c) {
           d->name, d->port, c->is_send ? "to" : "from", c->peer);
       return ib_comm_fail(c, ncclSystemError);
     }
+    if (!atomic_load(&d->port_down)) continue;
+    down = true;
+    if (c->port_down_since == 0) c->port_down_since = now;
+    if (now - c->port_down_since > ib_retry_window_ns()) {
+      WARN(
+          "NET/IB: %s port %d has been down for %llu ms, longer than its QPs retry "
+          "(NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT): the connection %s %s is lost (status: port "
+          "down, async event port error)",
+          d->name, d->port, (unsigned long long)((now - c->port_down_since) / 1000000ull),
+          c->is_send ? "to" : "from", c->peer);
+      return ib_comm_fail(c, ncclSystemError);
+    }
   }
+  if (!down) c->port_down_since = 0;
   char b;
   ssize_t n = recv(c->sock.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
@@ -316,6 +343,8 @@ static const char* ib_wc_hint(enum ibv_wc_status st) {
       return "a local buffer is not registered for this access";
     case IBV_WC_WR_FLUSH_ERR:
       return "the QP had already failed (an earlier error is the cause)";
+    case IBV_WC_LOC_QP_OP_ERR:
+      return "the QP could not send: no route to the peer (is the link up?) or a malformed request";
     default:
       return "see the status";
   }
@@ -328,9 +357,10 @@ static void ib_wc_report(ib_comm_t* c, int devi, const struct ibv_wc* wc) {
   const ib_dev_info_t* r = &c->rem_devs[(q < c->nqps ? q : 0) % (c->rem_ndevs ? c->rem_ndevs : 1)];
   char lgid[INET6_ADDRSTRLEN], rgid[INET6_ADDRSTRLEN];
   WARN(
-      "NET/IB: %s %s failed on %s port %d: completion status %s (%d), vendor error 0x%x, QP %u "
+      "NET/IB: %s %s failed on %s port %d%s: completion status %s (%d), vendor error 0x%x, QP %u "
       "(local GID %s, remote %s:%d GID %s); %s",
       ib_wr_kind_text((int)(wc->wr_id >> 16)), c->peer, d->name, d->port,
+      atomic_load(&d->port_down) ? " (the port is down)" : "",
       ib_verbs()->wc_status_str(wc->status), (int)wc->status, wc->vendor_err, wc->qp_num,
       ib_gid_format(d->gid.raw, lgid, sizeof(lgid)), r->name, r->port,
       ib_gid_format(r->gid, rgid, sizeof(rgid)), ib_wc_hint(wc->status));
@@ -347,7 +377,7 @@ static ncclResult_t ib_comm_poll(ib_comm_t* c) {
         const struct ibv_wc* wc = &wcs[k];
         if (wc->status != IBV_WC_SUCCESS) {
           ib_wc_report(c, i, wc);
-          return ib_comm_fail(c, ncclRemoteError);
+          return ib_comm_fail(c, ncclSystemError);
         }
         unsigned idx = (unsigned)(wc->wr_id & 0xffff);
         if (idx >= 2 * IB_MAX_REQS || c->reqs[idx].events <= 0) {
