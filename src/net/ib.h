@@ -1,6 +1,8 @@
 /* Private to src/net (and its unit tests): the built-in IB verbs network. Other layers use
  * src/net/net.h only.
  *
+ * (It also declares the one helper the built-in networks share, net_listen_any_port.)
+ *
  * Files: ib_parse.c (pure rules: NCCL_IB_HCA, GID choice, striping, port speed, merging ports into
  * NICs; no verbs calls, unit tested without a device), ib_verbs.c (libibverbs.so.1 loaded with
  * dlopen), ib_dev.c (devices, ports, GIDs, async events, memory registration), ib_conn.c
@@ -26,6 +28,11 @@
 
 #include "bootstrap/bootstrap.h"
 #include "net/net.h"
+
+/* ---- Shared with the socket network (socket.c) --------------------------------------------- */
+/* A listening TCP socket on interface address iface, any port, and a random magic for the
+ * connection handle: the socket network's data path, the IB network's side channel. */
+ncclResult_t net_listen_any_port(const socket_addr_t* iface, socket_conn_t* out, uint64_t* magic);
 
 /* ---- Pure rules (ib_parse.c) ----------------------------------------------------------------- */
 /* NCCL_IB_HCA, stock's syntax: an optional leading '^' (exclude the listed devices), then an

@@ -12,7 +12,6 @@
  * QP q is paired with the peer's QP q; it lives on port q % ndevs of its side. */
 #ifdef BATON_HAVE_VERBS
 #include <stdlib.h>
-#include <sys/random.h>
 
 #include "net/ib.h"
 
@@ -336,15 +335,8 @@ ncclResult_t ib_listen(void* ctx, int dev, void* handle, void** listen_comm) {
   CHECK(MEM_CALLOC(&l, 1));
   l->vdev = dev;
   l->sock.fd = -1;
-  socket_addr_t addr = ifs[0].addr;
-  if (addr.sa.sa_family == AF_INET6)
-    addr.sin6.sin6_port = 0;
-  else
-    addr.sin.sin_port = 0;
   ncclResult_t res;
-  CHECK_GOTO(socket_listen(&addr, NULL, &l->sock), res, fail);
-  if (getrandom(&l->magic, sizeof(l->magic), 0) != sizeof(l->magic))
-    l->magic = clock_ns() ^ pid_hash();
+  CHECK_GOTO(net_listen_any_port(&ifs[0].addr, &l->sock, &l->magic), res, fail);
   ib_handle_t h = {.magic = l->magic ^ IB_MAGIC, .addr = l->sock.addr, .pending = NULL};
   memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
   memcpy(handle, &h, sizeof(h));

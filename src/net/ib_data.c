@@ -150,6 +150,23 @@ static ncclResult_t ib_post_send(ib_comm_t* c, struct ibv_qp* qp, struct ibv_sen
   return ncclSuccess;
 }
 
+/* One signaled RDMA WRITE or READ of len bytes between local (lkey) and remote (rkey) memory. */
+static ncclResult_t ib_post_rdma(ib_comm_t* c, struct ibv_qp* qp, enum ibv_wr_opcode op,
+                                 void* local, uint32_t len, uint32_t lkey, uint64_t remote,
+                                 uint32_t rkey, uint64_t wr_id, const char* what) {
+  struct ibv_sge sge = {.addr = (uintptr_t)local, .length = len, .lkey = lkey};
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = op;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = wr_id;
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  return ib_post_send(c, qp, &wr, what);
+}
+
 /* Which QPs message seq uses: all of them (striped) or the next one in turn. */
 static int ib_msg_parts(const ib_comm_t* c, int* first) {
   *first = c->split ? 0 : (int)(c->seq % (uint64_t)c->nqps);
@@ -255,18 +272,9 @@ ncclResult_t ib_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* t
   for (int i = 0; i < mh->ndevs; i++) e->rkeys[i] = mh->mrs[i]->rkey;
   e->seq = c->seq + 1;
   int li = first % c->ndevs, ri = first % c->rem_ndevs;
-  struct ibv_sge sge = {
-      .addr = (uintptr_t)e, .length = sizeof(*e), .lkey = c->devs[li].fifo_mr->lkey};
-  struct ibv_send_wr wr;
-  memset(&wr, 0, sizeof(wr));
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = ib_wr_id(c, r, IB_WR_CTS);
-  wr.wr.rdma.remote_addr = c->rem_fifo_addr + (uint64_t)slot * sizeof(ib_cts_t);
-  wr.wr.rdma.rkey = c->rem_devs[ri].fifo_rkey;
-  CHECK(ib_post_send(c, c->qps[first], &wr, "a clear-to-send"));
+  CHECK(ib_post_rdma(c, c->qps[first], IBV_WR_RDMA_WRITE, e, sizeof(*e), c->devs[li].fifo_mr->lkey,
+                     c->rem_fifo_addr + (uint64_t)slot * sizeof(ib_cts_t),
+                     c->rem_devs[ri].fifo_rkey, ib_wr_id(c, r, IB_WR_CTS), "a clear-to-send"));
   r->events++;
   c->seq++;
   *request = r;
@@ -292,17 +300,9 @@ ncclResult_t ib_iflush(void* recv_comm, int n, void** data, int* sizes, void** m
    * write of that port reached memory. */
   for (int i = 0; i < c->ndevs; i++) {
     ib_comm_dev_t* cd = &c->devs[i];
-    struct ibv_sge sge = {.addr = (uintptr_t)c->flush_buf, .length = 1, .lkey = cd->flush_mr->lkey};
-    struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr_id = ib_wr_id(c, r, IB_WR_FLUSH);
-    wr.wr.rdma.remote_addr = (uintptr_t)data[last];
-    wr.wr.rdma.rkey = mh->mrs[i]->rkey;
-    CHECK(ib_post_send(c, cd->flush_qp, &wr, "a flush"));
+    CHECK(ib_post_rdma(c, cd->flush_qp, IBV_WR_RDMA_READ, c->flush_buf, 1, cd->flush_mr->lkey,
+                       (uintptr_t)data[last], mh->mrs[i]->rkey, ib_wr_id(c, r, IB_WR_FLUSH),
+                       "a flush"));
     r->events++;
   }
   *request = r;

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
-#include "net/net.h"
+#include "net/ib.h"
 
 #define SOCK_MIN_CHUNK (64 * 1024)
 #define SOCK_MAX_STREAMS 64
@@ -216,19 +216,23 @@ static void sock_stream_counts(int* nsocks, int* nthreads) {
   *nthreads = (int)t;
 }
 
-static ncclResult_t sock_listen(void* ctx, int dev, void* handle, void** listen_comm) {
-  sock_listen_t* l = NULL;
-  CHECK(sock_check_dev(dev));
-  CHECK(MEM_CALLOC(&l, 1));
-  socket_addr_t addr = sock_ifaces[dev].addr;
+ncclResult_t net_listen_any_port(const socket_addr_t* iface, socket_conn_t* out, uint64_t* magic) {
+  socket_addr_t addr = *iface;
   if (addr.sa.sa_family == AF_INET6)
     addr.sin6.sin6_port = 0;
   else
     addr.sin.sin_port = 0;
+  CHECK(socket_listen(&addr, NULL, out));
+  if (getrandom(magic, sizeof(*magic), 0) != sizeof(*magic)) *magic = clock_ns() ^ pid_hash();
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  sock_listen_t* l = NULL;
+  CHECK(sock_check_dev(dev));
+  CHECK(MEM_CALLOC(&l, 1));
   ncclResult_t res;
-  CHECK_GOTO(socket_listen(&addr, NULL, &l->sock), res, fail);
-  if (getrandom(&l->handle.magic, sizeof(l->handle.magic), 0) != sizeof(l->handle.magic))
-    l->handle.magic = clock_ns() ^ pid_hash();
+  CHECK_GOTO(net_listen_any_port(&sock_ifaces[dev].addr, &l->sock, &l->handle.magic), res, fail);
   l->handle.addr = l->sock.addr;
   sock_stream_counts(&l->handle.nsocks, &l->handle.nthreads);
   memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);

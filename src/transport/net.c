@@ -158,17 +158,14 @@ void transport_net_release(transport_ctx_t* ctx) {
   ctx->net = NULL;
 }
 
-/* The receiver takes a NIC closest to its GPU, channels spread over them. The sender follows the
- * receiver's rail (the same NIC index) when NCCL_CROSS_NIC is 0, or 2 (the default) and that NIC
- * is among its closest; otherwise it takes its own closest. */
-static int net_pick_dev(const net_state_t* st, int channel, int rail) {
-  int own = st->near[channel % st->nnear];
-  if (rail < 0 || rail >= st->ndev) return own;
-  int64_t cross = param_int(PARAM_CROSS_NIC);
-  if (cross == 0) return rail;
-  if (cross == 1) return own;
-  for (int i = 0; i < st->nnear; i++)
-    if (st->near[i] == rail) return rail;
+int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
+                           int cross_nic) {
+  int own = near[channel % nnear];
+  if (rail < 0 || rail >= ndev) return own;
+  if (cross_nic == 0) return rail;
+  if (cross_nic == 1) return own;
+  for (int i = 0; i < nnear; i++)
+    if (near[i] == rail) return rail;
   return own;
 }
 
@@ -268,7 +265,8 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   r->net = st->net;
   r->net_ctx = st->ctx;
   r->gdr_fd = -1;
-  r->dev = net_pick_dev(st, conn->channel, rail);
+  r->dev = transport_net_pick_nic(st->near, st->nnear, st->ndev, conn->channel, rail,
+                                  (int)param_int(PARAM_CROSS_NIC));
   r->gdr = net_gdr_decide(ctx, st, conn, r->dev, why, sizeof(why));
   int host_bytes[PROTO_COUNT];
   memcpy(host_bytes, buff_bytes, sizeof(host_bytes));

@@ -121,6 +121,14 @@ typedef enum {
 p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t* me,
                                    const peer_info_t* peer);
 
+/* ---- NIC choice for NET connections (net.c) ----------------------------------------------------
+ * The NIC of a connection, from the rank's NICs closest to its GPU (near[0..nnear), of ndev): the
+ * receiver (rail < 0) takes near[channel % nnear]; the sender follows the receiver's NIC index
+ * `rail` (its rail) under NCCL_CROSS_NIC 0 always, 2 when that NIC is among its closest, 1 never.
+ */
+int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
+                           int cross_nic);
+
 /* ---- GPUDirect RDMA for NET connections (net_gdr.c) -------------------------------------------
  * A connection's Simple buffer may live in GPU memory that the NIC reads (send) or writes
  * (receive) directly. transport_net_gdr decides, from facts gathered by the NET transport, and

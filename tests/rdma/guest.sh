@@ -12,7 +12,8 @@
 #
 # Environment: BATON_RDMA_DIR (cache: kernel and initramfs; default ~/.cache/baton-rdma),
 # GUEST_WORKDIR (the read-write directory, default $PWD), GUEST_TIMEOUT (seconds, default 900),
-# GUEST_MEM (default 3G), GUEST_SMP (default 2), GUEST_KEEP=1 keeps the control directory.
+# GUEST_MEM (default 3G), GUEST_SMP (default 2), GUEST_KEEP=1 keeps the control directory,
+# BATON_RDMA_REQUIRED=1 (CI) makes "cannot start" a failure (exit 1) instead of a skip.
 # The machine is emulated (TCG): KVM cannot run Debian's stock kernel on the CI machines. Expect
 # ~10 s to boot and about 40 MB/s through rxe.
 set -euo pipefail
@@ -20,7 +21,14 @@ SKIP=77
 DIR=${BATON_RDMA_DIR:-$HOME/.cache/baton-rdma}
 KROOT=$DIR/kroot
 
-die_skip() { echo "rdma guest: SKIP: $*" >&2; exit "$SKIP"; }
+die_skip() {
+  if [ "${BATON_RDMA_REQUIRED:-0}" = 1 ]; then
+    echo "rdma guest: FAILED: $* (BATON_RDMA_REQUIRED=1)" >&2
+    exit 1
+  fi
+  echo "rdma guest: SKIP: $*" >&2
+  exit "$SKIP"
+}
 
 kernel_version() { ls "$KROOT/lib/modules" 2>/dev/null | sort -V | tail -1; }
 

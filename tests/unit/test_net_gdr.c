@@ -1,6 +1,7 @@
-/* The GPUDirect RDMA decision of NET connections (src/transport/net_gdr.c), which cannot run
- * here for real (no GPU, no RDMA NIC): every rule with its reason, and NCCL_NET_GDR_LEVEL
- * parsing. Expected outcomes are the documented rules, written out per case. */
+/* The choices of NET connections that cannot run here for real (no GPU, no RDMA NIC): the
+ * GPUDirect RDMA decision (src/transport/net_gdr.c), every rule with its reason, and
+ * NCCL_NET_GDR_LEVEL parsing; the NIC a connection uses under NCCL_CROSS_NIC. Expected outcomes
+ * are the documented rules, written out per case. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -131,6 +132,24 @@ START_TEST(gdr_level_parameter) {
 }
 END_TEST
 
+/* Four NICs; this GPU's closest are 1 and 3 (the others are a socket away). */
+START_TEST(nic_choice_and_cross_nic) {
+  const int near[2] = {1, 3};
+  /* receivers spread channels over their closest NICs */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, -1, 2), 1);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 1, -1, 2), 3);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 2, -1, 2), 1);
+  /* default (2): the receiver's rail when it is among the sender's closest */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 3, 2), 3);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 2, 2), 1); /* rail 2 is far: own */
+  /* 0: always the rail (rail-optimized fabrics), 1: always its own */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 2, 0), 2);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 1, 1, 1), 3);
+  /* a rail the sender does not have (fewer NICs here): its own */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 7, 0), 1);
+}
+END_TEST
+
 int main(void) {
   Suite* s = suite_create("net_gdr");
   TCase* tc = tcase_create("net_gdr");
@@ -139,6 +158,7 @@ int main(void) {
   tcase_add_test(tc, gdr_reads_before_ampere);
   tcase_add_test(tc, gdr_dmabuf_or_peer_memory);
   tcase_add_test(tc, gdr_level_parameter);
+  tcase_add_test(tc, nic_choice_and_cross_nic);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }

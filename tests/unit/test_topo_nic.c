@@ -3,6 +3,7 @@
  * hwloc against sysfs on this machine's real PCI devices, CPU lists and affinity. */
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -183,8 +184,11 @@ START_TEST(hwloc_agrees_with_sysfs) {
   }
   closedir(d);
   ck_assert_int_gt(checked, 0);
-  if (access("/usr/lib/x86_64-linux-gnu/libhwloc.so.15", F_OK) == 0)
-    ck_assert_int_eq(hwloc_known, checked); /* hwloc is installed: it must know them all */
+  void* lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_LOCAL);
+  if (lib != NULL) { /* hwloc is installed: it must know them all */
+    dlclose(lib);
+    ck_assert_int_eq(hwloc_known, checked);
+  }
 }
 END_TEST
 
