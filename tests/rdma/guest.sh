@@ -18,7 +18,7 @@
 # ~10 s to boot and about 40 MB/s through rxe.
 set -euo pipefail
 SKIP=77
-DIR=${BATON_RDMA_DIR:-$HOME/.cache/baton-rdma}
+DIR=${BATON_RDMA_DIR:-${HOME:-/root}/.cache/baton-rdma}
 KROOT=$DIR/kroot
 
 die_skip() {
@@ -30,7 +30,7 @@ die_skip() {
   exit "$SKIP"
 }
 
-kernel_version() { ls "$KROOT/lib/modules" 2>/dev/null | sort -V | tail -1; }
+kernel_version() { find "$KROOT/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort -V | tail -1; }
 
 cmd_setup() {
   local sudo=""
@@ -65,8 +65,10 @@ why_not() {
   command -v cpio >/dev/null || { echo "cpio is not installed (tests/rdma/guest.sh setup)"; return; }
   local kver
   kver=$(kernel_version)
-  [ -n "$kver" ] && [ -r "$KROOT/boot/vmlinuz-$kver" ] ||
-    { echo "no guest kernel in $KROOT (tests/rdma/guest.sh setup downloads Debian's, ~100 MB)"; return; }
+  if [ -z "$kver" ] || [ ! -r "$KROOT/boot/vmlinuz-$kver" ]; then
+    echo "no guest kernel in $KROOT (tests/rdma/guest.sh setup downloads Debian's, ~100 MB)"
+    return
+  fi
   [ -s "$KROOT/lib/modules/$kver/modules.dep" ] || { echo "no modules.dep in $KROOT (run setup again)"; return; }
   [ -x /sbin/modprobe ] || [ -x /usr/sbin/modprobe ] || { echo "kmod (modprobe) is not installed"; return; }
   command -v rdma >/dev/null || { echo "iproute2's rdma tool is missing"; return; }
