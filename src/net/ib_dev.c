@@ -493,12 +493,14 @@ ncclResult_t ib_dev_reg(int dev, void* data, size_t size, int type, uint64_t off
   struct ibv_mr* mr = fd >= 0 ? ib_mr_new(d, data, size, offset, fd)
                               : ib_mr_new(d, (void*)start, end - start, 0, -1);
   if (mr == NULL) {
-    WARN("NET/IB: registering %zu bytes of %s memory at %p on %s failed: %s%s", size,
-         fd >= 0                 ? "dma-buf"
-         : type == NCCL_PTR_CUDA ? "GPU"
-                                 : "host",
-         data, d->name, strerror(errno),
-         errno == ENOMEM ? " (raise the locked-memory limit: ulimit -l unlimited)" : "");
+    const char* kind = fd >= 0 ? "dma-buf" : type == NCCL_PTR_CUDA ? "GPU" : "host";
+    if (fd >= 0 || type == NCCL_PTR_CUDA) /* GPUDirect: the caller stages through host memory */
+      INFO(NCCL_NET, "NET/IB: registering %zu bytes of %s memory at %p on %s failed: %s", size,
+           kind, data, d->name, strerror(errno));
+    else
+      WARN("NET/IB: registering %zu bytes of host memory at %p on %s failed: %s%s", size, data,
+           d->name, strerror(errno),
+           errno == ENOMEM ? " (raise the locked-memory limit: ulimit -l unlimited)" : "");
     res = ncclSystemError;
     goto out;
   }

@@ -271,8 +271,14 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   int host_bytes[PROTO_COUNT];
   memcpy(host_bytes, buff_bytes, sizeof(host_bytes));
   if (r->gdr != NET_GDR_OFF) {
-    if (transport_net_gdr_alloc((size_t)buff_bytes[PROTO_SIMPLE], r->gdr, &r->gdr_ptr,
-                                &r->gdr_bytes, &r->gdr_fd) == ncclSuccess) {
+    int saved = -1, dev = ctx->peers[ctx->rank].cuda_dev; /* allocate on the rank's GPU */
+    if (cudaGetDevice(&saved) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess) saved = -1;
+    ncclResult_t got = saved < 0 ? ncclUnhandledCudaError
+                                 : transport_net_gdr_alloc((size_t)buff_bytes[PROTO_SIMPLE], r->gdr,
+                                                           &r->gdr_ptr, &r->gdr_bytes, &r->gdr_fd);
+    if (saved >= 0) (void)cudaSetDevice(saved);
+    (void)cudaGetLastError();
+    if (got == ncclSuccess) {
       host_bytes[PROTO_SIMPLE] = 0; /* the Simple buffer is in GPU memory */
     } else {
       snprintf(why, sizeof(why), "no GPU buffer could be set up for it (see above)");
