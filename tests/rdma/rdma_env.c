@@ -56,6 +56,27 @@ void rdma_require_device(void) {
   exit(RDMA_SKIP);
 }
 
+int rdma_log_count(const char* dir, const char* const* needles) {
+  DIR* d = opendir(dir);
+  if (d == NULL) return 0;
+  int hits = 0;
+  struct dirent* e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[600], line[2048];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE* f = fopen(path, "re");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+      bool all = true;
+      for (int i = 0; needles[i] != NULL && all; i++) all = strstr(line, needles[i]) != NULL;
+      hits += all;
+    }
+    if (f != NULL) fclose(f);
+  }
+  closedir(d);
+  return hits;
+}
+
 int rdma_sh(const char* fmt, ...) {
   char cmd[1024];
   va_list ap;

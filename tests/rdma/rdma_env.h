@@ -13,6 +13,9 @@
 void rdma_require_device(void);
 /* Runs a shell command line (printf-style), its output to stderr; returns its exit status. */
 int rdma_sh(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+/* How many lines of the files in dir (the ranks' logs) contain every one of the NULL-terminated
+ * needles. */
+int rdma_log_count(const char* dir, const char* const* needles);
 /* How many RDMA devices /sys/class/infiniband lists. */
 int rdma_count_devices(void);
 

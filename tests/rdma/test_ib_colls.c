@@ -5,7 +5,6 @@
  * two runs). Also what NCCL_DEBUG=INFO says per connection: NIC, GID, QP count and the GPUDirect
  * decision. Without an RDMA device: SKIP. */
 #include <check.h>
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,22 +34,6 @@ static uint64_t fnv(const void* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char*)p)[i]) * 1099511628211ull;
   return h;
-}
-
-/* Elements of the defined output at o->recv (scratch and non-root buffers are left out). */
-static size_t output_elems(const itest_case_t* c, int rank, int n) {
-  bool root = rank == c->root;
-  switch (c->func) {
-    case IT_ALLGATHER:
-    case IT_ALLTOALL:
-      return c->count * (size_t)n;
-    case IT_GATHER:
-      return root ? c->count * (size_t)n : 0;
-    case IT_REDUCE:
-      return root ? c->count : 0;
-    default:
-      return c->count;
-  }
 }
 
 /* Cross-host connections use NET over the expected network; the rest SHM. */
@@ -84,34 +67,22 @@ static int colls_body(itest_rank_t* r, void* arg) {
   IT_EXPECT(comm->nnodes == r->opts->nhosts, "comm sees %d hosts, expected %d", comm->nnodes,
             r->opts->nhosts);
   static const ncclDataType_t types[4] = {ncclFloat32, ncclInt8, ncclBfloat16, ncclUint64};
-  uint32_t seed = 900;
   int ncase = 0;
-  for (int k = 0; k < 2; k++) {
-    for (int ti = 0; ti < 4; ti++) {
-      for (int f = 0; f < IT_FUNC_COUNT; f++) {
-        int op = itest_func_reduces(f) ? (ti + f + k) % IT_OP_COUNT : IT_SUM;
-        itest_case_t c = {.func = f,
-                          .dtype = types[ti],
-                          .op = op,
-                          .count = cfg->counts[k],
-                          .root = (f + k) % r->nranks,
-                          .inplace = (f + ti) % 2 == 1 && f < IT_ALLTOALL,
-                          .seed = seed++};
-        itest_op_t o;
-        IT_EXPECT(itest_op_prepare(&o, comm, &c) == 0, "prepare %s", itest_func_name(f));
-        IT_NCCL(itest_op_post(&o));
-        if (itest_op_check(&o) != 0) {
-          fprintf(stderr, "rank %d: %s %s count %zu over %s: wrong result\n", r->rank,
-                  itest_func_name(f), itest_type_name(types[ti]), c.count,
-                  cfg->net == NET_IB ? "IB" : "Socket");
-          return 1;
-        }
-        IT_EXPECT(ncase < COLLS_MAX_CASES, "too many cases");
-        cfg->sh->sums[cfg->net][r->rank][ncase++] =
-            fnv(o.recv, output_elems(&c, r->rank, r->nranks) * itest_type_size(types[ti]));
-        itest_op_release(&o);
-      }
+  for (int i = 0; i < ITEST_HOSTS_CASES; i++) {
+    itest_case_t c = itest_hosts_case(i, cfg->counts, types, r->nranks, 900);
+    itest_op_t o;
+    IT_EXPECT(itest_op_prepare(&o, comm, &c) == 0, "prepare %s", itest_func_name(c.func));
+    IT_NCCL(itest_op_post(&o));
+    if (itest_op_check(&o) != 0) {
+      fprintf(stderr, "rank %d: %s %s count %zu over %s: wrong result\n", r->rank,
+              itest_func_name(c.func), itest_type_name(c.dtype), c.count,
+              cfg->net == NET_IB ? "IB" : "Socket");
+      return 1;
     }
+    IT_EXPECT(ncase < COLLS_MAX_CASES, "too many cases");
+    cfg->sh->sums[cfg->net][r->rank][ncase++] =
+        fnv(o.recv, itest_output_elems(&c, r->rank, r->nranks) * itest_type_size(c.dtype));
+    itest_op_release(&o);
   }
   /* A ring of Send/Recv: every neighbouring pair carried data. */
   int n = r->nranks, me = r->rank;
@@ -134,29 +105,6 @@ static int colls_body(itest_rank_t* r, void* arg) {
   free(d);
   free(want);
   return check_transports(r, cfg->net == NET_IB ? "IB" : "Socket");
-}
-
-/* Every line of every file in dir (the ranks' logs) that has all needles; returns how many. */
-static int count_log_lines(const char* dir, const char* const* needles) {
-  DIR* d = opendir(dir);
-  ck_assert_ptr_nonnull(d);
-  int hits = 0;
-  struct dirent* e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[600];
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    char* text = unit_read_file(path);
-    if (text == NULL) continue;
-    for (char* line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-      bool all = true;
-      for (int i = 0; needles[i] != NULL && all; i++) all = strstr(line, needles[i]) != NULL;
-      hits += all;
-    }
-    free(text);
-  }
-  closedir(d);
-  return hits;
 }
 
 /* Runs the matrix over IB and over sockets with the same settings; both must be right, and equal.
@@ -201,8 +149,8 @@ static void colls_both_nets(int nranks, int nhosts, size_t c0, size_t c1, const 
   const char* ib_line[] = {"NET/IB: sending to", "via rxe", "GID ::ffff:127.0.0.1", qp_text, NULL};
   const char* gdr_line[] = {"NET/IB: channel", "on device", "rxe",
                             "GPUDirect RDMA off: host executor", NULL};
-  ck_assert_int_gt(count_log_lines(logdir, ib_line), 0);
-  ck_assert_int_gt(count_log_lines(logdir, gdr_line), 0);
+  ck_assert_int_gt(rdma_log_count(logdir, ib_line), 0);
+  ck_assert_int_gt(rdma_log_count(logdir, gdr_line), 0);
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", logdir);
   ck_assert_int_eq(system(cmd), 0);

@@ -3,7 +3,6 @@
  * link down: the ports go down) is reported with the peer's rank, host and address, the device
  * and port and the status, and the port's async event is logged. Without an RDMA device: SKIP. */
 #include <check.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -90,27 +89,6 @@ static int link_body(itest_rank_t* r, void* arg) {
   return 0;
 }
 
-static bool log_has(const char* dir, const char* const* needles) {
-  DIR* d = opendir(dir);
-  if (d == NULL) return false;
-  bool found = false;
-  struct dirent* e;
-  while (!found && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[600];
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    char* text = unit_read_file(path);
-    for (char* line = text ? strtok(text, "\n") : NULL; line && !found; line = strtok(NULL, "\n")) {
-      bool all = true;
-      for (int i = 0; needles[i] != NULL && all; i++) all = strstr(line, needles[i]) != NULL;
-      found = all;
-    }
-    free(text);
-  }
-  closedir(d);
-  return found;
-}
-
 /* Runs the two ranks until both fail; returns whether one rank's error has every needle (beside
  * the peer's rank, host and address, which every such error must name) and the log has log_line
  * (NULL: not checked). */
@@ -150,7 +128,7 @@ static void link_case(const char* breaker, const char* const* needles,
   ck_assert_msg(reported, "no rank reported the failure in full: rank 0: '%s' rank 1: '%s'",
                 sh->err[0], sh->err[1]);
   if (log_line != NULL)
-    ck_assert_msg(log_has(logdir, log_line), "%s not logged (%s)", log_line[0], logdir);
+    ck_assert_msg(rdma_log_count(logdir, log_line) > 0, "%s not logged (%s)", log_line[0], logdir);
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", logdir);
   ck_assert_int_eq(system(cmd), 0);
