@@ -114,10 +114,11 @@ static void nic_log(const topo_system_t* sys) {
       used += (size_t)snprintf(line + used, sizeof(line) - used, " %s:%s", gid,
                                topo_path_names[topo_gpu_nic_path(&sys->gpus[g], n)]);
     }
-    INFO(NCCL_GRAPH, "Topology: NIC %s%s%.0d %s, %s, %d Mb/s, PCI %s NUMA %d bridges %s; GPU paths%s",
-         n->name, n->port ? ":" : "", n->port, n->rdma ? "RDMA" : "Ethernet",
-         n->active ? "active" : "down", n->speed_mbps, n->bus_id >= 0 ? id : "none (virtual)",
-         n->numa, n->pci_path[0] ? n->pci_path : "-", used ? line : " -");
+    INFO(NCCL_GRAPH,
+         "Topology: NIC %s%s%.0d %s, %s, %d Mb/s, PCI %s NUMA %d bridges %s; GPU paths%s", n->name,
+         n->port ? ":" : "", n->port, n->rdma ? "RDMA" : "Ethernet", n->active ? "active" : "down",
+         n->speed_mbps, n->bus_id >= 0 ? id : "none (virtual)", n->numa,
+         n->pci_path[0] ? n->pci_path : "-", used ? line : " -");
   }
 }
 

@@ -11,9 +11,10 @@
  *     </cpu>
  *   </system>
  *
- * NICs follow the cpu elements, one element each (written by detection, kept when read back):
+ * NICs follow the cpu elements, one element each (written by detection, kept when read back;
+ * pcipath: the bridges above the NIC, '/'-separated):
  *     <nic name="mlx5_0" port="1" rdma="1" active="1" speed="200000" busid="0000:3b:00.0"
- *          numaid="0" pcipath="0000:15:01.0"/>                   pcipath: its bridges, '/'-separated
+ *          numaid="0" pcipath="0000:15:01.0"/>
  *
  * A gpu's NUMA node and CPUs are its cpu's; its PCI path is the chain of pci elements around it.
  * gpu attributes other than busid are optional (rank/dev -1, sm 0, nvswitch 0 by default), as is
@@ -355,7 +356,8 @@ static ncclResult_t xml_open_nic(xml_parser_t* x, const xml_attr_t* attrs, int n
   nic.rdma = rdma != 0;
   nic.active = active != 0;
   nic.bus_id = -1;
-  if (bus != NULL && strcmp(bus, "none") != 0) CHECK(xml_busid(x, attrs, n, "nic", "busid", &nic.bus_id));
+  if (bus != NULL && strcmp(bus, "none") != 0)
+    CHECK(xml_busid(x, attrs, n, "nic", "busid", &nic.bus_id));
   if (path != NULL && strlen(path) >= sizeof(nic.pci_path))
     return xml_error(x, "<nic pcipath>: longer than %d characters", TOPO_PCI_PATH_MAX - 1);
   snprintf(nic.pci_path, sizeof(nic.pci_path), "%s", path ? path : "");
@@ -415,8 +417,7 @@ static ncclResult_t xml_open(xml_parser_t* x, const char* elem, const xml_attr_t
     if (strcmp(parent, "system") != 0) return xml_error(x, "<nic> must be inside <system>");
     return xml_open_nic(x, attrs, n);
   }
-  return xml_error(x, "unknown element <%s> (expected system, cpu, pci, gpu, nvlink or nic)",
-                   elem);
+  return xml_error(x, "unknown element <%s> (expected system, cpu, pci, gpu, nvlink or nic)", elem);
 }
 
 static void xml_close(xml_parser_t* x, const char* elem) {
