@@ -9,9 +9,9 @@ build=$1
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a mount namespace hides the libraries)"; exit 77; }
 command -v unshare >/dev/null || { echo "SKIP: unshare (util-linux) is missing"; exit 77; }
 log=$(mktemp /tmp/baton-nolibs.XXXXXX)
-unshare -m sh -s "$build" "$log" <<'INNER'
-build=$1 log=$2
 empty=$(mktemp /tmp/baton-empty.XXXXXX)
+unshare -m sh -s "$build" "$log" "$empty" <<'INNER'
+build=$1 log=$2 empty=$3
 hidden=0
 for lib in libibverbs.so.1 libhwloc.so.15 libnuma.so.1; do
   for dir in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
@@ -24,7 +24,6 @@ rc=0
 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_DEBUG_FILE="$log.%p" NCCL_NET_PLUGIN=none \
   "$build/tests/test_coll_hosts" || rc=1
 "$build/tests/test_net_plugin" || rc=1
-rm -f "$empty"
 exit $rc
 INNER
 rc=$?
@@ -32,5 +31,5 @@ if [ $rc = 0 ] && ! cat "$log".* 2>/dev/null | grep -q "NET/IB: cannot load libi
   echo "FAILED: no INFO line saying the IB network is off because libibverbs cannot be loaded"
   rc=1
 fi
-rm -f "$log" "$log".*
+rm -f "$log" "$log".* "$empty"
 exit $rc
