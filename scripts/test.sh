@@ -4,7 +4,7 @@
 #   scripts/test.sh [ctest args]         the normal build in ${BUILD_DIR:-build}
 #   scripts/test.sh --asan [ctest args]  a second build in ${BUILD_DIR:-build}-asan with
 #       AddressSanitizer and UndefinedBehaviorSanitizer on the C code (-DBATON_SANITIZE=ON); runs
-#       the unit and integration suites (not the ABI, install and tools checks: they load the
+#       the unit and integration suites (not the ABI, install, tools and Soft-RoCE guest checks: they load the
 #       shared libnccl, which sanitized needs libasan first, beside stock's). The kernels compile as
 #       in the normal build, so with ccache they come from its cache.
 set -euo pipefail
@@ -28,4 +28,4 @@ cd "$BUILD_DIR"
 # sizes on purpose and expect the library's out-of-memory path. Leaks fail a test too.
 export ASAN_OPTIONS="abort_on_error=1:protect_shadow_gap=0:detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-exec ctest --output-on-failure -j"${CTEST_JOBS:-2}" -LE "abi|install|tools" "$@"
+exec ctest --output-on-failure -j"${CTEST_JOBS:-2}" -LE "abi|install|tools|guest" "$@"

@@ -248,6 +248,9 @@ typedef struct cu_driver {
                                                void* os_handle, CUmemAllocationHandleType type);
   CUresult (*mem_get_allocation_granularity)(size_t* granularity, const CUmemAllocationProp* prop,
                                              CUmemAllocationGranularity_flags option);
+  /* A dma-buf descriptor for a device memory range (GPUDirect RDMA through dma-buf). */
+  CUresult (*mem_get_handle_for_address_range)(void* handle, CUdeviceptr ptr, size_t size,
+                                               CUmemRangeHandleType type, unsigned long long flags);
 } cu_driver_t;
 
 /* The process's driver table (loaded on first call), NULL when the driver is unusable. */

@@ -34,6 +34,7 @@ static const cu_sym_t cu_syms[] = {
     CU_SYM(mem_export_to_shareable_handle, "cuMemExportToShareableHandle"),
     CU_SYM(mem_import_from_shareable_handle, "cuMemImportFromShareableHandle"),
     CU_SYM(mem_get_allocation_granularity, "cuMemGetAllocationGranularity"),
+    CU_SYM(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange"),
 };
 #define CU_NSYMS ((int)(sizeof(cu_syms) / sizeof(cu_syms[0])))
 

@@ -98,8 +98,61 @@ PARAM_ROW(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", PARAM_INT, "1",
           "Sockets per helper thread in the socket network")
 PARAM_ROW(SOCKET_NTHREADS, "NCCL_SOCKET_NTHREADS", PARAM_INT, "1",
           "Helper threads per connection in the socket network")
+
+/* The IB verbs network (src/net/ib_*.c) and GPUDirect RDMA */
 PARAM_ROW(IB_DISABLE, "NCCL_IB_DISABLE", PARAM_INT, "0", "Disable the IB verbs network")
-PARAM_ROW(IB_HCA, "NCCL_IB_HCA", PARAM_STR, NULL, "IB devices (and ports) to use: prefixes, ^ excludes")
+PARAM_ROW(IB_HCA, "NCCL_IB_HCA", PARAM_STR, NULL,
+          "RDMA devices and ports to use: comma-separated names, each with an optional :<port>; "
+          "prefixes unless the list starts with =; a leading ^ excludes the listed ones")
+PARAM_ROW(IB_GID_INDEX, "NCCL_IB_GID_INDEX", PARAM_INT, "-1",
+          "GID table index for RoCE ports; -1 picks the RoCE v2 GID of the port's IP address "
+          "(NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE, NCCL_IB_ROCE_VERSION_NUM)")
+PARAM_ROW(IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", PARAM_STR, "AF_INET",
+          "Address family the automatic GID choice prefers: AF_INET or AF_INET6")
+PARAM_ROW(IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", PARAM_STR, NULL,
+          "Only GIDs within this prefix (<address>/<bits>) are preferred by the automatic choice")
+PARAM_ROW(IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", PARAM_INT, "2",
+          "RoCE version the automatic GID choice prefers (1 or 2)")
+PARAM_ROW(IB_TIMEOUT, "NCCL_IB_TIMEOUT", PARAM_INT, "20",
+          "QP ACK timeout exponent: 4.096 us x 2^value before a retry")
+PARAM_ROW(IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", PARAM_INT, "7",
+          "QP retries before a send fails (with the timeout: how long a dead link takes to report)")
+PARAM_ROW(IB_PKEY, "NCCL_IB_PKEY", PARAM_INT, "0", "Partition key index of the QPs")
+PARAM_ROW(IB_SL, "NCCL_IB_SL", PARAM_INT, "0", "InfiniBand service level of the QPs")
+PARAM_ROW(IB_TC, "NCCL_IB_TC", PARAM_INT, "-1",
+          "Traffic class of the QPs (RoCE: DSCP and ECN bits); -1: the communicator's "
+          "ncclConfig_t.trafficClass, else 0")
+PARAM_ROW(IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", PARAM_INT, "1",
+          "Queue pairs per connection (1 to 32); messages take turns, or are striped with "
+          "NCCL_IB_SPLIT_DATA_ON_QPS")
+PARAM_ROW(IB_SPLIT_DATA_ON_QPS, "NCCL_IB_SPLIT_DATA_ON_QPS", PARAM_INT, "0",
+          "1: cut every message over all the connection's QPs; 0: each message on the next QP")
+PARAM_ROW(IB_ADAPTIVE_ROUTING, "NCCL_IB_ADAPTIVE_ROUTING", PARAM_INT, "-2",
+          "1: messages above NCCL_IB_AR_THRESHOLD go as a write then a 0-byte write with the "
+          "completion (safe under adaptive routing); 0: one write; -2: 1 on InfiniBand, 0 on RoCE")
+PARAM_ROW(IB_AR_THRESHOLD, "NCCL_IB_AR_THRESHOLD", PARAM_INT, "8192",
+          "Bytes above which adaptive routing splits the completion from the data")
+PARAM_ROW(IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", PARAM_INT, "2",
+          "Register memory with PCIe relaxed ordering: 0 off, 1 or 2 when rdma-core supports it")
+PARAM_ROW(IB_MERGE_NICS, "NCCL_IB_MERGE_NICS", PARAM_INT, "1",
+          "Offer the ports of one dual-port NIC (same PCI device) as one network device")
+PARAM_ROW(NET_GDR_LEVEL, "NCCL_NET_GDR_LEVEL", PARAM_STR, NULL,
+          "Furthest GPU-NIC path for GPUDirect RDMA: LOC, PIX, PXB (default), PHB, SYS, or 0-4")
+PARAM_ROW(NET_GDR_READ, "NCCL_NET_GDR_READ", PARAM_INT, "-1",
+          "GPUDirect RDMA for sends (the NIC reads GPU memory): 1 on, 0 off, -1 on from Ampere, "
+          "else only when the GPU has an NVLink peer")
+PARAM_ROW(DMABUF_ENABLE, "NCCL_DMABUF_ENABLE", PARAM_INT, "1",
+          "Register GPU memory with the NIC through dma-buf when the kernel and driver support it "
+          "(else the peer-memory module)")
+PARAM_ROW(GDR_FLUSH_DISABLE, "NCCL_GDR_FLUSH_DISABLE", PARAM_INT, "0",
+          "Skip the RDMA READ that makes GPUDirect receives visible to the GPU")
+PARAM_ROW(NET_FORCE_FLUSH, "NCCL_NET_FORCE_FLUSH", PARAM_INT, "0",
+          "Flush every network receive (also host memory with the IB network: tests the flush)")
+PARAM_ROW(CROSS_NIC, "NCCL_CROSS_NIC", PARAM_INT, "2",
+          "0: both ends of a connection use the same NIC index (rail); 1: each side its closest "
+          "NIC; 2: the same rail when it is among the closest, else the closest")
+
+/* Topology */
 
 /* Plugins: a library name, a path, or a suffix (libnccl-<kind>-<suffix>.so); none disables */
 PARAM_ROW(ENV_PLUGIN, "NCCL_ENV_PLUGIN", PARAM_STR, NULL,
@@ -123,6 +176,9 @@ PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL,
           "Write the detected topology as XML in stock NCCL's format (stock can load it)")
 PARAM_ROW(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", PARAM_INT, "0",
           "The rank that writes NCCL_TOPO_DUMP_FILE")
+PARAM_ROW(IGNORE_CPU_AFFINITY, "NCCL_IGNORE_CPU_AFFINITY", PARAM_INT, "0",
+          "1: bind host threads to the GPU's local CPUs even outside the process's CPU mask; 0: "
+          "only to the part of the GPU's CPUs the mask allows")
 
 /* Hang reports, RAS, timeline (src/core/ras.c, hang.c, trace.c) */
 PARAM_ROW(RAS_ENABLE, "NCCL_RAS_ENABLE", PARAM_INT, "1",

@@ -117,10 +117,10 @@ static ncclResult_t comm_transport_init(struct coll_comm* cc, struct ncclComm* c
   t->err_buf = comm->last_error;
   t->err_len = sizeof(comm->last_error);
   t->comm_hash = comm->comm_hash;
-  t->traffic_class = comm->config.trafficClass; /* NCCL_CONFIG_UNDEF_INT: the network's choice */
   t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
   t->no_ll128 = !cc->ll128_ok;
   t->topo = cc->topo;
+  t->traffic_class = comm->config.trafficClass; /* NCCL_CONFIG_UNDEF_INT when unset */
   t->buff_bytes[PROTO_SIMPLE] = (int)param_int(PARAM_BUFFSIZE);
   t->buff_bytes[PROTO_LL] = (int)param_int(PARAM_LL_BUFFSIZE);
   t->buff_bytes[PROTO_LL128] = (int)param_int(PARAM_LL128_BUFFSIZE);

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "transport/net.h"
+#include "net/net.h"
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   CHECK(arg_check_ptr(uniqueId, "ncclGetUniqueId", "uniqueId"));

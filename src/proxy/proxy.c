@@ -11,8 +11,10 @@
  * its per-line flag; otherwise Simple, with sizes[] giving the bytes. For LL/LL128 the payload is
  * every leading line that carries flag s+1.
  * The receiver posts the header receive, then the payload receive once the slot is free (head);
- * Simple lands in place, LL/LL128 land in a bounce buffer and are copied with 8-byte atomic stores
- * so an executor polling a flag never sees it before its data. Then sizes[] and tail (release).
+ * Simple lands in place (and is flushed with iflush when the connection asks: GPUDirect RDMA into
+ * GPU memory), LL/LL128 land in a bounce buffer and are copied with 8-byte atomic stores so an
+ * executor polling a flag never sees it before its data. Then sizes[] and tail (release).
+ * A failure's WARN carries the network's own message (peer host and address, device, status).
  *
  * The thread spins while a step is in flight, and otherwise backs off: after ~1 ms without work it
  * sleeps on a condition variable for a growing time (up to 100 ms); proxy_wake ends the sleep. */
@@ -41,12 +43,12 @@ typedef struct proxy_priv {
   size_t bounce_slot;
   void* mh_hdrs;
   void* mh_bounce;
-  void* mh_buffs[PROTO_COUNT];
-  int ptr_type;
   void* req_hdr[NCCL_STEPS];
   void* req_data[NCCL_STEPS];
+  void* req_flush[NCCL_STEPS];
   bool hdr_done[NCCL_STEPS];
   bool data_done[NCCL_STEPS];
+  bool flushed[NCCL_STEPS];
   /* send: posted = steps sent (both messages issued); done = steps whose sends completed.
    * recv: hdr_posted / data_posted = receives issued; hdr_recvd = headers arrived; done = tail. */
   uint64_t posted, hdr_posted, hdr_recvd, data_posted, done;
@@ -68,6 +70,8 @@ struct proxy_state {
   volatile uint32_t* abort_flag;
   char* err_buf; /* the communicator's last-error text: the thread's WARNs land there too */
   size_t err_len;
+  bool bind; /* run on cpus */
+  cpu_set_t cpus;
   pthread_mutex_t conn_lock; /* the conn list; held by the thread during a pass */
   proxy_conn_t** conns;
   int nconns, cap;
@@ -81,10 +85,19 @@ static ncclResult_t proxy_fail(proxy_state_t* p, proxy_conn_t* c, ncclResult_t r
                                const char* what) {
   proxy_priv_t* pv = c->priv;
   pv->failed = true;
-  /* Only the proxy thread writes p->error: log first, so whoever sees the error finds the line. */
+  /* Only the proxy thread writes p->error: log first, so whoever sees the error finds the line.
+   * The thread makes only network calls, so its last WARN, if any, is the network's own account
+   * (peer host and address, device and port, status); it goes into this line, which names the
+   * rank, so that one message (ncclGetLastError) says everything. */
   if (atomic_load(&p->error) == ncclSuccess) {
-    WARN("Proxy: NET/%s %s %s rank %d failed (error %d); the peer may have exited or aborted",
-         c->net->name, what, c->is_send ? "to" : "from", c->peer, (int)res);
+    char cause[768];
+    snprintf(cause, sizeof(cause), "%s", log_last_error());
+    if (cause[0] != '\0')
+      WARN("Proxy: NET/%s %s %s rank %d failed (error %d): %s", c->net->name, what,
+           c->is_send ? "to" : "from", c->peer, (int)res, cause);
+    else
+      WARN("Proxy: NET/%s %s %s rank %d failed (error %d); the peer may have exited or aborted",
+           c->net->name, what, c->is_send ? "to" : "from", c->peer, (int)res);
     atomic_store(&p->error, (int)res);
   }
   return res;
@@ -166,9 +179,20 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     if (h->bytes > 0) {
       void* req = NULL;
       char* data = f->buffs[h->proto] + (size_t)slot * fifo_slot_bytes(f, (int)h->proto);
-      res = c->net->isend(c->net_comm, data, h->bytes, 0, pv->mh_buffs[h->proto], NULL, &req);
+      res = c->net->isend(c->net_comm, data, h->bytes, 0, c->mh[h->proto], NULL, &req);
       if (res != ncclSuccess) return proxy_fail(p, c, res, "send");
-      if (req == NULL) break;
+      if (req == NULL) {
+        /* The payload cannot start (a receiver-driven network waits for the receiver's go-ahead,
+         * which may never come if the header was lost): test the header meanwhile, so that its
+         * failure surfaces instead of a silent wait. */
+        if (!pv->hdr_done[slot]) {
+          int done = 0;
+          if ((res = c->net->test(pv->req_hdr[slot], &done, NULL)) != ncclSuccess)
+            return proxy_fail(p, c, res, "send");
+          pv->hdr_done[slot] = done;
+        }
+        break;
+      }
       pv->req_data[slot] = req;
     }
     pv->send_hdr_issued = false;
@@ -279,13 +303,15 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       int slot = (int)(pv->data_posted % NCCL_STEPS);
       const proxy_hdr_t* h = &pv->hdrs[slot];
       pv->req_data[slot] = NULL;
+      pv->req_flush[slot] = NULL;
       pv->data_done[slot] = h->bytes == 0;
+      pv->flushed[slot] = !c->flush || h->bytes == 0 || h->proto != PROTO_SIMPLE;
       if (h->bytes > 0) {
         bool direct = h->proto == PROTO_SIMPLE;
         void* data = direct
                          ? f->buffs[PROTO_SIMPLE] + (size_t)slot * fifo_slot_bytes(f, PROTO_SIMPLE)
                          : pv->bounce + (size_t)slot * pv->bounce_slot;
-        void* mh = direct ? pv->mh_buffs[PROTO_SIMPLE] : pv->mh_bounce;
+        void* mh = direct ? c->mh[PROTO_SIMPLE] : pv->mh_bounce;
         size_t size = h->bytes;
         int tag = 0;
         void* req = NULL;
@@ -308,7 +334,24 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
           return proxy_fail(p, c, res, "receive");
         pv->data_done[slot] = done;
       }
-      if (pv->data_done[slot]) {
+      if (pv->data_done[slot] && !pv->flushed[slot]) { /* data the GPU must see: flush first */
+        if (pv->req_flush[slot] == NULL) {
+          void* data = f->buffs[PROTO_SIMPLE] + (size_t)slot * fifo_slot_bytes(f, PROTO_SIMPLE);
+          int size = (int)h->bytes;
+          void* mh = c->mh[PROTO_SIMPLE];
+          if ((res = c->net->iflush(c->net_comm, 1, &data, &size, &mh, &pv->req_flush[slot])) !=
+              ncclSuccess)
+            return proxy_fail(p, c, res, "flush of data");
+          if (pv->req_flush[slot] == NULL) pv->flushed[slot] = true; /* nothing to flush */
+        }
+        if (pv->req_flush[slot] != NULL) {
+          int done = 0;
+          if ((res = c->net->test(pv->req_flush[slot], &done, NULL)) != ncclSuccess)
+            return proxy_fail(p, c, res, "flush of data");
+          pv->flushed[slot] = done;
+        }
+      }
+      if (pv->data_done[slot] && pv->flushed[slot]) {
         if (h->proto != PROTO_SIMPLE && h->bytes > 0)
           recv_store_lines(f->buffs[h->proto] + (size_t)slot * fifo_slot_bytes(f, (int)h->proto),
                            pv->bounce + (size_t)slot * pv->bounce_slot, h->bytes,
@@ -354,6 +397,11 @@ static void* proxy_main(void* arg) {
   proxy_state_t* p = arg;
   thread_set_name(pthread_self(), "NCCL Proxy");
   log_bind_error_sink(p->err_buf, p->err_len);
+  if (p->bind) {
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(p->cpus), &p->cpus);
+    if (rc != 0)
+      INFO(NCCL_INIT | NCCL_PROXY, "Proxy: binding to the GPU's CPUs failed: %s", strerror(rc));
+  }
   uint64_t idle_since = clock_ns();
   while (!atomic_load(&p->stop)) {
     bool progressed = false, busy = false;
@@ -391,11 +439,13 @@ static void* proxy_main(void* arg) {
 }
 
 ncclResult_t proxy_create(volatile uint32_t* abort_flag, char* err_buf, size_t err_len,
-                          proxy_state_t** out) {
+                          const cpu_set_t* cpus, proxy_state_t** out) {
   proxy_state_t* p = NULL;
   pthread_condattr_t attr;
   CHECK(MEM_CALLOC(&p, 1));
   p->abort_flag = abort_flag;
+  p->bind = cpus != NULL;
+  if (cpus != NULL) p->cpus = *cpus;
   p->err_buf = err_buf;
   p->err_len = err_buf != NULL ? err_len : 0;
   pthread_mutex_init(&p->lock, NULL);
@@ -435,7 +485,6 @@ static void proxy_conn_release(proxy_conn_t* c) {
   if (pv == NULL) return;
   proxy_dereg(c, &pv->mh_hdrs);
   proxy_dereg(c, &pv->mh_bounce);
-  for (int i = 0; i < PROTO_COUNT; i++) proxy_dereg(c, &pv->mh_buffs[i]);
   free(pv->hdrs);
   free(pv->bounce);
   free(pv);
@@ -448,7 +497,6 @@ ncclResult_t proxy_add_conn(proxy_state_t* proxy, proxy_conn_t* conn) {
   ncclResult_t res = ncclSuccess;
   CHECK(MEM_CALLOC(&pv, 1));
   conn->priv = pv;
-  pv->ptr_type = (f->flags & CONN_FLAG_HOSTMEM) ? NCCL_PTR_HOST : NCCL_PTR_CUDA;
   if (posix_memalign((void**)&pv->hdrs, 64, NCCL_STEPS * sizeof(proxy_hdr_t)) != 0) {
     WARN("Proxy: out of memory for %zu header bytes", NCCL_STEPS * sizeof(proxy_hdr_t));
     res = ncclSystemError;
@@ -458,18 +506,7 @@ ncclResult_t proxy_add_conn(proxy_state_t* proxy, proxy_conn_t* conn) {
   CHECK_GOTO(conn->net->regMr(conn->net_comm, pv->hdrs, NCCL_STEPS * sizeof(proxy_hdr_t),
                               NCCL_PTR_HOST, &pv->mh_hdrs),
              res, fail);
-  if (conn->is_send) {
-    for (int i = 0; i < PROTO_COUNT; i++)
-      if (f->buffs[i] != NULL && f->buff_bytes[i] > 0)
-        CHECK_GOTO(conn->net->regMr(conn->net_comm, f->buffs[i], (size_t)f->buff_bytes[i],
-                                    pv->ptr_type, &pv->mh_buffs[i]),
-                   res, fail);
-  } else {
-    if (f->buffs[PROTO_SIMPLE] != NULL && f->buff_bytes[PROTO_SIMPLE] > 0)
-      CHECK_GOTO(conn->net->regMr(conn->net_comm, f->buffs[PROTO_SIMPLE],
-                                  (size_t)f->buff_bytes[PROTO_SIMPLE], pv->ptr_type,
-                                  &pv->mh_buffs[PROTO_SIMPLE]),
-                 res, fail);
+  if (!conn->is_send) {
     pv->bounce_slot = fifo_slot_bytes(f, PROTO_LL);
     if (fifo_slot_bytes(f, PROTO_LL128) > pv->bounce_slot)
       pv->bounce_slot = fifo_slot_bytes(f, PROTO_LL128);

@@ -35,28 +35,10 @@ void topo_sysfs_gpu(const char* sysfs_root, topo_gpu_t* g) {
   if (line[0] != '\0') snprintf(g->cpus, sizeof(g->cpus), "%s", line);
   /* The device's real path: .../pci<domain>:<bus>/<bridge>/.../<bridge>/<the GPU>. */
   snprintf(path, sizeof(path), "%s/bus/pci/devices/%s", sysfs_root, busid);
-  if (realpath(path, real) == NULL) return;
-  char* host = NULL;
-  for (char* p = strstr(real, "/pci"); p != NULL; p = strstr(p + 1, "/pci")) host = p;
-  if (host == NULL) return;
-  char* rest = strchr(host + 1, '/');
-  char out[TOPO_PCI_PATH_MAX] = "";
-  size_t len = 0;
-  while (rest != NULL) {
-    char comp[64];
-    rest++;
-    size_t n = strcspn(rest, "/");
-    char* next = rest[n] == '/' ? rest + n : NULL;
-    if (next == NULL) break; /* the last component is the GPU itself */
-    snprintf(comp, sizeof(comp), "%.*s", (int)(n < sizeof(comp) - 1 ? n : sizeof(comp) - 1), rest);
-    if (topo_busid_parse(comp) >= 0) {
-      int w = snprintf(out + len, sizeof(out) - len, "%s%s", len ? "/" : "", comp);
-      if (w < 0 || (size_t)w >= sizeof(out) - len) return; /* too deep: leave unknown */
-      len += (size_t)w;
-    }
-    rest = next;
-  }
-  snprintf(g->pci_path, sizeof(g->pci_path), "%s", out);
+  int64_t self = -1;
+  char chain[TOPO_PCI_PATH_MAX];
+  if (realpath(path, real) != NULL && topo_sysfs_pci_chain(real, chain, &self))
+    snprintf(g->pci_path, sizeof(g->pci_path), "%s", chain);
 }
 
 /* ---- CUDA runtime facts (for GPUs this process sees) --------------------------------------------
@@ -116,6 +98,27 @@ static void gpu_log(const topo_system_t* sys) {
       INFO(NCCL_GRAPH, "Topology: %s <-> %s %s, %d direct NVLinks, %.1f GB/s", a, b,
            topo_path_names[sys->paths[k]], sys->nvlinks[k], sys->bw[k]);
     }
+  }
+}
+
+static void nic_log(const topo_system_t* sys) {
+  if (!LOG_ENABLED(NCCL_LOG_INFO)) return;
+  for (int i = 0; i < sys->nnics; i++) {
+    const topo_nic_t* n = &sys->nics[i];
+    char id[TOPO_BUSID_LEN], line[256] = "";
+    size_t used = 0;
+    topo_busid_format(n->bus_id, id);
+    for (int g = 0; g < sys->ngpus && used < sizeof(line); g++) {
+      char gid[TOPO_BUSID_LEN];
+      topo_busid_format(sys->gpus[g].bus_id, gid);
+      used += (size_t)snprintf(line + used, sizeof(line) - used, " %s:%s", gid,
+                               topo_path_names[topo_gpu_nic_path(&sys->gpus[g], n)]);
+    }
+    INFO(NCCL_GRAPH,
+         "Topology: NIC %s%s%.0d %s, %s, %d Mb/s, PCI %s NUMA %d bridges %s; GPU paths%s", n->name,
+         n->port ? ":" : "", n->port, n->rdma ? "RDMA" : "Ethernet", n->active ? "active" : "down",
+         n->speed_mbps, n->bus_id >= 0 ? id : "none (virtual)", n->numa,
+         n->pci_path[0] ? n->pci_path : "-", used ? line : " -");
   }
 }
 
@@ -215,11 +218,13 @@ ncclResult_t topo_system_detect(const peer_info_t* peers, int nranks, int my_ran
       }
     }
   }
+  CHECK_GOTO(topo_nics_detect(&sys->nics, &sys->nnics), res, out);
   INFO(NCCL_INIT | NCCL_GRAPH,
        "Topology: %d GPU(s) on this host (%d from %s, NVML %s), %d channels", n, from_file,
        file_path ? file_path : "no NCCL_TOPO_FILE", nvml_ok ? "used" : "unavailable",
        topo_system_nchannels(sys));
   gpu_log(sys);
+  nic_log(sys);
   if (file != NULL) { /* what the file said beyond the GPUs goes into dumps */
     sys->xml = file->xml;
     file->xml = NULL;

@@ -153,6 +153,7 @@ int topo_system_gpu(const topo_system_t* sys, int64_t bus_id) {
 void topo_system_free(topo_system_t* sys) {
   if (sys == NULL) return;
   free(sys->gpus);
+  free(sys->nics);
   free(sys->nvlinks);
   free(sys->paths);
   free(sys->bw);

@@ -4,17 +4,19 @@
 #ifndef BATON_TOPO_H
 #define BATON_TOPO_H
 
+#include <sched.h>
+
 #include "base/base.h"
 
 /* What every rank publishes about itself at init (allgathered through the bootstrap). */
 typedef struct peer_info {
   int rank;
-  int cuda_dev;        /* CUDA device ordinal in its process, -1 for the host executor */
-  int64_t bus_id;      /* PCI bus id of the GPU, -1 without one */
-  uint64_t host_hash;  /* host_hash(): equal means same host */
-  uint64_t pid_hash;   /* pid_hash(): equal means same process */
-  uint64_t shm_dev;    /* st_dev of /dev/shm: equal means SHM can be shared */
-  int pid;             /* for liveness checks of peers on the same host (same pid namespace) */
+  int cuda_dev;       /* CUDA device ordinal in its process, -1 for the host executor */
+  int64_t bus_id;     /* PCI bus id of the GPU, -1 without one */
+  uint64_t host_hash; /* host_hash(): equal means same host */
+  uint64_t pid_hash;  /* pid_hash(): equal means same process */
+  uint64_t shm_dev;   /* st_dev of /dev/shm: equal means SHM can be shared */
+  int pid;            /* for liveness checks of peers on the same host (same pid namespace) */
 } peer_info_t;
 
 /* ---- Rings and trees (pure functions) ------------------------------------------------------ */
@@ -29,7 +31,8 @@ void topo_ring_order(int nranks, const int* hosts, int channel, bool both_ways, 
 #define TOPO_TREE_MAX_CHILDREN 3
 void topo_dbtree(int nranks, int rank, int tree, int* up, int* down);
 
-/* ---- Tuning model ------------------------------------------------------------------------------ */
+/* ---- Tuning model ------------------------------------------------------------------------------
+ */
 /* Estimated time in microseconds of one operation: latency + bytes / bandwidth per algorithm and
  * protocol, from the number of ranks, hosts and channels and the link kind. Returns a negative
  * value for a combination that is not supported. func/algo/proto use the device.h enums. */
@@ -41,7 +44,7 @@ typedef struct topo_tuning {
   double inter_bw_gbs;
   double intra_lat_us; /* per hop */
   double inter_lat_us;
-  bool gpu;            /* LL128 is only offered on GPUs */
+  bool gpu; /* LL128 is only offered on GPUs */
 } topo_tuning_t;
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes);
 
@@ -88,12 +91,12 @@ extern const char* const topo_path_names[TOPO_PATH_COUNT]; /* "LOC", "NVL", ... 
 #define TOPO_PCI_PATH_MAX 256
 
 typedef struct topo_gpu {
-  int64_t bus_id;     /* numeric form, as peer_info_t.bus_id */
-  int rank;           /* lowest rank using this GPU, -1 none */
-  int dev;            /* that rank's CUDA ordinal (in its own process), -1 unknown */
-  int sm;             /* compute capability x 10 (90: Hopper), 0 unknown */
-  int numa;           /* NUMA node, -1 unknown */
-  int nvswitch_links; /* NVLinks ending at an NVSwitch */
+  int64_t bus_id;                   /* numeric form, as peer_info_t.bus_id */
+  int rank;                         /* lowest rank using this GPU, -1 none */
+  int dev;                          /* that rank's CUDA ordinal (in its own process), -1 unknown */
+  int sm;                           /* compute capability x 10 (90: Hopper), 0 unknown */
+  int numa;                         /* NUMA node, -1 unknown */
+  int nvswitch_links;               /* NVLinks ending at an NVSwitch */
   char cpus[TOPO_CPUS_MAX];         /* local CPUs as a Linux list ("0-31,64-95"), "" unknown */
   char pci_path[TOPO_PCI_PATH_MAX]; /* PCI bridges below the host bridge, '/'-separated bus ids */
   bool placed_only; /* from a file that gave only where it sits (numa, cpus, pci_path) */
@@ -101,10 +104,25 @@ typedef struct topo_gpu {
 
 /* What a topology file said beyond the GPUs (src/topo/xml_info.h), kept for dumps. */
 typedef struct topo_xml_info topo_xml_info_t;
+/* A network device of this host: an RDMA port (InfiniBand or RoCE) or an Ethernet interface with a
+ * PCI function. */
+#define TOPO_NIC_NAME_MAX 32
+typedef struct topo_nic {
+  char name[TOPO_NIC_NAME_MAX]; /* "mlx5_0" (RDMA device) or "eth0" */
+  int port;                     /* RDMA port number; 0 for an interface */
+  bool rdma;
+  bool active;                      /* port ACTIVE, or interface operationally up */
+  int speed_mbps;                   /* 0: unknown */
+  int64_t bus_id;                   /* its PCI function; -1: not a PCI device (virtual) */
+  int numa;                         /* -1: unknown */
+  char pci_path[TOPO_PCI_PATH_MAX]; /* PCI bridges above it, as topo_gpu_t's */
+} topo_nic_t;
 
 typedef struct topo_system {
   int ngpus;
-  topo_gpu_t* gpus;   /* sorted by bus id */
+  topo_gpu_t* gpus; /* sorted by bus id */
+  int nnics;
+  topo_nic_t* nics;   /* this host's NICs: detected, or a parsed file's <net> elements */
   int* nvlinks;       /* [i * ngpus + j]: direct NVLinks from gpus[i] to gpus[j] */
   topo_path_t* paths; /* [i * ngpus + j] */
   double* bw;         /* [i * ngpus + j]: GB/s, one direction */
@@ -134,6 +152,31 @@ int64_t topo_busid_parse(const char* text); /* -1 when malformed */
 /* The CUDA ordinal of the GPU at bus_id in this process, -1 when this process does not see it
  * (CUDA_VISIBLE_DEVICES may hide it). */
 int topo_gpu_local_ordinal(int64_t bus_id);
+
+/* ---- NICs and affinity (nic.c, hwloc.c, numa.c) ------------------------------------------------
+ * NICs come from sysfs (/sys/class/infiniband ports, /sys/class/net interfaces backed by a PCI
+ * device); their PCI bridges and NUMA node from hwloc when libhwloc.so.15 loads (run time), else
+ * from sysfs. topo_system_detect fills sys->nics and logs them; NCCL_TOPO_DUMP_FILE lists them. */
+ncclResult_t topo_nics_detect(topo_nic_t** out, int* n);
+/* The NIC whose device is at sysfs_path (a real path under /sys/devices, as an ncclNet device's
+ * pciPath); false when the path is NULL or not a PCI device (a virtual NIC: Soft-RoCE, lo). */
+bool topo_nic_describe(const char* sysfs_path, topo_nic_t* out);
+/* The path between a GPU and a NIC, by the rules GPU pairs use (PIX, PXB, PHB, SYS); SYS when
+ * either is unknown (gpu NULL, a virtual NIC). */
+topo_path_t topo_gpu_nic_path(const topo_gpu_t* gpu, const topo_nic_t* nic);
+/* The GPU of bus_id in sys, NULL when unknown. */
+const topo_gpu_t* topo_system_gpu_info(const topo_system_t* sys, int64_t bus_id);
+
+/* CPU affinity for host threads serving a GPU: its local CPUs ("0-31,64-95"), restricted to the
+ * process's allowed CPUs unless NCCL_IGNORE_CPU_AFFINITY=1 (then the GPU's CPUs as they are).
+ * false (out untouched) when there is nothing to bind to: no GPU CPUs, or an empty intersection. */
+bool topo_cpu_affinity(const char* gpu_cpus, const cpu_set_t* allowed, bool ignore_mask,
+                       cpu_set_t* out);
+/* Parses a Linux CPU list ("0-3,8,10-11"); false when malformed. */
+bool topo_cpulist_parse(const char* text, cpu_set_t* out);
+/* Places [ptr, ptr + bytes) on NUMA node (libnuma, loaded at run time; before the pages are first
+ * touched). false, with one INFO line per process, when libnuma is absent or node < 0. */
+bool topo_numa_bind_memory(void* ptr, size_t bytes, int node);
 
 /* XML in stock NCCL's format (xml_info.h; Baton's earlier form is read too): text in memory
  * (format allocates *text_out; free() it) and files. Parse errors WARN with name:line and return

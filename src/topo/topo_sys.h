@@ -36,6 +36,18 @@ void topo_read_line(const char* path, char* buf, size_t len);
  * "/sys", or a fake tree in tests). Missing entries leave the unknown values; never fails. */
 void topo_sysfs_gpu(const char* sysfs_root, topo_gpu_t* g);
 
+/* The first line of a small file without its newline; "" when it cannot be read. */
+void topo_read_line(const char* path, char* buf, size_t len);
+/* The PCI function a sysfs device path (a real path under /sys/devices) belongs to: the last
+ * bus-id component is the function (*self), the bus ids before it are its bridges (out, as
+ * topo_gpu_t.pci_path). false when the path has no PCI component (a virtual device). */
+bool topo_sysfs_pci_chain(const char* real_path, char out[TOPO_PCI_PATH_MAX], int64_t* self);
+/* Where hwloc (loaded at run time) puts the PCI function bus_id: its bridges and NUMA node.
+ * false when hwloc is unavailable or does not know the function (src/topo/hwloc.c). */
+bool topo_hwloc_pci(int64_t bus_id, char path[TOPO_PCI_PATH_MAX], int* numa);
+/* NICs below sysfs_root ("/sys", or a fake tree in tests), with their facts from sysfs only. */
+ncclResult_t topo_nics_scan(const char* sysfs_root, topo_nic_t** out, int* n);
+
 /* What NVML says about one GPU. */
 typedef struct topo_nvml_gpu {
   int sm;             /* 0 unknown */

@@ -51,6 +51,8 @@ typedef struct xml_parser {
   int cur_gpu;        /* index in gpus, -1 outside a gpu */
   bool gpu_busid_own; /* the current gpu named its bus id itself (Baton's form) */
   int cur_nic;        /* index in info->nics, -1 outside a nic */
+  topo_nic_t* nets;   /* every <net>, as the system's NICs (topo_system_t.nics) */
+  int nnets, nets_cap;
   topo_gpu_t* gpus;
   int ngpus, gpus_cap;
   xml_link_t* links;
@@ -353,11 +355,42 @@ static ncclResult_t xml_open_nic(xml_parser_t* x, const xml_attr_t* attrs, int n
   return ncclSuccess;
 }
 
+/* A <net> as one of the system's NICs: name, port and speed (stock's attributes); rdma and active
+ * are Baton's (a file without them: a port >= 1 is an RDMA port, as stock numbers them, and every
+ * listed port is up, since stock lists only those). */
+static ncclResult_t xml_add_net(xml_parser_t* x, const topo_xml_nic_t* nic, const xml_attr_t* attrs,
+                                int n) {
+  topo_nic_t d = {.bus_id = nic->bus_id, .numa = nic->numa};
+  const char* name = xml_attr_get(attrs, n, "name");
+  size_t len = name != NULL ? strlen(name) : 0;
+  if (len >= sizeof(d.name))
+    return xml_error(x, "<net name>: longer than %d characters", (int)sizeof(d.name) - 1);
+  memcpy(d.name, name != NULL ? name : "", len);
+  memcpy(d.pci_path, nic->pci_path, sizeof(d.pci_path));
+  int rdma = 0, active = 1;
+  CHECK(xml_int(x, attrs, n, "net", "port", 0, 0, &d.port));
+  CHECK(xml_int(x, attrs, n, "net", "speed", 0, 0, &d.speed_mbps));
+  CHECK(xml_int(x, attrs, n, "net", "rdma", d.port >= 1, 0, &rdma));
+  CHECK(xml_int(x, attrs, n, "net", "active", 1, 0, &active));
+  d.rdma = rdma != 0;
+  d.active = active != 0;
+  if (x->nnets == x->nets_cap) {
+    int cap = x->nets_cap ? 2 * x->nets_cap : 8;
+    topo_nic_t* p = realloc(x->nets, (size_t)cap * sizeof(*p));
+    if (p == NULL) return xml_oom(x);
+    x->nets = p;
+    x->nets_cap = cap;
+  }
+  x->nets[x->nnets++] = d;
+  return ncclSuccess;
+}
+
 static ncclResult_t xml_open_net(xml_parser_t* x, const xml_attr_t* attrs, int n) {
   static const char* const none[] = {NULL};
   topo_xml_nic_t* nic = &x->info->nics[x->cur_nic];
   int dev = 0;
   CHECK(xml_int(x, attrs, n, "net", "dev", 0, 0, &dev)); /* stock needs it: check it */
+  CHECK(xml_add_net(x, nic, attrs, n));
   char* text = NULL;
   CHECK(xml_attrs_text(x, attrs, n, none, &text));
   size_t old = nic->nets ? strlen(nic->nets) : 0, add = text ? strlen(text) : 0;
@@ -708,8 +741,12 @@ ncclResult_t topo_xml_parse(const char* text, const char* name, topo_system_t** 
   if (res == ncclSuccess) {
     (*out)->xml = x->info;
     x->info = NULL;
+    (*out)->nics = x->nets;
+    (*out)->nnics = x->nnets;
+    x->nets = NULL;
   }
   topo_xml_info_free(x->info);
+  free(x->nets);
   free(links);
   free(x->gpus);
   free(x->links);

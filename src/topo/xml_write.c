@@ -194,7 +194,8 @@ static void xml_local_pci(int64_t bus_id, const char* def_class, char* out, size
 /* A leaf of the tree: a GPU or a NIC (other device), with where it sits. */
 typedef struct xml_leaf {
   bool gpu;
-  int index; /* in sys->gpus, or in sys->xml->nics */
+  int index;                 /* in sys->gpus (a GPU) */
+  const topo_xml_nic_t* nic; /* a NIC */
   int numa;
   const char* cpus;
   const char* path;
@@ -291,8 +292,7 @@ static void xml_write_nets(FILE* f, const char* nets, int depth) {
   }
 }
 
-static void xml_write_nic(FILE* f, const topo_system_t* sys, int i, int depth) {
-  const topo_xml_nic_t* nic = &sys->xml->nics[i];
+static void xml_write_nic(FILE* f, const topo_system_t* sys, const topo_xml_nic_t* nic, int depth) {
   bool has_nets = nic->nets != NULL && nic->nets[0] != '\0';
   if (nic->bus_id >= 0) {
     xml_open_pci(f, sys, nic->bus_id, "0x020000", depth, !has_nets);
@@ -321,7 +321,7 @@ static void xml_write_level(FILE* f, const topo_system_t* sys, const xml_leaf_t*
       if (leaves[i].gpu)
         xml_write_gpu(f, sys, leaves[i].index, depth);
       else
-        xml_write_nic(f, sys, leaves[i].index, depth);
+        xml_write_nic(f, sys, leaves[i].nic, depth);
       i++;
       continue;
     }
@@ -353,12 +353,78 @@ static void xml_write_cpu(FILE* f, const topo_system_t* sys, const xml_leaf_t* l
   fprintf(f, "%s>\n", attrs ? attrs : local_cpu);
 }
 
+/* The NICs a dump lists: those of the file the system came from, else the detected ones (sys->nics)
+ * in the file's form: one <nic> per PCI function (its ports as <net> elements, in stock's
+ * attributes plus Baton's rdma and active), placed by the NIC's NUMA node and PCI path. *own is
+ * what the caller frees (NULL when the file's list is used). */
+static ncclResult_t xml_dump_nics(const topo_system_t* sys, const topo_xml_nic_t** nics_out,
+                                  int* n_out, topo_xml_nic_t** own) {
+  *own = NULL;
+  if (sys->xml != NULL && sys->xml->nnics > 0) {
+    *nics_out = sys->xml->nics;
+    *n_out = sys->xml->nnics;
+    return ncclSuccess;
+  }
+  *nics_out = NULL;
+  *n_out = 0;
+  if (sys->nnics == 0) return ncclSuccess;
+  topo_xml_nic_t* out = NULL;
+  CHECK(MEM_CALLOC(&out, (size_t)sys->nnics));
+  int n = 0;
+  for (int i = 0; i < sys->nnics; i++) {
+    const topo_nic_t* d = &sys->nics[i];
+    topo_xml_nic_t* x = NULL; /* a port of a function already listed joins its <nic> */
+    for (int k = 0; k < n && d->bus_id >= 0 && x == NULL; k++)
+      if (out[k].bus_id == d->bus_id) x = &out[k];
+    if (x == NULL) {
+      x = &out[n++];
+      x->numa = d->numa;
+      x->bus_id = d->bus_id;
+      snprintf(x->pci_path, sizeof(x->pci_path), "%s", d->pci_path);
+      for (int g = 0; g < sys->ngpus && x->cpus[0] == '\0'; g++) /* its <cpu>: as the GPUs' */
+        if (sys->gpus[g].numa == d->numa) snprintf(x->cpus, sizeof(x->cpus), "%s", sys->gpus[g].cpus);
+    }
+    char line[256];
+    int w = snprintf(line, sizeof(line),
+                     "<net name=\"%s\" dev=\"%d\" speed=\"%d\" port=\"%d\" latency=\"0\" "
+                     "maxconn=\"65536\" gdr=\"0\" rdma=\"%d\" active=\"%d\"/>",
+                     d->name, i, d->speed_mbps, d->port, d->rdma ? 1 : 0, d->active ? 1 : 0);
+    size_t old = x->nets ? strlen(x->nets) : 0;
+    char* grown = realloc(x->nets, old + (size_t)w + 2);
+    if (grown == NULL) {
+      for (int k = 0; k < n; k++) free(out[k].nets);
+      free(out);
+      WARN("Topology: out of memory listing NICs");
+      return ncclSystemError;
+    }
+    x->nets = grown;
+    snprintf(x->nets + old, (size_t)w + 2, "%s%s", old ? "\n" : "", line);
+  }
+  *nics_out = out;
+  *n_out = n;
+  *own = out;
+  return ncclSuccess;
+}
+
+static void xml_dump_nics_free(topo_xml_nic_t* own, int n) {
+  for (int k = 0; own != NULL && k < n; k++) free(own[k].nets);
+  free(own);
+}
+
 ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
   char* buf = NULL;
   size_t len = 0;
-  int nnics = sys->xml ? sys->xml->nnics : 0, n = sys->ngpus + nnics;
+  const topo_xml_nic_t* nics = NULL;
+  topo_xml_nic_t* own_nics = NULL;
+  int nnics = 0;
+  CHECK(xml_dump_nics(sys, &nics, &nnics, &own_nics));
+  int n = sys->ngpus + nnics;
   xml_leaf_t* leaves = NULL;
-  CHECK(MEM_CALLOC(&leaves, (size_t)n));
+  ncclResult_t res = MEM_CALLOC(&leaves, (size_t)(n > 0 ? n : 1));
+  if (res != ncclSuccess) {
+    xml_dump_nics_free(own_nics, nnics);
+    return res;
+  }
   for (int i = 0; i < sys->ngpus; i++) {
     const topo_gpu_t* g = &sys->gpus[i];
     leaves[i] = (xml_leaf_t){.gpu = true,
@@ -369,9 +435,9 @@ ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
                              .bus_id = g->bus_id};
   }
   for (int i = 0; i < nnics; i++) {
-    const topo_xml_nic_t* nic = &sys->xml->nics[i];
+    const topo_xml_nic_t* nic = &nics[i];
     leaves[sys->ngpus + i] = (xml_leaf_t){.gpu = false,
-                                          .index = i,
+                                          .nic = nic,
                                           .numa = nic->numa,
                                           .cpus = nic->cpus,
                                           .path = nic->pci_path,
@@ -382,6 +448,7 @@ ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
   if (f == NULL) {
     WARN("Topology: open_memstream failed: %s", strerror(errno));
     free(leaves);
+    xml_dump_nics_free(own_nics, nnics);
     return ncclSystemError;
   }
   char local_cpu[256];
@@ -401,6 +468,7 @@ ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
   bool failed = ferror(f) != 0;
   fclose(f);
   free(leaves);
+  xml_dump_nics_free(own_nics, nnics);
   if (failed || buf == NULL) {
     WARN("Topology: formatting the XML failed (out of memory?)");
     free(buf);

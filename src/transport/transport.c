@@ -113,6 +113,7 @@ ncclResult_t transport_ctx_init(transport_ctx_t* ctx) {
   ctx->send = send;
   ctx->recv = recv;
   ctx->proxy = NULL;
+  ctx->net = NULL;
   return ncclSuccess;
 }
 
@@ -322,5 +323,6 @@ ncclResult_t transport_ctx_free(transport_ctx_t* ctx) {
   }
   ctx->send = NULL;
   ctx->recv = NULL;
+  transport_net_release(ctx);
   return ncclSuccess;
 }

@@ -9,19 +9,20 @@
 #include "base/base.h"
 #include "bootstrap/bootstrap.h"
 #include "device/device.h"
+#include "net/net.h"
 #include "topo/topo.h"
 
 struct proxy_state;
 
 /* One endpoint of a connection, owned by the transport context. */
 typedef struct conn {
-  conn_fifo_t fifo;               /* what the executor drives */
+  conn_fifo_t fifo; /* what the executor drives */
   const struct transport_ops* transport;
   int channel;
   int peer;
   int is_send;
-  void* priv;                     /* transport's resources (mappings, net comms) */
-  char desc[32];                  /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
+  void* priv;    /* transport's resources (mappings, net comms) */
+  char desc[32]; /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
 } conn_t;
 
 /* Per communicator. */
@@ -29,25 +30,25 @@ typedef struct transport_ctx {
   int rank;
   int nranks;
   int nchannels;
-  const peer_info_t* peers;      /* nranks entries */
+  const peer_info_t* peers; /* nranks entries */
   bootstrap_t* bootstrap;
   volatile uint32_t* abort_flag;
-  char* err_buf;                 /* the communicator's last-error text, handed to the proxy */
+  char* err_buf; /* the communicator's last-error text, handed to the proxy */
   size_t err_len;
-  uint64_t comm_hash;            /* names shared-memory segments */
-  int traffic_class;             /* ncclConfig_t.trafficClass for network connections, or
-                                    NCCL_CONFIG_UNDEF_INT */
-  struct proxy_state* proxy;     /* started on first NET connection */
-  int buff_bytes[PROTO_COUNT];   /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
-  conn_t** send;                 /* [channel * nranks + peer], NULL until connected */
+  uint64_t comm_hash;          /* names shared-memory segments */
+  struct proxy_state* proxy;   /* started on first NET connection */
+  struct net_state* net;       /* the NET transport's network and its context (net.c) */
+  int traffic_class;           /* ncclConfig_t.trafficClass, NCCL_CONFIG_UNDEF_INT: unset */
+  int buff_bytes[PROTO_COUNT]; /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
+  conn_t** send;               /* [channel * nranks + peer], NULL until connected */
   conn_t** recv;
   /* The CUDA executor drives this communicator's FIFOs on device peers[rank].cuda_dev: FIFO memory
    * must be device-accessible (false: the host executor; P2P is then never chosen). All ranks of
    * a communicator must agree. */
   bool cuda_exec;
-  bool no_ll128;                 /* with cuda_exec: the planner never uses LL128 (no NVLink path),
-                                    so FIFOs get no LL128 buffer */
-  const topo_system_t* topo;     /* this host's GPUs (topo_system_detect), NULL: paths unknown */
+  bool no_ll128;             /* with cuda_exec: the planner never uses LL128 (no NVLink path),
+                                so FIFOs get no LL128 buffer */
+  const topo_system_t* topo; /* this host's GPUs (topo_system_detect), NULL: paths unknown */
 } transport_ctx_t;
 
 /* Connect info travels from the receiver to the sender through the bootstrap. */
@@ -87,6 +88,10 @@ conn_t* transport_conn(const transport_ctx_t* ctx, int channel, int peer, int is
 ncclResult_t transport_peer_check(transport_ctx_t* ctx, int peer);
 ncclResult_t transport_ctx_free(transport_ctx_t* ctx);
 
+/* Releases what the NET transport holds for the context (its network context), after every
+ * connection and the proxy are gone. */
+void transport_net_release(transport_ctx_t* ctx);
+
 /* Checks /dev/shm has room for bytes (statvfs); WARN with the size needed and the fix. */
 ncclResult_t shm_check_space(size_t bytes);
 
@@ -115,6 +120,44 @@ typedef enum {
 } p2p_verdict_t;
 p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t* me,
                                    const peer_info_t* peer);
+
+/* ---- NIC choice for NET connections (net.c) ----------------------------------------------------
+ * The NIC of a connection, from the rank's NICs closest to its GPU (near[0..nnear), of ndev): the
+ * receiver (rail < 0) takes near[channel % nnear]; the sender follows the receiver's NIC index
+ * `rail` (its rail) under NCCL_CROSS_NIC 0 always, 2 when that NIC is among its closest, 1 never.
+ */
+int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
+                           int cross_nic);
+
+/* ---- GPUDirect RDMA for NET connections (net_gdr.c) -------------------------------------------
+ * A connection's Simple buffer may live in GPU memory that the NIC reads (send) or writes
+ * (receive) directly. transport_net_gdr decides, from facts gathered by the NET transport, and
+ * says why in why[len]; off, the buffer is host memory (staging). */
+typedef enum { NET_GDR_OFF = 0, NET_GDR_DMABUF, NET_GDR_PEERMEM } net_gdr_mode_t;
+typedef struct net_gdr_query {
+  bool cuda_exec;       /* the CUDA executor drives the connection */
+  bool is_send;         /* a send: the NIC reads GPU memory (NCCL_NET_GDR_READ) */
+  int nic_ptr_support;  /* ncclNetProperties_t.ptrSupport of the NIC */
+  bool gpu_gdr;         /* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED */
+  bool gpu_dmabuf;      /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+  int gpu_sm;           /* compute capability x 10 */
+  bool gpu_nvlink_peer; /* an NVLink to another GPU of the host, or the host's only GPU */
+  topo_path_t path;     /* GPU-NIC */
+  topo_path_t max_path; /* NCCL_NET_GDR_LEVEL (transport_net_gdr_level) */
+  int gdr_read;         /* NCCL_NET_GDR_READ: 1, 0, or -1 (from Ampere on) */
+  bool dmabuf_enable;   /* NCCL_DMABUF_ENABLE */
+} net_gdr_query_t;
+net_gdr_mode_t transport_net_gdr(const net_gdr_query_t* q, char* why, size_t len);
+const char* transport_net_gdr_name(net_gdr_mode_t m);
+topo_path_t transport_net_gdr_level(void); /* NCCL_NET_GDR_LEVEL, default PXB */
+/* Whether CUDA device cuda_dev supports GPUDirect RDMA and dma-buf export (false without one). */
+void transport_net_gdr_caps(int cuda_dev, bool* gdr, bool* dmabuf);
+/* Zeroed GPU memory of at least bytes (page multiple in *alloc) on the current device; with
+ * NET_GDR_DMABUF also its dma-buf descriptor (*fd, else -1). An error (INFO only) means: stage
+ * through host memory instead. */
+ncclResult_t transport_net_gdr_alloc(size_t bytes, net_gdr_mode_t mode, void** ptr, size_t* alloc,
+                                     int* fd);
+void transport_net_gdr_free(void* ptr, int fd);
 
 /* ---- Host FIFO memory for the CUDA executor (gpu_mem.c) --------------------------------------
  * SHM and NET FIFOs live in host memory; when ctx->cuda_exec they must be registered and mapped

@@ -143,6 +143,16 @@ void itest_op_release(itest_op_t* o);
 /* prepare + post + check + release. */
 int itest_op_run(ncclComm_t comm, const itest_case_t* c);
 
+/* Case idx of the multi-host matrix (idx < 2 * 4 * IT_FUNC_COUNT): counts[idx / 36] elements,
+ * types[(idx / IT_FUNC_COUNT) % 4], every function, with ops, roots and in-place use rotating so
+ * that each combination appears; seeds seed0 + idx. */
+#define ITEST_HOSTS_CASES (2 * 4 * IT_FUNC_COUNT)
+itest_case_t itest_hosts_case(int idx, const size_t counts[2], const ncclDataType_t types[4],
+                              int nranks, uint32_t seed0);
+/* Elements of the defined output at o->recv after case c on rank (scratch parts of an in-place
+ * buffer and non-root outputs left out). */
+size_t itest_output_elems(const itest_case_t* c, int rank, int nranks);
+
 /* Deterministic pseudo-random bytes for copies, values for reductions. */
 uint64_t itest_hash(uint64_t a, uint64_t b, uint64_t c);
 void itest_fill_bytes(void* buf, size_t bytes, int rank, uint32_t seed, size_t first_byte);

@@ -614,6 +614,34 @@ void itest_op_release(itest_op_t* o) {
   memset(o, 0, sizeof(*o));
 }
 
+itest_case_t itest_hosts_case(int idx, const size_t counts[2], const ncclDataType_t types[4],
+                              int nranks, uint32_t seed0) {
+  int f = idx % IT_FUNC_COUNT, ti = (idx / IT_FUNC_COUNT) % 4, k = idx / (4 * IT_FUNC_COUNT);
+  itest_case_t c = {.func = f,
+                    .dtype = types[ti],
+                    .op = itest_func_reduces(f) ? (ti + f + k) % IT_OP_COUNT : IT_SUM,
+                    .count = counts[k],
+                    .root = (f + k) % nranks,
+                    .inplace = (f + ti) % 2 == 1 && f < IT_ALLTOALL,
+                    .seed = seed0 + (uint32_t)idx};
+  return c;
+}
+
+size_t itest_output_elems(const itest_case_t* c, int rank, int nranks) {
+  bool root = rank == c->root;
+  switch (c->func) {
+    case IT_ALLGATHER:
+    case IT_ALLTOALL:
+      return c->count * (size_t)nranks;
+    case IT_GATHER:
+      return root ? c->count * (size_t)nranks : 0;
+    case IT_REDUCE:
+      return root ? c->count : 0;
+    default:
+      return c->count;
+  }
+}
+
 int itest_op_run(ncclComm_t comm, const itest_case_t* c) {
   itest_op_t o;
   if (itest_op_prepare(&o, comm, c) != 0) {

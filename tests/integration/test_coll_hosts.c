@@ -44,22 +44,10 @@ static int hosts_body(itest_rank_t* r, void* arg) {
   const hosts_cfg_t* cfg = arg;
   IT_EXPECT(r->comms[0]->nnodes == r->opts->nhosts, "comm sees %d hosts, expected %d",
             r->comms[0]->nnodes, r->opts->nhosts);
-  uint32_t seed = 300;
   static const ncclDataType_t types[4] = {ncclFloat32, ncclInt8, ncclFloat16, ncclUint64};
-  for (int k = 0; k < 2; k++) {
-    for (int ti = 0; ti < 4; ti++) {
-      for (int f = 0; f < IT_FUNC_COUNT; f++) {
-        int op = itest_func_reduces(f) ? (ti + f + k) % IT_OP_COUNT : IT_SUM;
-        itest_case_t c = {.func = f,
-                          .dtype = types[ti],
-                          .op = op,
-                          .count = cfg->counts[k],
-                          .root = (f + k) % r->nranks,
-                          .inplace = (f + ti) % 2 == 1 && f < IT_ALLTOALL,
-                          .seed = seed++};
-        if (itest_op_run(r->comms[0], &c)) return 1;
-      }
-    }
+  for (int i = 0; i < ITEST_HOSTS_CASES; i++) {
+    itest_case_t c = itest_hosts_case(i, cfg->counts, types, r->nranks, 300);
+    if (itest_op_run(r->comms[0], &c)) return 1;
   }
   /* A ring exchange by Send/Recv, so that every pair along the ring carried data. */
   int n = r->nranks, me = r->rank;

@@ -1,14 +1,13 @@
 /* The built-in socket network through the ncclNet API (loopback): devices and properties, message
  * order, messages split over NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS streams, closed peers,
- * truncation; and network selection: NCCL_NET_PLUGIN (none, missing, no symbol, a v8 plugin built
- * here), NCCL_NET forcing a name. */
+ * truncation. Network selection and plugins: test_net_plugin.c. */
 #include <check.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "fork_ranks.h"
-#include "transport/net.h"
+#include "net/net.h"
 #include "unit.h"
 
 #define WAIT_NS (10ull * 1000000000ull)
@@ -35,11 +34,10 @@ static pair_t connect_pair(const ncclNet_t* net) {
   void* listen = NULL;
   pair_t p = {NULL, NULL};
   ncclNetDeviceHandle_t* dh = NULL;
-  ncclNetCommConfig_t cfg = {.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF};
-  ck_assert_int_eq(net->listen(0, handle, &listen), ncclSuccess);
+  ck_assert_int_eq(net->listen(NULL, 0, handle, &listen), ncclSuccess);
   /* connect may need several calls; the socket network finishes in one. */
   for (int i = 0; i < 1000 && p.send == NULL; i++)
-    ck_assert_int_eq(net->connect(0, &cfg, handle, &p.send, &dh), ncclSuccess);
+    ck_assert_int_eq(net->connect(NULL, 0, handle, &p.send, &dh), ncclSuccess);
   for (int i = 0; i < 1000 && p.recv == NULL; i++)
     ck_assert_int_eq(net->accept(listen, &p.recv, &dh), ncclSuccess);
   ck_assert_ptr_nonnull(p.send);
@@ -317,11 +315,11 @@ START_TEST(wrong_magic_is_rejected) {
   void* send = NULL;
   void* recv = NULL;
   ncclNetDeviceHandle_t* dh = NULL;
-  ck_assert_int_eq(net->listen(0, handle, &listen), ncclSuccess);
+  ck_assert_int_eq(net->listen(NULL, 0, handle, &listen), ncclSuccess);
   handle[0] ^= 0x55; /* the magic is the handle's first field */
   ck_assert_int_eq(net->accept(listen, &recv, &dh), ncclSuccess); /* nobody yet: no comm */
   ck_assert_ptr_null(recv);
-  ck_assert_int_eq(net->connect(0, NULL, handle, &send, &dh), ncclSuccess);
+  ck_assert_int_eq(net->connect(NULL, 0, handle, &send, &dh), ncclSuccess);
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < 10000 && res == ncclSuccess && recv == NULL; i++) {
     res = net->accept(listen, &recv, &dh);
@@ -332,117 +330,6 @@ START_TEST(wrong_magic_is_rejected) {
   ck_assert_ptr_nonnull(strstr(log_last_error(), "magic"));
   ck_assert_int_eq(net->closeSend(send), ncclSuccess);
   ck_assert_int_eq(net->closeListen(listen), ncclSuccess);
-}
-END_TEST
-
-/* ---- Selection ------------------------------------------------------------------------------ */
-static ncclResult_t select_with(const char* plugin, const char* forced, const ncclNet_t** out) {
-  unit_set_param("NCCL_SOCKET_IFNAME", "lo");
-  if (plugin)
-    unit_set_param("NCCL_NET_PLUGIN", plugin);
-  else {
-    unsetenv("NCCL_NET_PLUGIN");
-    param_reload();
-  }
-  if (forced)
-    unit_set_param("NCCL_NET", forced);
-  else {
-    unsetenv("NCCL_NET");
-    param_reload();
-  }
-  net_select_reset();
-  *out = NULL;
-  return net_select(out, NULL);
-}
-
-START_TEST(plugin_absent_or_unusable_falls_back_to_socket) {
-  char log[256];
-  fork_ranks_log_to_file("INFO", log, sizeof(log));
-  const ncclNet_t* net;
-  ck_assert_int_eq(select_with(NULL, NULL, &net), ncclSuccess);
-  ck_assert_ptr_eq(net, &net_socket);
-  ck_assert_int_eq(select_with("none", NULL, &net), ncclSuccess);
-  ck_assert_ptr_eq(net, &net_socket);
-  ck_assert_int_eq(select_with("doesnotexist", NULL, &net), ncclSuccess);
-  ck_assert_ptr_eq(net, &net_socket);
-  ck_assert_int_eq(select_with("libm.so.6", NULL, &net), ncclSuccess); /* no ncclNetPlugin symbol */
-  ck_assert_ptr_eq(net, &net_socket);
-  ck_assert_int_eq(select_with("none", "socket", &net), ncclSuccess);
-  ck_assert_ptr_eq(net, &net_socket);
-  const char* l1[] = {"libnccl-net-doesnotexist.so", NULL};
-  const char* l2[] = {"libm.so.6", "no ncclNetPlugin_v10", NULL};
-  const char* l3[] = {"NET/Socket : Using", "[0]lo:127.0.0.1", NULL};
-  ck_assert(fork_ranks_file_has_line(log, l1));
-  ck_assert(fork_ranks_file_has_line(log, l2));
-  ck_assert(fork_ranks_file_has_line(log, l3));
-  unlink(log);
-}
-END_TEST
-
-START_TEST(forced_network_must_exist) {
-  const ncclNet_t* net;
-  ck_assert_int_eq(select_with("none", "IB", &net), ncclInvalidUsage);
-  ck_assert_ptr_nonnull(strstr(log_last_error(), "IB"));
-  ck_assert_int_eq(select_with("none", "Bogus", &net), ncclInvalidArgument);
-  ck_assert_ptr_nonnull(strstr(log_last_error(), "Bogus"));
-  /* The choice sticks until reset. */
-  ck_assert_int_eq(net_select(&net, NULL), ncclInvalidArgument);
-}
-END_TEST
-
-/* A v8 plugin with one fake device, compiled here against src/transport/net.h. */
-static const char fake_plugin_src[] =
-    "#include \"transport/net.h\"\n"
-    "static ncclResult_t f_init(ncclDebugLogger_t l) { l(NCCL_LOG_INFO, NCCL_NET, \"fake\", 1, "
-    "\"FakeNet init called\"); return ncclSuccess; }\n"
-    "static ncclResult_t f_devices(int* n) { *n = 1; return ncclSuccess; }\n"
-    "static ncclResult_t f_props(int d, ncclNetProperties_v8_t* p) { p->name = \"fake0\"; "
-    "p->speed = 12345; p->ptrSupport = NCCL_PTR_HOST; p->maxRecvs = 1; return ncclSuccess; }\n"
-    "static ncclResult_t f_no(void) { return ncclInternalError; }\n"
-    "const ncclNet_v8_t ncclNetPlugin_v8 = { .name = \"Fake\", .init = f_init, .devices = "
-    "f_devices, .getProperties = f_props, .listen = (void*)f_no, .connect = (void*)f_no, .accept "
-    "= (void*)f_no, .regMr = (void*)f_no, .deregMr = (void*)f_no, .isend = (void*)f_no, .irecv = "
-    "(void*)f_no, .test = (void*)f_no, .closeSend = (void*)f_no, .closeRecv = (void*)f_no, "
-    ".closeListen = (void*)f_no };\n";
-
-START_TEST(v8_plugin_is_loaded_and_adapted) {
-  const char* src_dir = getenv("BATON_SOURCE_DIR");
-  ck_assert_ptr_nonnull(src_dir);
-  char dir[] = "/tmp/baton-netplugin-XXXXXX";
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  char src[PATH_MAX], lib[PATH_MAX], cmd[4 * PATH_MAX];
-  snprintf(src, sizeof(src), "%s/fake.c", dir);
-  snprintf(lib, sizeof(lib), "%s/libnccl-net-fake.so", dir);
-  FILE* f = fopen(src, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(fake_plugin_src, f);
-  fclose(f);
-  snprintf(cmd, sizeof(cmd), "cc -std=gnu11 -shared -fPIC -I%s/src -I%s/include -o %s %s", src_dir,
-           src_dir, lib, src);
-  ck_assert_int_eq(system(cmd), 0);
-
-  const ncclNet_t* net;
-  ck_assert_int_eq(select_with(lib, NULL, &net), ncclSuccess);
-  ck_assert_str_eq(net->name, "Fake");
-  ncclNetProperties_t props;
-  memset(&props, 0xff, sizeof(props));
-  ck_assert_int_eq(net->getProperties(0, &props), ncclSuccess);
-  ck_assert_str_eq(props.name, "fake0");
-  ck_assert_int_eq(props.speed, 12345);
-  ck_assert_int_eq(props.forceFlush, 0);
-  ck_assert_int_eq(props.vProps.ndevs, 1);
-  ck_assert_uint_eq(props.maxP2pBytes, INT_MAX);
-  int x = 0;
-  void* mh = NULL;
-  ck_assert_int_eq(net->regMrDmaBuf(NULL, &x, 4, NCCL_PTR_HOST, 0, -1, &mh), ncclInternalError);
-  ck_assert_ptr_nonnull(strstr(log_last_error(), "regMrDmaBuf"));
-  /* With the plugin loaded, NCCL_NET still picks a built-in by name. */
-  ck_assert_int_eq(select_with(lib, "Socket", &net), ncclSuccess);
-  ck_assert_ptr_eq(net, &net_socket);
-  net_select_reset();
-  unlink(src);
-  unlink(lib);
-  rmdir(dir);
 }
 END_TEST
 
@@ -458,9 +345,6 @@ int main(void) {
   tcase_add_test(tc, closed_receiver_fails_send_without_sigpipe);
   tcase_add_test(tc, truncated_receive_is_an_error);
   tcase_add_test(tc, wrong_magic_is_rejected);
-  tcase_add_test(tc, plugin_absent_or_unusable_falls_back_to_socket);
-  tcase_add_test(tc, forced_network_must_exist);
-  tcase_add_test(tc, v8_plugin_is_loaded_and_adapted);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }

@@ -22,11 +22,6 @@
  * their rows. They may be missing from both lists, and must not be marked unsupported here.
  * Remove a line when the branch that owns it is merged. */
 static const char* const pending_work[] = {
-    "NCCL_IB_*",                  /* issue 19: IB verbs network */
-    "NCCL_NET_GDR_*",             /* issue 19 */
-    "NCCL_DMABUF_ENABLE",         /* issue 19 */
-    "NCCL_CROSS_NIC",             /* issue 19 */
-    "NCCL_IGNORE_CPU_AFFINITY",   /* issue 19 */
     "NCCL_MULTI_RANK_GPU_ENABLE", /* issue 17 */
     "NCCL_GRAPH_REGISTER",        /* issue 17: registration */
     "NCCL_LOCAL_REGISTER",        /* issue 17 */

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
-#include "transport/net.h"
+#include "net/ib.h"
 
 #define SOCK_MIN_CHUNK (64 * 1024)
 #define SOCK_MAX_STREAMS 64
@@ -114,6 +114,7 @@ static socket_iface_t sock_ifaces[SOCK_MAX_DEVS]; /* a copy: stable while in use
 static int sock_nifaces;
 static char* sock_pci_paths[SOCK_MAX_DEVS];
 static int sock_speeds[SOCK_MAX_DEVS];
+static int sock_ctx_token;
 
 static int sock_read_speed(const char* ifname) {
   char path[128];
@@ -128,7 +129,8 @@ static int sock_read_speed(const char* ifname) {
 }
 
 /* Takes the bootstrap's interface choice (NCCL_SOCKET_IFNAME); refreshed when it changed. */
-static ncclResult_t sock_init(ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
+static ncclResult_t sock_init(void** ctx, uint64_t comm_id, ncclNetCommConfig_t* config,
+                              ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
   const socket_iface_t* ifs = NULL;
   int n = 0;
   CHECK(socket_default_interfaces(&ifs, &n));
@@ -152,7 +154,16 @@ static ncclResult_t sock_init(ncclDebugLogger_t log, ncclProfilerCallback_t prof
     INFO(NCCL_INIT | NCCL_NET, "NET/Socket : Using%s", line);
   }
   pthread_mutex_unlock(&sock_init_lock);
+  *ctx = &sock_ctx_token; /* the socket network keeps no per-communicator state */
   return ncclSuccess;
+}
+
+static ncclResult_t sock_finalize(void* ctx) {
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_set_net_attr(void* ctx, ncclNetAttr_t* attr) {
+  return ncclSuccess; /* hints; the socket network has nothing to tune with them */
 }
 
 static ncclResult_t sock_devices(int* ndev) {
@@ -168,9 +179,9 @@ static ncclResult_t sock_check_dev(int dev) {
   return ncclSuccess;
 }
 
-static ncclResult_t sock_get_properties(int dev, ncclNetProperties_v10_t* props) {
+static ncclResult_t sock_get_properties(int dev, ncclNetProperties_t* props) {
   CHECK(sock_check_dev(dev));
-  ncclNetProperties_v10_t p = {
+  ncclNetProperties_t p = {
       .name = (char*)sock_ifaces[dev].name,
       .pciPath = sock_pci_paths[dev],
       .guid = (uint64_t)dev,
@@ -187,6 +198,7 @@ static ncclResult_t sock_get_properties(int dev, ncclNetProperties_v10_t* props)
       .vProps = {.ndevs = 1, .devs = {dev}},
       .maxP2pBytes = 0x7fffffff, /* test() reports sizes as int */
       .maxCollBytes = 0x7fffffff,
+      .maxMultiRequestSize = 1,
   };
   *props = p;
   return ncclSuccess;
@@ -204,19 +216,23 @@ static void sock_stream_counts(int* nsocks, int* nthreads) {
   *nthreads = (int)t;
 }
 
-static ncclResult_t sock_listen(int dev, void* handle, void** listen_comm) {
-  sock_listen_t* l = NULL;
-  CHECK(sock_check_dev(dev));
-  CHECK(MEM_CALLOC(&l, 1));
-  socket_addr_t addr = sock_ifaces[dev].addr;
+ncclResult_t net_listen_any_port(const socket_addr_t* iface, socket_conn_t* out, uint64_t* magic) {
+  socket_addr_t addr = *iface;
   if (addr.sa.sa_family == AF_INET6)
     addr.sin6.sin6_port = 0;
   else
     addr.sin.sin_port = 0;
+  CHECK(socket_listen(&addr, NULL, out));
+  if (getrandom(magic, sizeof(*magic), 0) != sizeof(*magic)) *magic = clock_ns() ^ pid_hash();
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  sock_listen_t* l = NULL;
+  CHECK(sock_check_dev(dev));
+  CHECK(MEM_CALLOC(&l, 1));
   ncclResult_t res;
-  CHECK_GOTO(socket_listen(&addr, NULL, &l->sock), res, fail);
-  if (getrandom(&l->handle.magic, sizeof(l->handle.magic), 0) != sizeof(l->handle.magic))
-    l->handle.magic = clock_ns() ^ pid_hash();
+  CHECK_GOTO(net_listen_any_port(&sock_ifaces[dev].addr, &l->sock, &l->handle.magic), res, fail);
   l->handle.addr = l->sock.addr;
   sock_stream_counts(&l->handle.nsocks, &l->handle.nthreads);
   memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE);
@@ -305,8 +321,8 @@ static void sock_comm_free(sock_comm_t* c) {
   free(c);
 }
 
-static ncclResult_t sock_connect(int dev, ncclNetCommConfig_v10_t* config, void* handle,
-                                 void** send_comm, ncclNetDeviceHandle_v10_t** dev_comm) {
+static ncclResult_t sock_connect(void* ctx, int dev, void* handle, void** send_comm,
+                                 ncclNetDeviceHandle_t** dev_comm) {
   sock_handle_t h;
   sock_comm_t* c = NULL;
   ncclResult_t res;
@@ -329,7 +345,7 @@ fail:
 
 /* Does not block for the connector: returns a NULL comm until all its sockets have arrived. */
 static ncclResult_t sock_accept(void* listen_comm, void** recv_comm,
-                                ncclNetDeviceHandle_v10_t** dev_comm) {
+                                ncclNetDeviceHandle_t** dev_comm) {
   sock_listen_t* l = listen_comm;
   ncclResult_t res = ncclSuccess;
   char text[SOCK_NAME_MAX];
@@ -625,7 +641,7 @@ static ncclResult_t sock_irecv_consumed(void* recv_comm, int n, void* request) {
   return ncclInternalError;
 }
 
-static ncclResult_t sock_make_vdevice(int* d, ncclNetVDeviceProps_v10_t* props) {
+static ncclResult_t sock_make_vdevice(int* d, ncclNetVDeviceProps_t* props) {
   WARN("NET/Socket: virtual devices are not supported by the socket network");
   return ncclInternalError;
 }
@@ -660,4 +676,6 @@ const ncclNet_t net_socket = {
     .getDeviceMr = sock_get_device_mr,
     .irecvConsumed = sock_irecv_consumed,
     .makeVDevice = sock_make_vdevice,
+    .finalize = sock_finalize,
+    .setNetAttr = sock_set_net_attr,
 };

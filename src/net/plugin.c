@@ -1,11 +1,12 @@
 /* Choosing the network behind the NET transport: an external ncclNet plugin (NCCL_NET_PLUGIN),
- * the built-in IB verbs network (not implemented yet: net_builtin_ib is the hook), or the
- * built-in socket network. Chosen once per process; NCCL_NET forces one by name. */
+ * the built-in IB verbs network, or the built-in socket network. Chosen once per process; NCCL_NET
+ * forces one by name. The choice is initialized once to count its devices (a context kept until
+ * net_select_reset); each communicator opens its own context (net_ctx_open). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <strings.h>
 
-#include "transport/net.h"
+#include "net/net.h"
 
 #define NET_PLUGIN_NAME_MAX 512
 
@@ -14,13 +15,8 @@ static bool net_chosen;
 static ncclResult_t net_choice_result;
 static const ncclNet_t* net_current;
 static int net_current_ndev;
-static void* net_plugin_lib; /* dlopen handle of an external plugin, NULL if none */
-
-/* The hook for the built-in IB verbs network (a later issue): returns its table once written.
- * Until then IB is reachable only through an external plugin. */
-static const ncclNet_t* net_builtin_ib(void) {
-  return NULL; /* NCCL_IB_DISABLE / NCCL_IB_HCA will be read here */
-}
+static void* net_current_ctx; /* the probe context of the choice */
+static void* net_plugin_lib;  /* dlopen handle of an external plugin, NULL if none */
 
 static ncclResult_t net_profiler_stub(void** ehandle, int type, void* phandle, int64_t plugin_id,
                                       void* ext_data) {
@@ -51,6 +47,18 @@ static void* net_plugin_open(const char* spec, char opened[static NET_PLUGIN_NAM
   return NULL;
 }
 
+/* The version of an ncclNetPlugin_v<N> symbol the library exports outside the accepted range, 0
+ * when it has none at all. */
+static int net_plugin_other_version(void* lib) {
+  for (int v = 1; v <= 32; v++) {
+    char name[32];
+    if (v >= 8 && v <= 11) continue;
+    snprintf(name, sizeof(name), "ncclNetPlugin_v%d", v);
+    if (dlsym(lib, name) != NULL) return v;
+  }
+  return 0;
+}
+
 /* Loads the external plugin if one is configured and present. *out stays NULL otherwise. */
 static ncclResult_t net_plugin_load(const ncclNet_t** out) {
   const char* spec = param_str(PARAM_NET_PLUGIN);
@@ -68,8 +76,11 @@ static ncclResult_t net_plugin_load(const ncclNet_t** out) {
   const ncclNet_t* net = NULL;
   void* sym;
   int version = 0;
-  if ((sym = dlsym(lib, "ncclNetPlugin_v10")) != NULL) {
-    net = (const ncclNet_t*)sym;
+  if ((sym = dlsym(lib, "ncclNetPlugin_v11")) != NULL) {
+    CHECK(net_compat_from_v11((const ncclNet_v11_t*)sym, &net));
+    version = 11;
+  } else if ((sym = dlsym(lib, "ncclNetPlugin_v10")) != NULL) {
+    CHECK(net_compat_from_v10((const ncclNet_v10_t*)sym, &net));
     version = 10;
   } else if ((sym = dlsym(lib, "ncclNetPlugin_v9")) != NULL) {
     CHECK(net_compat_from_v9((const ncclNet_v9_t*)sym, &net));
@@ -78,10 +89,17 @@ static ncclResult_t net_plugin_load(const ncclNet_t** out) {
     CHECK(net_compat_from_v8((const ncclNet_v8_t*)sym, &net));
     version = 8;
   } else {
-    INFO(NCCL_INIT | NCCL_NET,
-         "NET/Plugin: %s has no ncclNetPlugin_v10, _v9 or _v8 symbol (too old?); using internal "
-         "networks",
-         opened);
+    int other = net_plugin_other_version(lib);
+    if (other != 0)
+      WARN(
+          "NET/Plugin: %s exports ncclNetPlugin_v%d, a version Baton does not accept (it "
+          "accepts " NET_PLUGIN_VERSIONS "); using internal networks",
+          opened, other);
+    else
+      INFO(NCCL_INIT | NCCL_NET,
+           "NET/Plugin: %s has no ncclNetPlugin_v<N> symbol (Baton accepts " NET_PLUGIN_VERSIONS
+           "); using internal networks",
+           opened);
     dlclose(lib);
     return ncclSuccess;
   }
@@ -92,10 +110,18 @@ static ncclResult_t net_plugin_load(const ncclNet_t** out) {
   return ncclSuccess;
 }
 
-/* Initializes a candidate; ncclSuccess with ndev > 0 when usable. */
-static ncclResult_t net_try(const ncclNet_t* net, int* ndev_out) {
+static ncclResult_t net_init_ctx(const ncclNet_t* net, uint64_t comm_id, int traffic_class,
+                                 void** ctx) {
+  ncclNetCommConfig_t config = {.trafficClass = traffic_class < 0 ? NCCL_NET_TRAFFIC_CLASS_UNDEF
+                                                                  : traffic_class};
+  *ctx = NULL;
+  return net->init(ctx, comm_id, &config, log_emit, net_profiler_stub);
+}
+
+/* Initializes a candidate; ncclSuccess with ndev > 0 when usable (*ctx then holds its context). */
+static ncclResult_t net_try(const ncclNet_t* net, int* ndev_out, void** ctx) {
   int ndev = 0;
-  ncclResult_t res = net->init(log_emit, net_profiler_stub);
+  ncclResult_t res = net_init_ctx(net, 0, -1, ctx);
   if (res != ncclSuccess) {
     INFO(NCCL_INIT | NCCL_NET, "NET/%s: init failed (error %d), skipped", net->name, (int)res);
     return res;
@@ -103,13 +129,15 @@ static ncclResult_t net_try(const ncclNet_t* net, int* ndev_out) {
   res = net->devices(&ndev);
   if (res != ncclSuccess || ndev <= 0) {
     INFO(NCCL_INIT | NCCL_NET, "NET/%s: no usable device, skipped", net->name);
+    net->finalize(*ctx);
+    *ctx = NULL;
     return res != ncclSuccess ? res : ncclSystemError;
   }
   *ndev_out = ndev;
   return ncclSuccess;
 }
 
-static ncclResult_t net_choose(const ncclNet_t** out, int* ndev_out) {
+static ncclResult_t net_choose(const ncclNet_t** out, int* ndev_out, void** ctx_out) {
   const ncclNet_t* plugin = NULL;
   CHECK(net_plugin_load(&plugin));
   const ncclNet_t* candidates[3] = {plugin, net_builtin_ib(), &net_socket};
@@ -119,18 +147,9 @@ static ncclResult_t net_choose(const ncclNet_t** out, int* ndev_out) {
 
   for (int i = 0; i < 3; i++) {
     if (forced != NULL && (names[i] == NULL || strcasecmp(forced, names[i]) != 0)) continue;
-    if (candidates[i] == NULL) {
-      if (forced != NULL) {
-        WARN(
-            "NCCL_NET=%s: the built-in IB verbs network is not available in this Baton build; "
-            "use NCCL_NET=Socket or an external plugin (NCCL_NET_PLUGIN)",
-            forced);
-        return ncclInvalidUsage;
-      }
-      continue;
-    }
+    if (candidates[i] == NULL) continue;
     int ndev = 0;
-    ncclResult_t res = net_try(candidates[i], &ndev);
+    ncclResult_t res = net_try(candidates[i], &ndev, ctx_out);
     if (res == ncclSuccess) {
       INFO(NCCL_INIT | NCCL_NET, "NET: using network %s (%d device%s)", candidates[i]->name, ndev,
            ndev == 1 ? "" : "s");
@@ -139,13 +158,15 @@ static ncclResult_t net_choose(const ncclNet_t** out, int* ndev_out) {
       return ncclSuccess;
     }
     if (forced != NULL) {
-      WARN("NCCL_NET=%s: that network failed to initialize or has no device (error %d)", forced,
-           (int)res);
+      WARN(
+          "NCCL_NET=%s: that network failed to initialize or has no device (error %d; the NET "
+          "lines at NCCL_DEBUG=INFO say why)",
+          forced, (int)res);
       return ncclSystemError;
     }
   }
   if (forced != NULL) {
-    WARN("NCCL_NET=%s: no network of that name (available: %s%sSocket)", forced,
+    WARN("NCCL_NET=%s: no network of that name (available: %s%sIB, Socket)", forced,
          plugin ? plugin->name : "", plugin ? ", " : "");
     return ncclInvalidArgument;
   }
@@ -158,7 +179,7 @@ static ncclResult_t net_choose(const ncclNet_t** out, int* ndev_out) {
 ncclResult_t net_select(const ncclNet_t** out, int* ndev_out) {
   pthread_mutex_lock(&net_lock);
   if (!net_chosen) {
-    net_choice_result = net_choose(&net_current, &net_current_ndev);
+    net_choice_result = net_choose(&net_current, &net_current_ndev, &net_current_ctx);
     net_chosen = true;
   }
   ncclResult_t res = net_choice_result;
@@ -171,8 +192,23 @@ ncclResult_t net_select(const ncclNet_t** out, int* ndev_out) {
   return ncclSuccess;
 }
 
+ncclResult_t net_ctx_open(const ncclNet_t* net, uint64_t comm_id, int traffic_class, void** ctx) {
+  ncclResult_t res = net_init_ctx(net, comm_id, traffic_class, ctx);
+  if (res != ncclSuccess)
+    WARN("NET/%s: init for communicator %llx failed (error %d)", net->name,
+         (unsigned long long)comm_id, (int)res);
+  return res;
+}
+
+void net_ctx_close(const ncclNet_t* net, void* ctx) {
+  ncclResult_t res = net->finalize(ctx);
+  if (res != ncclSuccess) INFO(NCCL_NET, "NET/%s: finalize returned %d", net->name, (int)res);
+}
+
 void net_select_reset(void) {
   pthread_mutex_lock(&net_lock);
+  if (net_current != NULL && net_current_ctx != NULL) net_current->finalize(net_current_ctx);
+  net_current_ctx = NULL;
   net_chosen = false;
   net_current = NULL;
   net_current_ndev = 0;

@@ -1,0 +1,164 @@
+/* The choices of NET connections that cannot run here for real (no GPU, no RDMA NIC): the
+ * GPUDirect RDMA decision (src/transport/net_gdr.c), every rule with its reason, and
+ * NCCL_NET_GDR_LEVEL parsing; the NIC a connection uses under NCCL_CROSS_NIC. Expected outcomes
+ * are the documented rules, written out per case. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "transport/transport.h"
+#include "unit.h"
+
+/* A Hopper GPU next to an RDMA NIC behind one PCIe switch, both able to do dma-buf. */
+static net_gdr_query_t good(void) {
+  net_gdr_query_t q = {.cuda_exec = true,
+                       .is_send = false,
+                       .nic_ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF,
+                       .gpu_gdr = true,
+                       .gpu_dmabuf = true,
+                       .gpu_sm = 90,
+                       .gpu_nvlink_peer = true,
+                       .path = TOPO_PATH_PIX,
+                       .max_path = TOPO_PATH_PXB,
+                       .gdr_read = -1,
+                       .dmabuf_enable = true};
+  return q;
+}
+
+static net_gdr_mode_t decide(const net_gdr_query_t* q, char* why) {
+  return transport_net_gdr(q, why, 192);
+}
+
+START_TEST(gdr_on_with_dmabuf_when_everything_allows) {
+  char why[192];
+  net_gdr_query_t q = good();
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+  ck_assert_ptr_nonnull(strstr(why, "PIX"));
+  q.is_send = true; /* sends from Ampere on read GPU memory by default */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+  q.path = TOPO_PATH_PXB; /* the default level is inclusive */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+  ck_assert_str_eq(transport_net_gdr_name(NET_GDR_DMABUF), "on (dma-buf)");
+}
+END_TEST
+
+START_TEST(gdr_off_reasons) {
+  char why[192];
+  net_gdr_query_t q = good();
+  q.cuda_exec = false;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "host executor"));
+
+  q = good();
+  q.nic_ptr_support = NCCL_PTR_HOST; /* Soft-RoCE, sockets */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "cannot reach GPU memory"));
+
+  q = good();
+  q.gpu_gdr = false;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "does not support GPUDirect"));
+
+  q = good();
+  q.path = TOPO_PATH_PHB; /* through the CPU: beyond the default PXB */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "PHB is beyond NCCL_NET_GDR_LEVEL PXB"));
+  q.max_path = TOPO_PATH_SYS; /* NCCL_NET_GDR_LEVEL=SYS */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+
+  q = good();
+  q.is_send = true;
+  q.gdr_read = 0;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "NCCL_NET_GDR_READ=0"));
+  q.is_send = false; /* the read setting does not touch receives */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+}
+END_TEST
+
+START_TEST(gdr_reads_before_ampere) {
+  char why[192];
+  net_gdr_query_t q = good();
+  q.is_send = true;
+  q.gpu_sm = 70;
+  q.gpu_nvlink_peer = false;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "before Ampere"));
+  q.gpu_nvlink_peer = true; /* with an NVLink peer the PCIe flows are the NIC's */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+  q.gpu_nvlink_peer = false;
+  q.gdr_read = 1; /* forced */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+  q.is_send = false; /* receives are not reads */
+  q.gdr_read = -1;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_DMABUF);
+}
+END_TEST
+
+START_TEST(gdr_dmabuf_or_peer_memory) {
+  char why[192];
+  net_gdr_query_t q = good();
+  q.dmabuf_enable = false; /* NCCL_DMABUF_ENABLE=0: the peer-memory module */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_PEERMEM);
+  ck_assert_ptr_nonnull(strstr(why, "NCCL_DMABUF_ENABLE=0"));
+  q = good();
+  q.gpu_dmabuf = false;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_PEERMEM);
+  q.nic_ptr_support = NCCL_PTR_HOST | NCCL_PTR_DMABUF; /* no peer memory either */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "not supported by the GPU or driver"));
+  q = good();
+  q.nic_ptr_support = NCCL_PTR_HOST | NCCL_PTR_DMABUF;
+  q.dmabuf_enable = false;
+  ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
+  ck_assert_ptr_nonnull(strstr(why, "off (NCCL_DMABUF_ENABLE=0)"));
+  q = good();
+  q.nic_ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA; /* an older NIC stack: peer memory only */
+  ck_assert_int_eq(decide(&q, why), NET_GDR_PEERMEM);
+}
+END_TEST
+
+START_TEST(gdr_level_parameter) {
+  char dir[] = "/tmp/baton_gdr_XXXXXX";
+  unit_sandbox_enter(dir);
+  ck_assert_int_eq(transport_net_gdr_level(), TOPO_PATH_PXB);
+  unit_set_param("NCCL_NET_GDR_LEVEL", "SYS");
+  ck_assert_int_eq(transport_net_gdr_level(), TOPO_PATH_SYS);
+  unit_set_param("NCCL_NET_GDR_LEVEL", "1"); /* stock's legacy numbers */
+  ck_assert_int_eq(transport_net_gdr_level(), TOPO_PATH_PIX);
+  unit_set_param("NCCL_NET_GDR_LEVEL", "FAR");
+  ck_assert_int_eq(transport_net_gdr_level(), TOPO_PATH_PXB);
+  ck_assert_ptr_nonnull(strstr(log_last_error(), "NCCL_NET_GDR_LEVEL=FAR"));
+  unit_sandbox_leave(dir);
+}
+END_TEST
+
+/* Four NICs; this GPU's closest are 1 and 3 (the others are a socket away). */
+START_TEST(nic_choice_and_cross_nic) {
+  const int near[2] = {1, 3};
+  /* receivers spread channels over their closest NICs */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, -1, 2), 1);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 1, -1, 2), 3);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 2, -1, 2), 1);
+  /* default (2): the receiver's rail when it is among the sender's closest */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 3, 2), 3);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 2, 2), 1); /* rail 2 is far: own */
+  /* 0: always the rail (rail-optimized fabrics), 1: always its own */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 2, 0), 2);
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 1, 1, 1), 3);
+  /* a rail the sender does not have (fewer NICs here): its own */
+  ck_assert_int_eq(transport_net_pick_nic(near, 2, 4, 0, 7, 0), 1);
+}
+END_TEST
+
+int main(void) {
+  Suite* s = suite_create("net_gdr");
+  TCase* tc = tcase_create("net_gdr");
+  tcase_add_test(tc, gdr_on_with_dmabuf_when_everything_allows);
+  tcase_add_test(tc, gdr_off_reasons);
+  tcase_add_test(tc, gdr_reads_before_ampere);
+  tcase_add_test(tc, gdr_dmabuf_or_peer_memory);
+  tcase_add_test(tc, gdr_level_parameter);
+  tcase_add_test(tc, nic_choice_and_cross_nic);
+  suite_add_tcase(s, tc);
+  return unit_run_suite(s);
+}
