@@ -547,7 +547,6 @@ static void svc_tick(svc_t* s, uint64_t now) {
 
 static void* svc_main(void* arg) {
   svc_t* s = arg;
-  thread_set_name(pthread_self(), "NCCL RAS");
   struct pollfd* pfds = s->pfds;
   int pcap = s->pfd_cap;
   while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
@@ -721,6 +720,8 @@ static svc_t* svc_start(ncclComm_t comm) {
     trace_signal_fd(-1);
     goto fail;
   }
+  /* Named here, not by the thread itself, so it carries its name once init returns. */
+  thread_set_name(s->thread, "NCCL RAS");
   INFO(NCCL_RAS | NCCL_INIT, "RAS: service started, side channel at %s",
        s->listen_fd >= 0 ? socket_addr_format(&s->self.addr, text, sizeof(text)) : "(off)");
   return s;

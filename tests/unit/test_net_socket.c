@@ -258,9 +258,11 @@ static void closed_sender_case(void) {
   /* Logged by whichever thread saw it (a helper thread with several streams). */
   const char* line[] = {"WARN", "middle of a message", "127.0.0.1:", NULL};
   ck_assert_msg(fork_ranks_file_has_line(log, line), "no WARN naming the peer in %s", log);
+  /* The buffers stay the network's until the comms close: another stream's thread may still
+   * be moving bytes of the failed request. */
+  close_pair(net, p);
   free(out);
   free(in);
-  close_pair(net, p);
   unlink(log);
 }
 
