@@ -134,9 +134,11 @@ struct coll_comm {
   coll_filter_t filter;
   size_t slot_data_bytes[PROTO_COUNT]; /* payload bytes of one FIFO slot per protocol */
 
-  pthread_mutex_t lock; /* user ops and the nonblocking job */
+  pthread_mutex_t lock; /* user ops, registrations and the nonblocking job */
   coll_user_op_t* user_ops;
   int nuser_ops;
+  struct ncclWindow_vidmem** regs; /* mem.c: registrations (buffers and windows) of this comm */
+  int nregs, regs_cap;
 
   /* Group scheduler. */
   coll_task_list_t pending; /* posted in the open group (the posting thread only) */
@@ -185,6 +187,10 @@ void coll_group_set_error(ncclResult_t res);
 void coll_group_forget(struct coll_comm* cc);
 /* Waits for comm's nonblocking group, if one runs; returns its result. */
 ncclResult_t coll_job_join(struct coll_comm* cc);
+
+/* ---- mem.c ---------------------------------------------------------------------------------- */
+/* Releases the registrations left in cc's table (destroy). */
+void coll_regs_free(struct coll_comm* cc);
 
 /* ---- redop.c -------------------------------------------------------------------------------- */
 /* The executor's view of op for datatype on cc (Avg -> PreMulSum or SumPostDiv; user ops from the

@@ -274,6 +274,7 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   coll_gpu_free(cc);
   if (entered) coll_device_leave(comm->cuda_dev, saved);
   coll_user_ops_free(cc);
+  coll_regs_free(cc);
   free(cc->pending.items);
   free(cc->running.items);
   free(cc->works);
