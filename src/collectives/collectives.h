@@ -154,6 +154,8 @@ struct coll_comm {
   int reqs_cap;
   int* order;
   int order_cap;
+  local_op_t* locals; /* the plan's work without peers (plan.local) */
+  int nlocal, locals_cap;
   uint8_t* conn_mark; /* nchannels * nranks * 2 */
   plan_t plan;
   bool planned;           /* cc->plan holds the running group's plan (group.c planned it already) */
@@ -229,9 +231,22 @@ size_t coll_task_bytes(const coll_task_t* t, int nranks);
 ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t);
-/* Turns the running tasks into cc->plan and the connection requests they need. Tasks that stay
- * local (nranks == 1, send/recv to self) become work items too: the executor runs them (on the
- * GPU's buffers for the CUDA executor), never a host copy here. */
+/* Ring position of rank in ring (n entries), -1 when it is not there. */
+int coll_ring_index(const int* ring, int n, int rank);
+/* Units a step carries: want (0: as many as fit) clamped to a slot of slot_bytes payload; 0 when
+ * the slot cannot hold one unit of unit bytes. */
+size_t coll_step_units(size_t slot_bytes, size_t unit, size_t want);
+/* Whether a collective without peers (one rank) changes its data: reductions with PreMulSum
+ * (floating types' Avg included). Anything else is a copy or nothing. */
+bool coll_local_changes_data(int func, const dev_redop_t* op);
+/* The local operation of a collective task on a communicator of one rank; false when there is
+ * nothing to do (count 0, or a copy onto itself). */
+bool coll_local_of_task(const coll_task_t* t, local_op_t* out);
+/* Turns the running tasks into cc->plan and the connection requests they need. The planner
+ * decides every work item completely (channel slices, steps clamped to the slots, the root's ring
+ * position, point-to-point counts in bytes); work without peers (one-rank collectives, sends to
+ * self paired with receives from self in posting order) becomes plan.local, nothing at all when
+ * it would copy a buffer onto itself. The executors carry the plan out as it is. */
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs);
 
 /* ---- comm.c --------------------------------------------------------------------------------- */
@@ -259,6 +274,13 @@ typedef struct coll_gpu_params {
   double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
   double intra_lat_us;  /* per-hop latency inside the host */
 } coll_gpu_params_t;
+/* Ranks of the communicator on rank's GPU (itself included): more than one only with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1. */
+int coll_ranks_on_gpu(const peer_info_t* peers, int nranks, int rank);
+/* Channels a rank may use when ranks_on_gpu ranks share a GPU of nsm multiprocessors: the kernels
+ * of all of them spin on each other, so all their blocks (one a channel, one a multiprocessor at
+ * most: the kernels take a multiprocessor's registers) must be resident together. */
+int coll_shared_gpu_channels(int nchannels, int ranks_on_gpu, int nsm);
 /* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
 int coll_nchannels_clamp(int want);
 /* This rank's proposal from its host's topology (NULL: unknown) and the peers (pure, apart from

@@ -280,6 +280,7 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   free(cc->works);
   free(cc->reqs);
   free(cc->order);
+  free(cc->locals);
   free(cc->conn_mark);
   free(cc->channels);
   free(cc->fifo_tables);
@@ -326,9 +327,9 @@ ncclResult_t coll_comm_plan(struct coll_comm* cc) {
 }
 
 static ncclResult_t comm_launch(struct coll_comm* cc) {
-  bool any = false;
+  bool any = cc->plan.nlocal > 0;
   for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
-  if (!any) return ncclSuccess;
+  if (!any) return ncclSuccess; /* nothing to do: nothing is launched */
   if (!cc->gpu) return cc->executor->launch(cc->exec_state, &cc->plan, NULL);
   cudaStream_t stream = NULL;
   CHECK(coll_gpu_join_before(cc, &stream));

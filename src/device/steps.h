@@ -37,13 +37,11 @@
 #include "device/device.h"
 
 typedef enum {
-  LANE_LOCAL,     /* one rank: local reduce or copy, one step */
   LANE_RING,      /* any collective over the channel's ring */
   LANE_TREE_UP,   /* AllReduce tree: reduce towards the root */
   LANE_TREE_DOWN, /* AllReduce tree: broadcast from the root */
   LANE_SEND,      /* point-to-point */
   LANE_RECV,
-  LANE_SELF,         /* host: a send to self paired with a receive from self, one copy */
   LANE_ONESHOT_SEND, /* CUDA: my chunk to the other ranks, in rank order */
   LANE_ONESHOT_RECV  /* CUDA: the other ranks' chunks, in rank order */
 } lane_kind_t;
@@ -72,7 +70,6 @@ typedef struct step_lane {
   const int* ring;            /* ring order (n ranks) */
   bool has_up;                /* tree: a parent */
   int ndown;                  /* tree: children; one-shot: n - 1 */
-  char* self_out;             /* LANE_SELF: the matched receive's buffer */
 } step_lane_t;
 
 /* One step. */
@@ -100,9 +97,6 @@ DEVICE_HOST_FN int steps_ring_mod(int a, int n) {
 DEVICE_HOST_FN size_t steps_count(const step_lane_t* ln) {
   if (ln->cnt == 0) return 0;
   switch (ln->kind) {
-    case LANE_LOCAL:
-    case LANE_SELF:
-      return 1;
     case LANE_RING:
       switch (ln->func) {
         case FUNC_ALLREDUCE:
@@ -303,17 +297,6 @@ DEVICE_HOST_FN void steps_plan(const step_lane_t* ln, size_t k, step_t* st) {
   st->local_pos = -1;
   size_t x, c;
   switch (ln->kind) {
-    case LANE_LOCAL: {
-      const bool reduce =
-          ln->func == FUNC_REDUCE || ln->func == FUNC_REDUCESCATTER || ln->func == FUNC_ALLREDUCE;
-      const size_t in_off = ln->func == FUNC_REDUCESCATTER ? (size_t)ln->rank * ln->count : 0;
-      const size_t out_off = ln->func == FUNC_ALLGATHER ? (size_t)ln->rank * ln->count : 0;
-      st->nelem = ln->cnt;
-      st->local = steps_at_in(ln, ln->sendbuff, in_off + ln->off);
-      st->out = steps_at_out(ln, ln->recvbuff, out_off + ln->off);
-      st->reduce = st->postop = reduce;
-      break;
-    }
     case LANE_RING:
       switch (ln->func) {
         case FUNC_ALLREDUCE:
@@ -345,11 +328,6 @@ DEVICE_HOST_FN void steps_plan(const step_lane_t* ln, size_t k, step_t* st) {
       st->nelem = c;
       st->out = steps_at_out(ln, ln->recvbuff, x);
       steps_recv(st, STEP_ROLE_P2P_PEER);
-      break;
-    case LANE_SELF:
-      st->nelem = ln->cnt;
-      st->local = steps_at_in(ln, ln->sendbuff, ln->off);
-      st->out = ln->self_out;
       break;
     case LANE_ONESHOT_SEND:
     case LANE_ONESHOT_RECV:

@@ -52,6 +52,10 @@ extern "C" {
   } while (0)
 
 static int g_checks = 0, g_fail = 0, g_errors = 0;
+/* What the planner knows and this test plays: each protocol's slot payload and each channel's
+ * ring (the same on every rank), set by world_init. */
+static size_t g_slot_bytes[PROTO_COUNT];
+static int g_ring[NCH][MAXR];
 static bool g_verbose = false;
 static bool g_dead = false; /* a watchdog fired: connections are out of step, stop testing */
 
@@ -307,6 +311,7 @@ static void topology(world_t& w) {
       rank_t& rk = w.r[q];
       dev_channel_t& ch = rk.ch[c];
       memcpy(rk.ring[c], order, sizeof(order));
+      memcpy(g_ring[c], order, sizeof(order));
       ch.id = c;
       ch.ring_ranks = rk.ring[c];
       for (int i = 0; i < R; i++)
@@ -337,6 +342,10 @@ static void world_init(world_t& w, int R, int ngpu, bool interop) {
   w.buff_bytes[PROTO_SIMPLE] = 8 * 32768;
   w.buff_bytes[PROTO_LL] = 8 * 4096;
   w.buff_bytes[PROTO_LL128] = interop ? 0 : 8 * 16384;
+  g_slot_bytes[PROTO_SIMPLE] = (size_t)w.buff_bytes[PROTO_SIMPLE] / NCCL_STEPS;
+  g_slot_bytes[PROTO_LL] = (size_t)w.buff_bytes[PROTO_LL] / NCCL_STEPS / sizeof(ll_line_t) * 8;
+  g_slot_bytes[PROTO_LL128] =
+      (size_t)w.buff_bytes[PROTO_LL128] / NCCL_STEPS / LL128_LINE_BYTES * LL128_DATA_BYTES;
   for (int q = 0; q < R; q++) {
     rank_t& rk = w.r[q];
     memset((void*)&rk, 0, sizeof(rk));
@@ -497,6 +506,7 @@ static void poison_rank(rank_t& rk, void* p, size_t n) {
 struct plan_buf {
   plan_t plan;
   std::vector<work_t> w[PLAN_MAX_CHANNELS];
+  std::vector<local_op_t> local;
   void finish() {
     memset(&plan, 0, sizeof(plan));
     for (int c = 0; c < PLAN_MAX_CHANNELS; c++) {
@@ -504,6 +514,8 @@ struct plan_buf {
       plan.works[c] = w[c].empty() ? nullptr : w[c].data();
       if (!w[c].empty()) plan.nchannels = c + 1;
     }
+    plan.nlocal = (int)local.size();
+    plan.local = local.empty() ? nullptr : local.data();
   }
 };
 
@@ -531,9 +543,14 @@ struct coll_t {
   size_t chunk; /* 0: a slot's worth */
 };
 
-static work_t make_work(int func, int algo, int proto, int dtype, const dev_redop_t* op,
+/* A work item as the planner decides it: the step (want 0: a slot's worth) clamped to the slot,
+ * the root's position in channel c's ring; point-to-point in bytes. */
+static work_t make_work(int c, int func, int algo, int proto, int dtype, const dev_redop_t* op,
                         const void* sb, void* rb, size_t count, size_t off, size_t n, size_t chunk,
                         int root, int nranks) {
+  const bool p2p = func == FUNC_SEND || func == FUNC_RECV;
+  const size_t unit = p2p ? 1 : tsize(dtype);
+  const size_t cap = g_slot_bytes[proto] / unit;
   work_t w;
   memset(&w, 0, sizeof(w));
   w.func = (uint8_t)func;
@@ -546,8 +563,12 @@ static work_t make_work(int func, int algo, int proto, int dtype, const dev_redo
   w.count = count;
   w.chan_off = off;
   w.chan_count = n;
-  w.chunk = chunk;
+  w.chunk = chunk == 0 || chunk > cap ? cap : chunk;
   w.root = root;
+  w.root_idx = -1;
+  if (!p2p)
+    for (int i = 0; i < nranks; i++)
+      if (g_ring[c][i] == root) w.root_idx = i;
   w.nranks = nranks;
   return w;
 }
@@ -559,15 +580,35 @@ static void plan_coll(plan_buf& pb, const coll_t& t, int nranks, int nch) {
     size_t off, n;
     split(t.count, nch, c, align, &off, &n);
     if (n == 0) continue;
-    pb.w[c].push_back(make_work(t.func, t.algo, t.proto, t.dtype, &t.op, t.sendbuff, t.recvbuff,
+    pb.w[c].push_back(make_work(c, t.func, t.algo, t.proto, t.dtype, &t.op, t.sendbuff, t.recvbuff,
                                 t.count, off, n, t.chunk, t.root, nranks));
   }
 }
 
-/* As the planner: channels by size (one per 16 KB), slices on 64-byte boundaries. */
+/* As the planner: channels by size (one per 16 KB), slices on 64-byte boundaries, in bytes. A
+ * message to self is a local copy (plan.local), made once, by the send. */
 static void plan_p2p(plan_buf& pb, int func, int proto, int dtype, const void* sb, void* rb,
-                     size_t count, int peer, int nranks, int nch) {
+                     size_t count, int peer, int nranks, int nch, int me) {
   size_t es = tsize(dtype), bytes = count * es;
+  if (bytes == 0) return;
+  if (peer == me) {
+    if (func == FUNC_SEND) {
+      local_op_t l;
+      memset(&l, 0, sizeof(l));
+      l.src = sb;
+      l.count = bytes;
+      l.dtype = ncclInt8;
+      l.op.kind = DEV_OP_SUM;
+      pb.local.push_back(l);
+    } else { /* the receive gives the copy its destination: sends and receives pair in order */
+      for (local_op_t& l : pb.local)
+        if (l.dst == nullptr) {
+          l.dst = rb;
+          break;
+        }
+    }
+    return;
+  }
   int use = (int)((bytes + 16383) / 16384);
   if (use < 1) use = 1;
   if (use > nch) use = nch;
@@ -575,8 +616,8 @@ static void plan_p2p(plan_buf& pb, int func, int proto, int dtype, const void* s
     size_t boff, bn;
     split(bytes, use, c, 64, &boff, &bn);
     if (bn == 0) continue;
-    pb.w[c].push_back(make_work(func, ALGO_RING, proto, dtype, nullptr, sb, rb, count, boff / es,
-                                bn / es, 0, peer, nranks));
+    pb.w[c].push_back(make_work(c, func, ALGO_RING, proto, dtype, nullptr, sb, rb, count, boff, bn,
+                                0, peer, nranks));
   }
 }
 
@@ -934,8 +975,8 @@ static void run_alltoall(world_t& w, int proto, int dtype, size_t cnt, int msgs)
       int to = (q + d) % R, from = (q - d + R) % R;
       for (int m = 0; m < msgs; m++) {
         size_t so = ((size_t)to * msgs + m) * blk, ro = ((size_t)from * msgs + m) * blk;
-        plan_p2p(plans[q], FUNC_SEND, proto, dtype, rk.sbuf + so, nullptr, cnt, to, R, NCH);
-        plan_p2p(plans[q], FUNC_RECV, proto, dtype, nullptr, rk.rbuf + ro, cnt, from, R, NCH);
+        plan_p2p(plans[q], FUNC_SEND, proto, dtype, rk.sbuf + so, nullptr, cnt, to, R, NCH, q);
+        plan_p2p(plans[q], FUNC_RECV, proto, dtype, nullptr, rk.rbuf + ro, cnt, from, R, NCH, q);
       }
     }
   }
@@ -989,8 +1030,8 @@ static void run_many_allreduce(world_t& w, int proto, int nops) {
       const int algo = k % 3 == 2                                 ? ALGO_TREE
                        : k % 5 == 4 && R <= TREE_MAX_CHILDREN + 1 ? ALGO_ONESHOT
                                                                   : ALGO_RING;
-      plans[q].w[k % 2].push_back(
-          make_work(FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op, sb, rb, n, 0, n, 0, 0, R));
+      plans[q].w[k % 2].push_back(make_work(k % 2, FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op,
+                                            sb, rb, n, 0, n, 0, 0, R));
     }
   }
   bool ok = run_plans(w, plans, what);

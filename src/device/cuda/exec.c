@@ -256,14 +256,23 @@ static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool captu
 
 static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
   cuda_exec_t* ex = state;
-  if (plan == NULL || plan->nchannels <= 0) return ncclSuccess;
+  if (plan == NULL) return ncclSuccess;
+  bool kernel = false;
+  for (int c = 0; c < plan->nchannels; c++) kernel |= plan->nwork[c] > 0;
+  const bool local = plan->nlocal > 0;
+  if (!kernel && !local) return ncclSuccess; /* nothing to do: nothing is launched */
   CHECK(status_check(ex));
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
   if (cur != ex->device) CUDA_EXEC_CHECK(cudaSetDevice(ex->device));
   bool capturing = false;
   ncclResult_t res = order_before(ex, stream, &capturing);
-  if (res == ncclSuccess) res = cuda_plan_launch(ex, plan, stream);
+  /* work without peers beside the kernel: forked before its launch, joined after */
+  if (res == ncclSuccess && kernel && local) res = cuda_local_fork(ex, stream);
+  if (res == ncclSuccess && kernel) res = cuda_plan_launch(ex, plan, stream);
+  if (res == ncclSuccess && local)
+    res = cuda_local_run(ex, plan, kernel ? ex->local_stream : stream);
+  if (res == ncclSuccess && kernel && local) res = cuda_local_join(ex, stream);
   if (res == ncclSuccess) res = order_after(ex, stream, capturing);
   if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
   return res;
@@ -276,6 +285,7 @@ static ncclResult_t cuda_exec_fini(void* state) {
   int cur = -1;
   if (cudaGetDevice(&cur) == cudaSuccess && cur != ex->device) (void)cudaSetDevice(ex->device);
   if (ex->side != NULL) (void)cudaStreamSynchronize(ex->side);
+  cuda_local_fini(ex);
   cuda_conns_fini(ex); /* cudaFree waits for kernels still running */
   if (ex->h_status != NULL) {
     if (!ex->status_reported && ex->h_status->error == CUDA_ERR_SIZE) res = status_check(ex);
