@@ -37,6 +37,9 @@ PARAM_ROW(COMM_BLOCKING, "NCCL_COMM_BLOCKING", PARAM_INT, "1",
           "Default for ncclConfig_t.blocking when the config leaves it undefined")
 PARAM_ROW(RUNTIME_CONNECT, "NCCL_RUNTIME_CONNECT", PARAM_INT, "1",
           "Connect transports lazily on first use (1) or all at init (0)")
+PARAM_ROW(MULTI_RANK_GPU_ENABLE, "NCCL_MULTI_RANK_GPU_ENABLE", PARAM_INT, "0",
+          "1: several ranks of a communicator may share one GPU (threads or processes; stock "
+          "2.30's experimental variable), for testing and sharing a GPU, not for speed; 0: refused")
 
 /* Channels, buffers, algorithms */
 PARAM_ROW(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", PARAM_INT, "1", "Minimum number of channels")

@@ -55,6 +55,20 @@ int coll_nchannels_clamp(int want) {
   return (int)n;
 }
 
+int coll_ranks_on_gpu(const peer_info_t* peers, int nranks, int rank) {
+  int n = 0;
+  for (int r = 0; r < nranks; r++)
+    n += peers[r].host_hash == peers[rank].host_hash && peers[r].bus_id == peers[rank].bus_id;
+  return n;
+}
+
+int coll_shared_gpu_channels(int nchannels, int ranks_on_gpu, int nsm) {
+  if (ranks_on_gpu <= 1 || nsm <= 0) return nchannels;
+  int fit = nsm / ranks_on_gpu;
+  if (fit < 1) fit = 1;
+  return nchannels < fit ? nchannels : fit;
+}
+
 /* Index in topo of the GPU of rank r, -1 when r is elsewhere or unknown. */
 static int gpu_index(const topo_system_t* topo, const peer_info_t* peers, int r) {
   return peers[r].bus_id >= 0 ? topo_system_gpu(topo, peers[r].bus_id) : -1;
@@ -183,6 +197,18 @@ ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
   coll_gpu_params_t mine, agreed;
   CHECK(coll_topo_agree(comm->bootstrap, comm->peers, cc->nranks, cc->rank, &cc->topo));
   coll_gpu_params_local(cc->topo, comm->peers, cc->nranks, cc->rank, cc->nhosts, &mine);
+  int sharing = coll_ranks_on_gpu(comm->peers, cc->nranks, cc->rank);
+  if (sharing > 1) { /* NCCL_MULTI_RANK_GPU_ENABLE: every rank's blocks must be resident at once */
+    int nsm = 0;
+    if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, comm->cuda_dev) != cudaSuccess)
+      (void)cudaGetLastError();
+    int want = mine.nchannels;
+    mine.nchannels = coll_shared_gpu_channels(want, sharing, nsm);
+    INFO(NCCL_INIT,
+         "comm %p rank %d: %d ranks share CUDA device %d (%d SMs): at most %d channels (of %d) so "
+         "that every rank's blocks run at once",
+         (void*)comm, cc->rank, sharing, comm->cuda_dev, nsm, mine.nchannels, want);
+  }
   CHECK(coll_gpu_params_agree(comm->bootstrap, cc->nranks, cc->rank, &mine, &agreed));
   cc->nchannels = agreed.nchannels;
   cc->ll128_ok = agreed.ll128 != 0;

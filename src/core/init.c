@@ -59,9 +59,11 @@ static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
       return ncclInternalError;
     }
     if (i != comm->rank && me->bus_id >= 0 && p->host_hash == me->host_hash &&
-        p->bus_id == me->bus_id) {
-      WARN("%s: duplicate GPU detected: rank %d and rank %d both on CUDA device %llx", api,
-           comm->rank, i, (unsigned long long)me->bus_id);
+        p->bus_id == me->bus_id && param_int(PARAM_MULTI_RANK_GPU_ENABLE) == 0) {
+      WARN(
+          "%s: duplicate GPU detected: rank %d and rank %d both on CUDA device %llx (set "
+          "NCCL_MULTI_RANK_GPU_ENABLE=1 to let ranks share a GPU)",
+          api, comm->rank, i, (unsigned long long)me->bus_id);
       return ncclInvalidUsage;
     }
   }
