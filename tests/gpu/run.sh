@@ -10,6 +10,12 @@
 #   perf       nccl-tests sweeps under stock and Baton, communicator init/destroy times
 #   torch      torchrun checks under stock and Baton (LD_PRELOAD), DDP loss comparison,
 #              torch all_reduce sweep
+#   onegpu     (not in the default list) one rank on one GPU beside stock: nccl-tests -g 1 sweeps
+#              8 B..1 GiB (out of place and in place apart), CUDA-graph replay of small
+#              all-reduce and broadcast (-G 50: the GPU's time per operation), -c 1 checks
+#   launch     (not in the default list) tests/gpu/bench_launch.cu: the executor kernel's fixed
+#              cost against an empty kernel and a memcpy node (graph replay, %globaltimer), and
+#              ncu's report of one launch (logs/launch)
 #   micro      (not in the default list; MICRO="push relay") tests/gpu/bench_push.cu: how fast a
 #              block pushes data into a peer GPU, one knob of the executor's Simple step at a
 #              time; tests/gpu/bench_relay.cu: a Reduce chain's traffic, consumers included
@@ -26,6 +32,9 @@
 # PERF_MAX_AR, PERF_MAX, PERF_ITERS, PERF_WARMUP, PERF_COLLS, BENCH_FACTOR, STOCK_NCCL_LIB, T_* limits,
 # NT_ONLY (a regex: only the nccl-tests cases whose names match, e.g. '\.(shm|net)$'),
 # UNIT_STRESS, UNIT_STRESS_VARIANTS (stage_unit),
+# SHARE_GPU=1 (NGPUS ranks, default 2, share the machine's GPUs: NCCL_MULTI_RANK_GPU_ENABLE=1 and
+# nccl-tests' devices taken modulo the GPU count), BATON_PREBUILT (a folder with libnccl.so.2,
+# baton-perf, tests/test_*, nccl-tests/*_perf and bench_launch* built elsewhere: no build here),
 # BATON_COMMIT.
 
 # NVLink multicast must never be used on these machines (KINDS.md): first thing, for every child.
@@ -39,6 +48,14 @@ T0=$SECONDS
 
 # ---- configuration ----------------------------------------------------------------------------
 STAGES=${STAGES:-unit,exec,nccltests,perf,torch}
+SHARE_GPU=${SHARE_GPU:-0}
+BATON_PREBUILT=${BATON_PREBUILT:-}
+if [ -n "$BATON_PREBUILT" ]; then BATON_PREBUILT=$(cd "$BATON_PREBUILT" && pwd); fi
+if [ "$SHARE_GPU" = 1 ]; then
+  # Several ranks on one GPU (issue 17): Baton allows it only under this variable; the patched
+  # nccl-tests (nccl_tests_share.sh) take devices modulo the count under the second.
+  export NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_TESTS_SHARE_GPUS=1
+fi
 UNIT_STRESS=${UNIT_STRESS:-0} UNIT_STRESS_VARIANTS=${UNIT_STRESS_VARIANTS:-}
 FULL=${FULL:-0}
 BUDGET_S=${BUDGET_S:-540}
@@ -68,10 +85,12 @@ MIN_RUN_S=15   # a command that would get less than this is skipped instead
 # Per-command limits (seconds); the budget can cut them shorter.
 T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
 T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
+T_ONE=${T_ONE:-120}
+ONE_COLLS=${ONE_COLLS:-all_reduce all_gather broadcast sendrecv reduce_scatter alltoall}
 
 mkdir -p "$OUT"
 rm -rf "$WORK"
-mkdir -p "$LOGS"/{build,unit,exec,nccltests,micro,perf,init,torch,diag}
+mkdir -p "$LOGS"/{build,unit,exec,nccltests,onegpu,launch,micro,perf,init,torch,diag}
 : >"$RESULTS"
 declare -A STAGE_SECS=()
 
@@ -158,7 +177,11 @@ stage_end() {
 }
 
 # ---- environment ------------------------------------------------------------------------------
-NGPUS=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+if [ "$SHARE_GPU" = 1 ]; then
+  NGPUS=${NGPUS:-2}
+else
+  NGPUS=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+fi
 COMMIT=${BATON_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ -z "${STOCK_NCCL_LIB:-}" ]; then
@@ -292,7 +315,14 @@ build_nccl_tests() {
   sum=$(md5sum <"$home/include/nccl.h" | cut -c1-32)
   if [ -f "$out/.nccl-h-sum" ] && [ "$(cat "$out/.nccl-h-sum")" != "$sum" ]; then rm -rf "$out"; fi
   local start=$SECONDS
-  run_logged "$LOGS/build/nccl-tests.log" "$T_NTBUILD" make -C "$NT_SRC" -j"$(nproc)" MPI=0 \
+  # A copy whose device choice wraps around the GPUs when NCCL_TESTS_SHARE_GPUS is set (ranks
+  # sharing a GPU); unchanged otherwise.
+  local src=$BUILD/nccl-tests-src
+  if ! bash "$GPU_DIR/nccl_tests_share.sh" "$NT_SRC" "$src" >"$LOGS/build/nccl-tests-share.log" 2>&1; then
+    record build nccl-tests-share FAIL "see logs/build/nccl-tests-share.log; sharing a GPU needs it"
+    src=$NT_SRC
+  fi
+  run_logged "$LOGS/build/nccl-tests.log" "$T_NTBUILD" make -C "$src" -j"$(nproc)" MPI=0 \
     CUDA_HOME="$CUDA_HOME" NCCL_HOME="$home" BUILDDIR="$out" NVCC_GENCODE="$gencode"
   rc=$?
   if [ "$rc" != 0 ] && [ "$rc" != 200 ]; then
@@ -327,9 +357,30 @@ build_nccl_tests() {
   return 0
 }
 
+# BATON_PREBUILT: what a build would make, made elsewhere (same toolkit, sm_90).
+use_prebuilt() {
+  OURS_LIB=$BATON_PREBUILT/libnccl.so.2 OURS_DIR=$BATON_PREBUILT
+  if [ ! -f "$OURS_LIB" ]; then
+    record build libnccl FAIL "BATON_PREBUILT=$BATON_PREBUILT has no libnccl.so.2"
+    return 1
+  fi
+  record build libnccl PASS "prebuilt: $BATON_PREBUILT ($(cat "$BATON_PREBUILT/BUILD_INFO" 2>/dev/null | head -1))"
+  mkdir -p "$BUILD/python/nvidia/nccl/lib" # torch's preload, as the CMake build makes it
+  ln -sf "$OURS_LIB" "$BUILD/python/nvidia/nccl/lib/libnccl.so.2"
+  if [ -x "$BATON_PREBUILT/nccl-tests/all_reduce_perf" ]; then
+    NT_BIN=$BATON_PREBUILT/nccl-tests NT_OK=1
+    record build nccl-tests PASS "prebuilt"
+  fi
+  return 0
+}
+
 stage_begin build
 BUILD_OK=0 NT_OK=0
-if [ "$STAGES" = micro ]; then # the microbenchmarks need nvcc alone: no library build (~3 min)
+TEST_DIR=$BUILD/tests/gpu
+if [ -n "$BATON_PREBUILT" ]; then
+  TEST_DIR=$BATON_PREBUILT/tests
+  use_prebuilt && BUILD_OK=1
+elif [ "$STAGES" = micro ]; then # the microbenchmarks need nvcc alone: no library build (~3 min)
   BUILD_OK=1
   record build libnccl SKIP "STAGES=micro builds no library"
 elif build_baton; then
@@ -342,15 +393,16 @@ stage_end build
 # ---- unit: GPU test binaries ------------------------------------------------------------------
 stage_unit() {
   local found=0 t name rc
-  for t in "$BUILD"/tests/gpu/test_*; do
+  for t in "$TEST_DIR"/test_*; do
     if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
     found=1
     name=$(basename "$t")
-    run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN "$t"
+    run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN \
+      "LD_LIBRARY_PATH=$OURS_DIR:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$t"
     rc=$?
     record unit "$name" "$(status_of "$rc")" "$(why "$rc"): $(grep -v '^# ' "$LOGS/unit/$name.log" | tail -n 1 | cut -c1-150)"
   done
-  [ "$found" = 1 ] || record unit gpu-tests SKIP "no $BUILD_DIR/tests/gpu/test_* binaries (BATON_GPU_TESTS target not built?)"
+  [ "$found" = 1 ] || record unit gpu-tests SKIP "no $TEST_DIR/test_* binaries (BATON_GPU_TESTS target not built?)"
   [ "$UNIT_STRESS" -gt 0 ] 2>/dev/null || return 0
   unit_stress base "$BUILD"
   local v vname vbuild
@@ -379,6 +431,7 @@ unit_stress() {
 
 # ---- exec: baton-perf's own checked sweep ------------------------------------------------------
 BPERF=$BUILD/tools/baton-perf
+[ -n "$BATON_PREBUILT" ] && BPERF=$BATON_PREBUILT/baton-perf
 stage_exec() {
   local lib rc log
   if [ ! -x "$BPERF" ]; then
@@ -603,6 +656,67 @@ stage_torch() {
   done
 }
 
+# ---- onegpu: one rank on one GPU beside stock (issue 17) ---------------------------------------
+stage_onegpu() {
+  local coll lib log rc
+  if [ "$NT_OK" != 1 ]; then
+    record onegpu all SKIP "nccl-tests not built"
+    return
+  fi
+  for coll in $ONE_COLLS; do # results checked (Baton), then timed beside stock
+    nt_case "one.$coll" "" "${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 2 -w 1 -g 1
+  done
+  nt_case "one.all_reduce.types-ops" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all -g 1
+  nt_case "one.all_reduce.graph" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -G 5 -g 1
+  for coll in $ONE_COLLS; do
+    for lib in stock ours; do
+      lib_env "$lib"
+      log=$LOGS/onegpu/$coll.$lib.log
+      run_logged "$log" "$T_ONE" env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 1G -f 2 -c 0 \
+        -n "$PERF_ITERS" -w "$PERF_WARMUP" -g 1
+      rc=$?
+      record onegpu "run.$coll.$lib" "$(status_of "$rc")" "$(why "$rc")"
+    done
+  done
+  for coll in all_reduce broadcast; do # CUDA-graph replay: the GPU's time per operation
+    for lib in stock ours; do
+      lib_env "$lib"
+      log=$LOGS/onegpu/graph.$coll.$lib.log
+      run_logged "$log" 60 env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 64K -f 8 -c 0 -n 20 \
+        -w 5 -G 50 -g 1
+      record onegpu "run.graph.$coll.$lib" "$(status_of $?)" ""
+    done
+  done
+  local out
+  out=$(python3 "$GPU_DIR/parse_nccl_tests.py" onegpu --dir "$LOGS" --out "$OUT/onegpu.md" 2>&1)
+  echo "$out" >"$LOGS/onegpu/compare.log"
+  while IFS=$'\t' read -r tag st name status note; do
+    [ "$tag" = RESULT ] && record "$st" "$name" "$status" "$note"
+  done <<<"$out"
+}
+
+# ---- launch: the kernel's fixed cost (bench_launch.cu; a person reads logs/launch) -------------
+stage_launch() {
+  local bin=$BATON_PREBUILT/bench_launch tbin=$BATON_PREBUILT/bench_launch_trace rc
+  if [ -z "$BATON_PREBUILT" ] || [ ! -x "$bin" ]; then
+    bin=$BUILD/bench_launch tbin=$BUILD/bench_launch_trace
+    run_logged "$LOGS/launch/build.log" "$T_BUILD" bash -c "nvcc -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc \
+      -o $bin $GPU_DIR/bench_launch.cu & nvcc -O3 -arch=sm_90 -DBATON_DEVICE_TRACE -Iinclude -Isrc \
+      -o $tbin $GPU_DIR/bench_launch.cu & wait"
+  fi
+  run_logged "$LOGS/launch/bench_launch.log" 120 "$bin"
+  rc=$?
+  record launch bench_launch "$(status_of "$rc")" "$(grep -E '^(exec_ll|empty_smem|memcpy) ' "$LOGS/launch/bench_launch.log" | tr -s ' ' | tr '\n' ';' | cut -c1-180)"
+  [ -x "$tbin" ] && run_logged "$LOGS/launch/bench_launch_trace.log" 120 "$tbin"
+  if command -v ncu >/dev/null 2>&1; then
+    run_logged "$LOGS/launch/ncu.exec.log" 150 ncu --set full -k regex:bench_exec -s 10 -c 2 "$bin" --ncu
+    record launch ncu.exec "$(status_of $?)" "$(grep -m2 -E 'Duration' "$LOGS/launch/ncu.exec.log" | tr -s ' ' | tr '\n' ';')"
+    run_logged "$LOGS/launch/ncu.empty.log" 90 ncu --section SpeedOfLight --section LaunchStats -k regex:empty -s 4 -c 2 "$bin" --ncu
+  else
+    record launch ncu SKIP "no ncu on this machine"
+  fi
+}
+
 # ---- micro: the NVLink microbenchmarks (a person reads logs/micro) -----------------------------
 # MICRO picks them: push (bench_push.cu, one knob of the Simple step at a time), relay
 # (bench_relay.cu, a Reduce chain's whole traffic, consumers included).
@@ -729,7 +843,7 @@ stage_diag() {
 
 # ---- stages -----------------------------------------------------------------------------------
 LOSSES_LINE=""
-for stage in unit exec nccltests micro perf torch diag; do # diag last: optional, it gets what time is left
+for stage in unit exec nccltests onegpu launch micro perf torch diag; do # diag last: optional, it gets what time is left
   selected "$stage" || continue
   stage_begin "$stage"
   if [ "$BUILD_OK" != 1 ]; then
@@ -770,11 +884,15 @@ stage_counts() {
   echo
   echo "== Baton GPU verification: commit $COMMIT, ${NGPUS}x ${GPU_NAME:-?}, $(elapsed)s (budget ${BUDGET_S}s), FULL=$FULL"
   printf '%-10s %-5s %5s  %s\n' stage res secs notes
-  for st in build unit exec nccltests micro perf torch diag; do
+  for st in build unit exec nccltests onegpu launch micro perf torch diag; do
     [ "$st" = build ] || selected "$st" || continue
     printf '%-10s %-5s %5s  %s\n' "$st" "$(stage_status "$st")" "${STAGE_SECS[$st]:--}" "$(stage_counts "$st")"
   done
   awk -F'\t' '$1 == "build" { print "  build " $2 ": " $3 ", " $4 }' "$RESULTS"
+  if [ -f "$LOGS/onegpu/compare.log" ]; then
+    echo "-- one rank, ours vs stock (onegpu.md has the tables)"
+    sed -n '/^SUMMARY$/,$p' "$LOGS/onegpu/compare.log" | tail -n +2
+  fi
   if [ -n "$COMPARE_OUT" ]; then
     echo "-- ours/stock (perf.md has the tables)"
     sed -n '/^SUMMARY$/,$p' <<<"$COMPARE_OUT" | tail -n +2
