@@ -1,8 +1,8 @@
 /* Communicator creation: ncclGetUniqueId, ncclCommInitRank{,Config,Scalable}, ncclCommInitAll,
  * and comm_init_run (bootstrap, peer info, collectives hook) that split and shrink reuse. */
-#include <unistd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/core.h"
 
@@ -247,9 +247,12 @@ static ncclResult_t init_all_check_devlist(int ndev, const int* devlist, int ngp
            ngpu);
       return ncclInvalidArgument;
     }
-    for (int j = 0; j < i; j++) {
+    for (int j = 0; j < i && param_int(PARAM_MULTI_RANK_GPU_ENABLE) == 0; j++) {
       if (devlist[j] == devlist[i]) {
-        WARN("%s: device %d appears twice in devlist (entries %d and %d)", api, devlist[i], j, i);
+        WARN(
+            "%s: device %d appears twice in devlist (entries %d and %d; "
+            "NCCL_MULTI_RANK_GPU_ENABLE=1 lets ranks share a GPU)",
+            api, devlist[i], j, i);
         return ncclInvalidUsage;
       }
     }

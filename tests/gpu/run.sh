@@ -85,7 +85,7 @@ MIN_RUN_S=15   # a command that would get less than this is skipped instead
 # Per-command limits (seconds); the budget can cut them shorter.
 T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
 T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
-T_ONE=${T_ONE:-120}
+T_ONE=${T_ONE:-120} ONE_ITERS=${ONE_ITERS:-100}
 ONE_COLLS=${ONE_COLLS:-all_reduce all_gather broadcast sendrecv reduce_scatter alltoall}
 
 mkdir -p "$OUT"
@@ -507,6 +507,13 @@ stage_nccltests() {
       nt_case "all_reduce.$algo.$proto" "NCCL_ALGO=$algo NCCL_PROTO=$proto" all_reduce_perf "${common[@]}" -g "$n"
     done
   done
+  # the direct algorithms, forced (they run LL; up to 1M keeps it short)
+  for b in all_reduce all_gather reduce_scatter broadcast; do
+    nt_case "$b.OneShot" "NCCL_ALGO=OneShot" "${b}_perf" -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -g "$n"
+  done
+  nt_case "all_reduce.TwoShot" "NCCL_ALGO=TwoShot" all_reduce_perf -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -g "$n"
+  nt_case "all_reduce.OneShot.types-ops" "NCCL_ALGO=OneShot" all_reduce_perf -b 8 -e 64K -f 32 -c 1 \
+    -n 2 -w 1 -d all -o all -g "$n"
   if [ "$FULL" = 1 ]; then
     for proto in Simple LL LL128; do
       for b in all_gather reduce_scatter broadcast reduce; do
@@ -668,14 +675,19 @@ stage_onegpu() {
   done
   nt_case "one.all_reduce.types-ops" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all -g 1
   nt_case "one.all_reduce.graph" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -G 5 -g 1
+  # Small sizes are the host's time per call, which jitters by microseconds: two runs of each
+  # library, alternating, with more iterations; the report takes each size's better run.
+  local rep
   for coll in $ONE_COLLS; do
-    for lib in stock ours; do
-      lib_env "$lib"
-      log=$LOGS/onegpu/$coll.$lib.log
-      run_logged "$log" "$T_ONE" env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 1G -f 2 -c 0 \
-        -n "$PERF_ITERS" -w "$PERF_WARMUP" -g 1
-      rc=$?
-      record onegpu "run.$coll.$lib" "$(status_of "$rc")" "$(why "$rc")"
+    for rep in 1 2; do
+      for lib in stock ours; do
+        lib_env "$lib"
+        log=$LOGS/onegpu/$coll.$lib.$rep.log
+        run_logged "$log" "$T_ONE" env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 1G -f 2 -c 0 \
+          -n "$ONE_ITERS" -w 20 -g 1
+        rc=$?
+        record onegpu "run.$coll.$lib.$rep" "$(status_of "$rc")" "$(why "$rc")"
+      done
     done
   done
   for coll in all_reduce broadcast; do # CUDA-graph replay: the GPU's time per operation
