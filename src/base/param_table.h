@@ -53,7 +53,8 @@ PARAM_ROW(PIPE_STEP_COST_BYTES, "NCCL_BATON_PIPE_STEP_COST_BYTES", PARAM_INT, "4
           "Baton's own (stock has none): a pipeline step's fixed cost, in bytes a block could move "
           "meanwhile; a chain's or tree's chunk is sqrt(slice * cost / (hops - 1)) (collectives.h)")
 PARAM_ROW(ALGO, "NCCL_ALGO", PARAM_STR, NULL,
-          "Algorithms allowed: list of Ring, Tree; ^ excludes; per-collective form allreduce:tree")
+          "Algorithms allowed: list of Ring, Tree and Baton's OneShot, TwoShot (direct: every rank "
+          "to every rank, GPUs on one host); ^ excludes; per-collective form allreduce:tree")
 PARAM_ROW(PROTO, "NCCL_PROTO", PARAM_STR, NULL,
           "Protocols allowed: list of Simple, LL, LL128; ^ excludes; per-collective form allowed")
 PARAM_ROW(NTHREADS, "NCCL_NTHREADS", PARAM_INT, "0",

@@ -56,10 +56,11 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
 #ifndef COLL_P2P_SPREAD_MAX_BYTES
 #define COLL_P2P_SPREAD_MAX_BYTES (16 << 20)
 #endif
-/* One-shot AllReduce (device.h's ALGO_ONESHOT) up to this size, on at most this many channels
- * (each channel it uses connects every pair of ranks). */
-#define COLL_ONESHOT_MAX_BYTES (128 << 10)
-#define COLL_ONESHOT_MAX_CHANNELS 16
+/* Direct algorithms (device.h's ALGO_ONESHOT, ALGO_TWOSHOT): the tuning model may choose them up
+ * to this size (NCCL_ALGO forces them at any size), on at most this many channels (each channel
+ * they use connects every pair of ranks). */
+#define COLL_DIRECT_MAX_BYTES (512 << 10)
+#define COLL_DIRECT_MAX_CHANNELS 8
 /* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
  * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
  * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the
@@ -112,8 +113,10 @@ typedef struct coll_filter {
 struct coll_comm {
   struct ncclComm* comm;
   int rank, nranks;
-  bool gpu;      /* the CUDA executor runs this communicator (every rank has a CUDA device) */
-  bool ll128_ok; /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
+  bool no_direct; /* plan.c, while it plans a group: OneShot/TwoShot ruled out (mixed group) */
   bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
   int nchannels;
   int min_channels;       /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
@@ -227,6 +230,12 @@ size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
 size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, size_t cost_bytes);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);
+/* Index in topo_algo_names of an ALGO_* (stock's names, then Baton's OneShot and TwoShot). */
+int coll_algo_name_index(int algo);
+/* Whether algo may run func with proto on cc for an operation of bytes (the direct algorithms'
+ * conditions; anything else: true). forced: NCCL_ALGO chose among what it allows. */
+bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
+                         bool forced);
 /* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */
 ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
@@ -270,7 +279,7 @@ typedef struct coll_gpu_params {
   int32_t ll128;        /* 1: LL128 is safe on every connection this rank can see */
   int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
                          * switch): rings go both ways round (topo_ring_order) */
-  int32_t unused;       /* zero (the struct is allgathered as bytes) */
+  int32_t direct;       /* 1: one host, every pair this rank can see P2P (OneShot, TwoShot) */
   double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
   double intra_lat_us;  /* per-hop latency inside the host */
 } coll_gpu_params_t;
@@ -287,8 +296,9 @@ int coll_nchannels_clamp(int want);
  * reading NCCL_* parameters). */
 void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
                            int rank, int nhosts, coll_gpu_params_t* out);
-/* The communicator's values: fewest channels, LL128 only if every rank allows it, rings both ways
- * if any host has direct links, slowest pair bandwidth, largest latency (pure). */
+/* The communicator's values: fewest channels, LL128 and the direct algorithms only if every rank
+ * allows them, rings both ways if any host has direct links, slowest pair bandwidth, largest
+ * latency (pure). */
 void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out);
 /* One topology per host: the lowest rank of each host detects it, sends it as XML to the other
  * ranks of its host, and every rank of the host (that one too) uses the parsed copy. */

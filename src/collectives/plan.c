@@ -32,6 +32,7 @@ const char* coll_algo_name(int algo) {
   return algo == ALGO_TREE      ? "Tree"
          : algo == ALGO_RING    ? "Ring"
          : algo == ALGO_ONESHOT ? "OneShot"
+         : algo == ALGO_TWOSHOT ? "TwoShot"
                                 : "?";
 }
 
@@ -94,9 +95,32 @@ size_t coll_task_bytes(const coll_task_t* t, int nranks) {
 
 /* ---- Algorithm and protocol ----------------------------------------------------------------- */
 static bool plan_algo_supported(int func, int algo) {
-  if (algo == ALGO_RING) return func != FUNC_SEND && func != FUNC_RECV;
-  if (algo == ALGO_TREE) return func == FUNC_ALLREDUCE;
-  return false;
+  switch (algo) {
+    case ALGO_RING:
+      return func != FUNC_SEND && func != FUNC_RECV;
+    case ALGO_TREE:
+    case ALGO_TWOSHOT:
+      return func == FUNC_ALLREDUCE;
+    case ALGO_ONESHOT:
+      return func == FUNC_ALLREDUCE || func == FUNC_ALLGATHER || func == FUNC_REDUCESCATTER ||
+             func == FUNC_BROADCAST;
+    default:
+      return false;
+  }
+}
+
+/* Whether a direct algorithm (OneShot, TwoShot) may run here: 2 to DIRECT_MAX_RANKS ranks, LL. On
+ * GPUs every pair must reach each other by P2P on one host (direct_ok, agreed by every rank); the
+ * model offers them up to COLL_DIRECT_MAX_BYTES. The host executor runs them only when NCCL_ALGO
+ * names them (its FIFOs for every pair cost shared memory; CI forces them to prove them). */
+bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
+                         bool forced) {
+  if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
+  if (cc->no_direct) return false;
+  if (proto != PROTO_LL || cc->nranks < 2 || cc->nranks > DIRECT_MAX_RANKS) return false;
+  if (!forced && bytes > COLL_DIRECT_MAX_BYTES) return false;
+  if (cc->gpu) return cc->direct_ok;
+  return forced && cc->filter.algo_set[func] && cc->filter.algo_ok[func][algo];
 }
 
 static bool plan_proto_supported(const struct coll_comm* cc, int proto) {
@@ -113,10 +137,14 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
   for (int a = 0; a < ALGO_COUNT; a++) {
     if (!plan_algo_supported(func, a)) continue;
     if (use_algo && !cc->filter.algo_ok[func][a]) continue;
+    topo_tuning_t at = *tun;
+    if ((a == ALGO_ONESHOT || a == ALGO_TWOSHOT) && at.nchannels > COLL_DIRECT_MAX_CHANNELS)
+      at.nchannels = COLL_DIRECT_MAX_CHANNELS;
     for (int p = 0; p < PROTO_COUNT; p++) {
       if (!plan_proto_supported(cc, p)) continue;
       if (use_proto && !cc->filter.proto_ok[func][p]) continue;
-      double t = topo_model_time_us(tun, func, a, p, bytes);
+      if (!coll_direct_allowed(cc, func, a, p, bytes, use_algo)) continue;
+      double t = topo_model_time_us(&at, func, a, p, bytes);
       if (t < 0) continue;
       if (!found || t < best) {
         found = true;
@@ -128,16 +156,6 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
   }
   if (found) *us = best;
   return found;
-}
-
-/* One-shot AllReduce (device.h): a small AllReduce on 3 to TREE_MAX_CHILDREN + 1 GPUs of one
- * host, every pair over NVLink (what ll128_ok says, agreed by every rank), when neither NCCL_ALGO
- * nor NCCL_PROTO rules it out (it runs LL). Two ranks already run the ring as one exchange. */
-static bool plan_oneshot_ok(const struct coll_comm* cc, const coll_task_t* t, size_t bytes) {
-  if (t->func != FUNC_ALLREDUCE || t->op.kind == DEV_OP_PREMULSUM) return false;
-  if (cc->nranks <= 2 || cc->nranks > TREE_MAX_CHILDREN + 1 || !cc->ll128_ok) return false;
-  if (bytes > COLL_ONESHOT_MAX_BYTES || cc->filter.algo_set[FUNC_ALLREDUCE]) return false;
-  return cc->filter.proto_ok[FUNC_ALLREDUCE][PROTO_LL];
 }
 
 /* The model's choice under the NCCL_ALGO / NCCL_PROTO filters; why says what decided. */
@@ -179,16 +197,9 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   int algo, proto;
   double us;
   const char* why;
-  if (plan_oneshot_ok(cc, t, bytes)) {
-    if (t->nchannels > COLL_ONESHOT_MAX_CHANNELS) t->nchannels = COLL_ONESHOT_MAX_CHANNELS;
-    algo = ALGO_ONESHOT;
-    proto = PROTO_LL;
-    us = -1;
-    why = "the one-shot rule";
-    t->forced = false;
-  } else {
-    plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
-  }
+  plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
+  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && t->nchannels > COLL_DIRECT_MAX_CHANNELS)
+    t->nchannels = COLL_DIRECT_MAX_CHANNELS; /* every channel connects every pair */
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
   t->model_us = us;
@@ -200,6 +211,19 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
        coll_func_name(t->func), bytes, coll_algo_name(algo), coll_proto_name(proto), t->nchannels,
        us, why);
   return ncclSuccess;
+}
+
+int coll_algo_name_index(int algo) {
+  switch (algo) {
+    case ALGO_TREE:
+      return TOPO_ALGO_TREE;
+    case ALGO_RING:
+      return TOPO_ALGO_RING;
+    case ALGO_ONESHOT:
+      return TOPO_ALGO_ONESHOT;
+    default:
+      return TOPO_ALGO_TWOSHOT;
+  }
 }
 
 ncclResult_t coll_filter_init(coll_filter_t* f) {
@@ -214,8 +238,9 @@ ncclResult_t coll_filter_init(coll_filter_t* f) {
     CHECK(
         topo_parse_filter(proto, "NCCL_PROTO", topo_proto_names, TOPO_PROTO_NAMES_COUNT, fname, p));
     for (int i = 0; i < ALGO_COUNT; i++) {
-      out.algo_ok[func][i] = a[i];
-      if (!a[i]) out.algo_set[func] = true;
+      const bool ok = a[coll_algo_name_index(i)];
+      out.algo_ok[func][i] = ok;
+      if (!ok) out.algo_set[func] = true;
     }
     for (int i = 0; i < PROTO_COUNT; i++) {
       out.proto_ok[func][i] = p[i];
@@ -249,7 +274,7 @@ static void plan_req_add(struct coll_comm* cc, int channel, int peer, int is_sen
 static void plan_req_collective(struct coll_comm* cc, const coll_task_t* t, int channel,
                                 int* nreqs) {
   const dev_channel_t* ch = &cc->channels[channel];
-  if (t->algo == ALGO_ONESHOT) { /* every peer, both directions */
+  if (t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT) { /* every peer, both directions */
     for (int p = 0; p < cc->nranks; p++) {
       plan_req_add(cc, channel, p, 1, nreqs);
       plan_req_add(cc, channel, p, 0, nreqs);
@@ -281,8 +306,10 @@ static ncclResult_t plan_reserve(struct coll_comm* cc, int ntasks) {
     cc->works = w;
     cc->works_cap = nworks;
   }
-  /* Per task at most 2 ring or 8 tree connections per channel. */
-  int nreqs = cc->nchannels * (ntasks > 0 ? ntasks : 1) * (2 + 2 * TREE_MAX_CHILDREN);
+  /* Per task at most 2 ring, 8 tree or 2 * DIRECT_MAX_PEERS direct connections per channel. */
+  const int per = 2 + 2 * TREE_MAX_CHILDREN > 2 * DIRECT_MAX_PEERS ? 2 + 2 * TREE_MAX_CHILDREN
+                                                                   : 2 * DIRECT_MAX_PEERS;
+  int nreqs = cc->nchannels * (ntasks > 0 ? ntasks : 1) * per;
   if (nreqs > cc->reqs_cap) {
     conn_request_t* r = realloc(cc->reqs, (size_t)nreqs * sizeof(*r));
     if (r == NULL) {
@@ -553,7 +580,32 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
     plan->works[c] = cc->works + (size_t)c * (size_t)(tasks->n > 0 ? tasks->n : 1);
   }
 
-  /* Collectives first, in posting order: every rank posts them in the same order. */
+  /* Collectives first, in posting order: every rank posts them in the same order. The direct
+   * algorithms run in a kernel of their own (src/device/cuda/kernel_direct.cu), so a group's
+   * collectives are all direct or none: if the model chose them for some and not for others, it
+   * chooses again for those without them. This depends only on the collectives, which every
+   * rank posts alike. */
+  if (nranks > 1) {
+    bool direct = false, other = false;
+    for (int i = 0; i < tasks->n; i++) {
+      coll_task_t* t = &tasks->items[i];
+      if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
+      CHECK_GOTO(coll_plan_choose(cc, t), res, out);
+      const bool d = t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT;
+      direct |= d;
+      other |= !d;
+    }
+    if (direct && other) {
+      cc->no_direct = true;
+      for (int i = 0; i < tasks->n && res == ncclSuccess; i++) {
+        coll_task_t* t = &tasks->items[i];
+        if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
+        if (t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT) res = coll_plan_choose(cc, t);
+      }
+      cc->no_direct = false;
+      CHECK_GOTO(res, res, out);
+    }
+  }
   for (int i = 0; i < tasks->n; i++) {
     coll_task_t* t = &tasks->items[i];
     if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
@@ -565,7 +617,6 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
       t->nchannels = 0;
       t->forced = false;
     } else {
-      CHECK_GOTO(coll_plan_choose(cc, t), res, out);
       CHECK_GOTO(plan_collective(cc, t, &nreqs), res, out);
     }
     cc->last = (coll_choice_t){.func = t->func,

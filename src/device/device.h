@@ -16,14 +16,19 @@
 /* ---- Protocols, algorithms, functions (values follow stock's order) ------------------------ */
 #define NCCL_STEPS 8
 enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2, PROTO_COUNT = 3 };
-enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_COUNT = 2 };
-/* One-shot AllReduce, an algorithm of the CUDA executor only, outside the tuning model and
- * NCCL_ALGO's names (the planner picks it by rule, plan.c): on 2 to TREE_MAX_CHILDREN + 1 ranks
- * joined by NVLink, each rank sends its chunk to every peer (one step, half the block) and
- * reduces every peer's chunk with its own (one step, the other half, started after the send so
- * in-place data is sent before it is overwritten). Sources combine in rank order, so every rank
- * computes the same bits. Peers are the other ranks in rank order; no PreMulSum. */
-#define ALGO_ONESHOT ALGO_COUNT
+/* Tree and Ring follow stock's numbering; OneShot and TwoShot are Baton's direct algorithms for
+ * ranks whose GPUs reach each other (P2P on one host): every rank talks to every other rank
+ * straight away, through the connection FIFOs with LL (data and flag in one store), so a small
+ * operation takes one or two hops instead of a ring's 2(n-1) (device/steps.h has their steps):
+ *   OneShot  AllReduce: every rank sends its data to every other rank and combines what it
+ *            receives with its own, in rank order (every rank computes the same bits); AllGather,
+ *            ReduceScatter and Broadcast: the same, each block straight to where it belongs.
+ *   TwoShot  AllReduce: reduce-scatter (rank p combines part p from everyone) then all-gather of
+ *            the combined parts, both straight between every pair.
+ * Up to DIRECT_MAX_RANKS ranks; NCCL_ALGO names them OneShot and TwoShot. */
+enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_ONESHOT = 2, ALGO_TWOSHOT = 3, ALGO_COUNT = 4 };
+#define DIRECT_MAX_RANKS 8
+#define DIRECT_MAX_PEERS (DIRECT_MAX_RANKS - 1)
 typedef enum {
   FUNC_BROADCAST = 0,
   FUNC_REDUCE,

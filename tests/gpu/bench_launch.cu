@@ -17,6 +17,10 @@
  *   exec_nocarve    exec_ll without the carveout hint
  *   exec_ll_x8      exec_ll with 8 items in the launch (8 sends of 8 bytes, one block)
  *   memcpy          cudaMemcpyAsync of 8 bytes, device to device (what stock does on one rank)
+ *   pair_ring_ll, pair_oneshot, pair_twoshot
+ *                   two ranks on this GPU (two streams of one graph), FIFOs between them in its
+ *                   memory: an 8-byte float AllReduce by the ring (the 2-rank LL exchange) and by
+ *                   the direct algorithms, results checked after the replays
  * --ncu: launches every kernel variant 20 times eagerly instead (for ncu --launch-skip).
  * Build: nvcc -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc tests/gpu/bench_launch.cu (add
  * -DBATON_DEVICE_TRACE for the executor's own timelines of block 0). */
@@ -29,6 +33,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "device/cuda/direct_device.cuh"
 #include "device/cuda/exec_block_device.cuh"
 
 #define CK(x)                                                                                    \
@@ -46,6 +51,12 @@
 
 BATON_EXEC_KERNEL(bench_exec, cuda_args_tiny_t)
 BATON_EXEC_KERNEL(bench_exec_nocarve, cuda_args_tiny_t)
+
+/* the direct algorithms' kernel (kernel_direct.cu's body), with the tiny parameter block */
+__global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
+    bench_direct(const __grid_constant__ cuda_args_tiny_t args) {
+  baton::direct_block(&args.hdr, args.works);
+}
 
 static __device__ __forceinline__ unsigned long long gtimer() {
   unsigned long long t;
@@ -131,6 +142,85 @@ static cuda_args_tiny_t make_args(int proto, int nitems, const char* src, const 
     w.sendbuff = src;
     w.u.conn = conn;
   }
+  return a;
+}
+
+/* ---- Two ranks on this GPU ---------------------------------------------------------------------
+ */
+struct pair_t {
+  cuda_chan_t* chans[2]; /* each rank's channel table (one channel) */
+  float* buf[2];         /* each rank's in/out (in place) */
+  int* ring;
+};
+
+/* The FIFO a -> b in device memory, and the sender's and the receiver's mirrors of it. */
+static void pair_fifo(cuda_conn_t** send_mirror, cuda_conn_t** recv_mirror) {
+  cuda_conn_t c;
+  memset(&c, 0, sizeof(c));
+  c.buff_bytes[PROTO_LL] = 8 * 4096;
+  CK(cudaMalloc((void**)&c.buffs[PROTO_LL], (size_t)c.buff_bytes[PROTO_LL]));
+  CK(cudaMemset(c.buffs[PROTO_LL], 0, (size_t)c.buff_bytes[PROTO_LL]));
+  CK(cudaMalloc((void**)&c.head, 64));
+  CK(cudaMalloc((void**)&c.tail, 64));
+  CK(cudaMalloc((void**)&c.sizes, 64));
+  CK(cudaMemset(c.head, 0, 64));
+  CK(cudaMemset(c.tail, 0, 64));
+  CK(cudaMalloc((void**)send_mirror, sizeof(c)));
+  CK(cudaMalloc((void**)recv_mirror, sizeof(c)));
+  CK(cudaMemcpy(*send_mirror, &c, sizeof(c), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(*recv_mirror, &c, sizeof(c), cudaMemcpyHostToDevice));
+}
+
+static pair_t pair_make() {
+  pair_t p;
+  cuda_conn_t *s01, *r01, *s10, *r10;
+  pair_fifo(&s01, &r01);
+  pair_fifo(&s10, &r10);
+  CK(cudaMalloc((void**)&p.ring, 2 * sizeof(int)));
+  const int ring[2] = {0, 1};
+  CK(cudaMemcpy(p.ring, ring, sizeof(ring), cudaMemcpyHostToDevice));
+  for (int r = 0; r < 2; r++) {
+    cuda_chan_t ch;
+    memset(&ch, 0, sizeof(ch));
+    ch.ring_ranks = p.ring;
+    ch.ring_index = r;
+    ch.tree_up = -1;
+    for (int j = 0; j < TREE_MAX_CHILDREN; j++) ch.tree_down[j] = -1;
+    ch.ring_send = r == 0 ? s01 : s10;
+    ch.ring_recv = r == 0 ? r10 : r01;
+    ch.peer_send[0] = ch.ring_send;
+    ch.peer_recv[0] = ch.ring_recv;
+    CK(cudaMalloc((void**)&p.chans[r], sizeof(ch)));
+    CK(cudaMemcpy(p.chans[r], &ch, sizeof(ch), cudaMemcpyHostToDevice));
+    CK(cudaMalloc((void**)&p.buf[r], 4096));
+  }
+  return p;
+}
+
+static cuda_args_tiny_t pair_args(const pair_t& p, int r, int algo, const uint32_t* abort_flag,
+                                  cuda_status_t* status) {
+  cuda_args_tiny_t a;
+  memset(&a, 0, sizeof(a));
+  a.hdr.chans = p.chans[r];
+  a.hdr.abort_flag = abort_flag;
+  a.hdr.status = status;
+  a.hdr.rank = r;
+  a.hdr.nranks = 2;
+  a.hdr.nblocks = 1;
+  a.hdr.first[1] = 1;
+  cuda_work_t& w = a.works[0];
+  w.func = FUNC_ALLREDUCE;
+  w.algo = (uint8_t)algo;
+  w.proto = PROTO_LL;
+  w.dtype = ncclFloat32;
+  w.op = DEV_OP_MAX;
+  w.esize = 4;
+  w.root = -1;
+  w.chunk = 4096 / 16 * 8 / 4;
+  w.count = 2;
+  w.cnt = 2;
+  w.sendbuff = (const char*)p.buf[r];
+  w.recvbuff = (char*)p.buf[r];
   return a;
 }
 
@@ -293,6 +383,44 @@ int main(int argc, char** argv) {
       {"memcpy",
        graph_time(st, [&] { CK(cudaMemcpyAsync(dst, src, 8, cudaMemcpyDeviceToDevice, st)); }), -1,
        -1});
+  /* two ranks on this GPU, in place, Max: rank 1's 2.0 everywhere after the first operation */
+  pair_t pr = pair_make();
+  cudaStream_t st2;
+  CK(cudaStreamCreateWithFlags(&st2, cudaStreamNonBlocking));
+  cudaEvent_t fork, join;
+  CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  static const int algos[3] = {ALGO_RING, ALGO_ONESHOT, ALGO_TWOSHOT};
+  static const char* names[3] = {"pair_ring_ll", "pair_oneshot", "pair_twoshot"};
+  for (int ai = 0; ai < 3; ai++) {
+    const cuda_args_tiny_t a0 = pair_args(pr, 0, algos[ai], abort_d, status_d);
+    const cuda_args_tiny_t a1 = pair_args(pr, 1, algos[ai], abort_d, status_d);
+    const float init[2][2] = {{1.0f, 1.0f}, {2.0f, 2.0f}};
+    for (int r = 0; r < 2; r++)
+      CK(cudaMemcpy(pr.buf[r], init[r], sizeof(init[r]), cudaMemcpyHostToDevice));
+    t = graph_time(st, [&] {
+      CK(cudaEventRecord(fork, st));
+      CK(cudaStreamWaitEvent(st2, fork, 0));
+      void* p0[] = {(void*)&a0};
+      void* p1[] = {(void*)&a1};
+      const void* kern =
+          algos[ai] == ALGO_RING ? (const void*)bench_exec : (const void*)bench_direct;
+      const size_t sm = algos[ai] == ALGO_RING ? smem : 0;
+      CK(cudaLaunchKernel(kern, grid, block, p0, sm, st));
+      CK(cudaLaunchKernel(kern, grid, block, p1, sm, st2));
+      CK(cudaEventRecord(join, st2));
+      CK(cudaStreamWaitEvent(st, join, 0));
+    });
+    float got[2][2];
+    for (int r = 0; r < 2; r++)
+      CK(cudaMemcpy(got[r], pr.buf[r], sizeof(got[r]), cudaMemcpyDeviceToHost));
+    const double want = 2.0;
+    const bool ok =
+        got[0][0] == 2.0f && got[0][1] == 2.0f && got[1][0] == 2.0f && got[1][1] == 2.0f;
+    res.push_back({names[ai], t, -1, -1});
+    printf("# %s: result %g (expected %g) %s\n", names[ai], got[0][0], want, ok ? "ok" : "WRONG");
+    if (!ok) status_h->error = 99;
+  }
   CK(cudaStreamSynchronize(st));
   if (status_h->error != 0) {
     printf("FAIL: the kernel reported error %d\n", status_h->error);

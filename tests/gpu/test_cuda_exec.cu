@@ -7,8 +7,9 @@
  * and compares every output element with a host reference in double (integers exactly); outputs
  * are poisoned beforehand and guard bytes around them checked.
  *
- * Cases: AllReduce (ring, tree, one-shot; every rank's result bit-identical), ReduceScatter,
- * AllGather, Broadcast, Reduce (roots 0 and R-1) x Simple, LL, LL128 x float, half, bfloat16,
+ * Cases: AllReduce (ring, tree, OneShot, TwoShot; every rank's result bit-identical),
+ * ReduceScatter, AllGather, Broadcast (ring; OneShot, LL only), Reduce (roots 0 and R-1) x Simple,
+ * LL, LL128 x float, half, bfloat16,
  * int32, fp8 e4m3, double x sum, prod, min, max, premulsum (host and device scalar), sumpostdiv x
  * counts 0, 1, 7, 1000, 2^20+3 x in and out of place, some with user buffers off 16-byte alignment
  * or a small chunk; point-to-point all-to-all including sends to self; plans with many items (the
@@ -381,8 +382,9 @@ static void world_init(world_t& w, int R, int ngpu, bool interop) {
     CK(cudaSetDevice(rk.dev));
     CK(cudaStreamCreateWithFlags(&rk.stream, cudaStreamNonBlocking));
     /* odd GPU ranks keep the abort flag in plain host memory: the executor maps its page */
-    if (q % 2 == 1) {
-      rk.abort_flag = (volatile uint32_t*)calloc(1, 64);
+    if (q % 2 == 1) { /* a page of its own, as the library's (core/comm.c) */
+      rk.abort_flag = (volatile uint32_t*)aligned_alloc(4096, 4096);
+      memset((void*)rk.abort_flag, 0, 4096);
     } else {
       CK(cudaHostAlloc((void**)&rk.abort_flag, 64, cudaHostAllocMapped | cudaHostAllocPortable));
       rk.abort_pinned = true;
@@ -719,9 +721,9 @@ struct ccase {
 static std::string case_name(const ccase& c) {
   char b[256];
   snprintf(b, sizeof(b), "%s/%s/%s %s %s count=%zu %s root=%d mis=%d%s chunk=%zu", fname(c.func),
-           c.func != FUNC_ALLREDUCE ? "ring"
-           : c.algo == ALGO_TREE    ? "tree"
+           c.algo == ALGO_TREE      ? "tree"
            : c.algo == ALGO_ONESHOT ? "oneshot"
+           : c.algo == ALGO_TWOSHOT ? "twoshot"
                                     : "ring",
            pname(c.proto), tname(c.dtype), oname(c.op), c.count,
            c.inplace ? "in-place" : "out-of-place", c.root, c.misalign,
@@ -1027,9 +1029,10 @@ static void run_many_allreduce(world_t& w, int proto, int nops) {
     for (int k = 0; k < nops; k++) {
       char* sb = rk.sbuf + (size_t)k * stride * 4;
       char* rb = rk.rbuf + (size_t)k * stride * 4;
-      const int algo = k % 3 == 2                                 ? ALGO_TREE
-                       : k % 5 == 4 && R <= TREE_MAX_CHILDREN + 1 ? ALGO_ONESHOT
-                                                                  : ALGO_RING;
+      const int algo = k % 3 == 2                                                 ? ALGO_TREE
+                       : k % 5 == 4 && R <= DIRECT_MAX_RANKS && proto == PROTO_LL ? ALGO_ONESHOT
+                       : k % 7 == 6 && R <= DIRECT_MAX_RANKS && proto == PROTO_LL ? ALGO_TWOSHOT
+                                                                                  : ALGO_RING;
       plans[q].w[k % 2].push_back(make_work(k % 2, FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op,
                                             sb, rb, n, 0, n, 0, 0, R));
     }
@@ -1064,21 +1067,25 @@ static void run_matrix(world_t& w, bool full) {
   struct fa {
     int func, algo;
   };
-  const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},    {FUNC_ALLREDUCE, ALGO_TREE},
-                      {FUNC_ALLREDUCE, ALGO_ONESHOT}, {FUNC_REDUCESCATTER, ALGO_RING},
-                      {FUNC_ALLGATHER, ALGO_RING},    {FUNC_BROADCAST, ALGO_RING},
+  const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},     {FUNC_ALLREDUCE, ALGO_TREE},
+                      {FUNC_ALLREDUCE, ALGO_ONESHOT},  {FUNC_ALLREDUCE, ALGO_TWOSHOT},
+                      {FUNC_REDUCESCATTER, ALGO_RING}, {FUNC_REDUCESCATTER, ALGO_ONESHOT},
+                      {FUNC_ALLGATHER, ALGO_RING},     {FUNC_ALLGATHER, ALGO_ONESHOT},
+                      {FUNC_BROADCAST, ALGO_RING},     {FUNC_BROADCAST, ALGO_ONESHOT},
                       {FUNC_REDUCE, ALGO_RING}};
   int idx = 0;
   for (const fa& f : funcs) {
-    /* one-shot: the CUDA executor only, at most TREE_MAX_CHILDREN + 1 ranks, no PreMulSum */
-    if (f.algo == ALGO_ONESHOT && (w.interop || w.R > TREE_MAX_CHILDREN + 1)) continue;
+    /* the direct algorithms: LL, up to DIRECT_MAX_RANKS ranks; with the interop pass, the host
+     * executor's ranks run the same steps over the same FIFOs */
+    const bool direct = f.algo == ALGO_ONESHOT || f.algo == ALGO_TWOSHOT;
+    if (direct && w.R > DIRECT_MAX_RANKS) continue;
     for (int proto = 0; proto < PROTO_COUNT; proto++) {
       if (w.interop && proto == PROTO_LL128) continue;
+      if (direct && proto != PROTO_LL) continue;
       for (int t : types) {
         if (w.interop && !full && t != ncclFloat32 && t != ncclFloat16 && t != ncclInt32) continue;
         const int nops = reduces(f.func) ? DEV_OP_COUNT : 1;
         for (int op = 0; op < nops; op++) {
-          if (f.algo == ALGO_ONESHOT && op == DEV_OP_PREMULSUM) continue;
           for (size_t count : counts) {
             const bool big = count > 100000;
             if (!full && big && (op != DEV_OP_SUM || w.interop)) continue;

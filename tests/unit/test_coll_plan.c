@@ -202,56 +202,87 @@ static coll_task_t allreduce_task(size_t count, int op) {
   return t;
 }
 
-/* One-shot AllReduce: small messages on 3-4 NVLink GPUs, never under NCCL_ALGO, NCCL_PROTO without
- * LL, PreMulSum, two ranks, more than four, without NVLink or past the size limit. */
-START_TEST(test_oneshot_rule) {
+/* The direct algorithms (OneShot, TwoShot): the model offers them for small operations of 2 to
+ * DIRECT_MAX_RANKS GPU ranks that all reach each other by P2P (direct_ok), with LL, any op;
+ * NCCL_ALGO names them (and forces them at any size, and on the host executor too); NCCL_PROTO
+ * without LL, more ranks, no P2P, Reduce, or TwoShot for anything but AllReduce: never. */
+static coll_task_t func_task(int func, size_t count, int op) {
+  coll_task_t t = allreduce_task(count, op);
+  t.func = (uint8_t)func;
+  return t;
+}
+
+static int choose(struct coll_comm* cc, coll_task_t t) {
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  if (t.algo == ALGO_ONESHOT || t.algo == ALGO_TWOSHOT) {
+    ck_assert_int_eq(t.proto, PROTO_LL);
+    ck_assert_int_le(t.nchannels, COLL_DIRECT_MAX_CHANNELS);
+  }
+  return t.algo;
+}
+
+static bool is_direct(int algo) {
+  return algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT;
+}
+
+START_TEST(test_direct_choice) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   param_reload();
-  struct {
-    int nranks;
-    bool nvlink;
-    size_t bytes;
-    int op;
-    bool want;
-  } cases[] = {
-      {4, true, 8, DEV_OP_SUM, true},
-      {3, true, 64 << 10, DEV_OP_MAX, true},
-      {4, true, COLL_ONESHOT_MAX_BYTES, DEV_OP_SUMPOSTDIV, true},
-      {4, true, COLL_ONESHOT_MAX_BYTES + 4, DEV_OP_SUM, false},
-      {4, true, 8, DEV_OP_PREMULSUM, false},
-      {2, true, 8, DEV_OP_SUM, false},
-      {5, true, 8, DEV_OP_SUM, false},
-      {4, false, 8, DEV_OP_SUM, false},
-  };
-  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    struct coll_comm* cc = plan_comm(cases[i].nranks, cases[i].nvlink);
-    coll_task_t t = allreduce_task(cases[i].bytes / 4, cases[i].op);
-    ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-    ck_assert_msg((t.algo == ALGO_ONESHOT) == cases[i].want, "case %zu: algo %d", i, t.algo);
-    if (cases[i].want) {
-      ck_assert_int_eq(t.proto, PROTO_LL);
-      ck_assert_int_le(t.nchannels, COLL_ONESHOT_MAX_CHANNELS);
-    }
-    free(cc);
-  }
-  setenv("NCCL_ALGO", "ring", 1);
-  param_reload();
   struct coll_comm* cc = plan_comm(4, true);
-  coll_task_t t = allreduce_task(2, DEV_OP_SUM);
-  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-  ck_assert_int_eq(t.algo, ALGO_RING);
+  cc->gpu = true;
+  cc->direct_ok = true;
+  static const int ops[] = {DEV_OP_SUM, DEV_OP_MAX, DEV_OP_PREMULSUM, DEV_OP_SUMPOSTDIV};
+  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+    ck_assert(is_direct(choose(cc, allreduce_task(2, ops[i])))); /* 8 bytes: one hop */
+  ck_assert(is_direct(choose(cc, func_task(FUNC_ALLGATHER, 2, DEV_OP_SUM))));
+  ck_assert(is_direct(choose(cc, func_task(FUNC_BROADCAST, 2, DEV_OP_SUM))));
+  ck_assert(!is_direct(choose(cc, func_task(FUNC_REDUCE, 2, DEV_OP_SUM))));
+  ck_assert(!is_direct(choose(cc, allreduce_task((COLL_DIRECT_MAX_BYTES + 16) / 4, DEV_OP_SUM))));
+  cc->direct_ok = false; /* some pair without P2P */
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
-  unsetenv("NCCL_ALGO");
+  cc = plan_comm(4, true); /* the host executor: only when NCCL_ALGO names them */
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
+  free(cc);
+
+  setenv("NCCL_ALGO", "TwoShot", 1);
+  param_reload();
+  cc = plan_comm(4, true);
+  ck_assert_int_eq(choose(cc, allreduce_task(1 << 20, DEV_OP_SUM)), ALGO_TWOSHOT); /* any size */
+  ck_assert(!is_direct(choose(cc, func_task(FUNC_ALLGATHER, 2, DEV_OP_SUM))));     /* none for it */
+  free(cc);
+  setenv("NCCL_ALGO", "allreduce:OneShot;broadcast:oneshot;reducescatter:OneShot", 1);
+  param_reload();
+  cc = plan_comm(8, true);
+  ck_assert_int_eq(choose(cc, allreduce_task(100000, DEV_OP_PREMULSUM)), ALGO_ONESHOT);
+  ck_assert_int_eq(choose(cc, func_task(FUNC_BROADCAST, 7, DEV_OP_SUM)), ALGO_ONESHOT);
+  ck_assert_int_eq(choose(cc, func_task(FUNC_REDUCESCATTER, 7, DEV_OP_SUM)), ALGO_ONESHOT);
+  free(cc);
+  cc = plan_comm(DIRECT_MAX_RANKS + 1, true); /* too many ranks: the model's choice */
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
+  free(cc);
+  setenv("NCCL_ALGO", "^ring,tree", 1); /* OneShot and TwoShot remain; without LL, nothing */
   setenv("NCCL_PROTO", "Simple", 1);
   param_reload();
   cc = plan_comm(4, true);
-  t = allreduce_task(2, DEV_OP_SUM);
-  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-  ck_assert_int_ne(t.algo, ALGO_ONESHOT);
+  cc->gpu = true;
+  cc->direct_ok = true;
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
+  setenv("NCCL_ALGO", "ring", 1);
   unsetenv("NCCL_PROTO");
   param_reload();
+  cc = plan_comm(4, true);
+  cc->gpu = true;
+  cc->direct_ok = true;
+  ck_assert_int_eq(choose(cc, allreduce_task(2, DEV_OP_SUM)), ALGO_RING);
+  free(cc);
+  unsetenv("NCCL_ALGO");
+  param_reload();
+  ck_assert_int_eq(coll_algo_name_index(ALGO_ONESHOT), TOPO_ALGO_ONESHOT);
+  ck_assert_str_eq(topo_algo_names[coll_algo_name_index(ALGO_TWOSHOT)], "TwoShot");
+  ck_assert_str_eq(topo_algo_names[coll_algo_name_index(ALGO_RING)], "Ring");
 }
 END_TEST
 
@@ -499,6 +530,32 @@ START_TEST(test_plan_one_rank) {
 }
 END_TEST
 
+/* A group whose collectives the model would run partly direct runs none of them direct: the
+ * direct kernel runs a plan's collectives apart from the others (plan.c); alone, each is direct. */
+START_TEST(test_direct_all_or_none) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static float a[1 << 20], b[1 << 20];
+  plan_world_t w = world_make(4, 1);
+  w.cc->gpu = true;
+  w.cc->direct_ok = true;
+  coll_task_t t[2] = {task(FUNC_ALLREDUCE, ncclFloat32, 2, a, b, -1, DEV_OP_SUM),
+                      task(FUNC_ALLREDUCE, ncclFloat32, 1 << 20, a, b, -1, DEV_OP_SUM)};
+  ck_assert_int_eq(build(&w, t, 1), ncclSuccess);
+  ck_assert(is_direct(t[0].algo));
+  ck_assert_int_eq(build(&w, t, 2), ncclSuccess);
+  ck_assert(!is_direct(t[0].algo) && !is_direct(t[1].algo));
+  for (int c = 0; c < w.cc->plan.nchannels; c++)
+    for (int i = 0; i < w.cc->plan.nwork[c]; i++)
+      ck_assert(!is_direct(w.cc->plan.works[c][i].algo));
+  coll_task_t two[2] = {t[0], t[0]}; /* both small: both direct */
+  ck_assert_int_eq(build(&w, two, 2), ncclSuccess);
+  ck_assert(is_direct(two[0].algo) && is_direct(two[1].algo));
+  world_free(&w);
+}
+END_TEST
+
 static Suite* plan_suite(void) {
   Suite* s = suite_create("coll_plan");
   TCase* tc = tcase_create("plan");
@@ -511,12 +568,13 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_task_bytes);
   tcase_add_test(tc, test_filter_rows);
   tcase_add_test(tc, test_scalar_bits);
-  tcase_add_test(tc, test_oneshot_rule);
+  tcase_add_test(tc, test_direct_choice);
   tcase_add_test(tc, test_ring_part);
   tcase_add_test(tc, test_step_units_and_ring_index);
   tcase_add_test(tc, test_plan_items_decided);
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);
+  tcase_add_test(tc, test_direct_all_or_none);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -12,7 +12,8 @@
  *   local.c      plan.local: copies to self and one-rank collectives, as cudaMemcpyAsync or the
  *                many-block scaling kernel (kernel_local.cu), beside the channels' kernel
  *   kernel_*.cu  the kernel's entry points, one per parameter block size, each its own
- *                translation unit (they compile in parallel); kernel.cu hands them to exec.c
+ *                translation unit (they compile in parallel); kernel.cu hands them to exec.c;
+ *                kernel_direct.cu the direct algorithms' kernel (direct_device.cuh)
  *   exec_block_device.cuh  the kernel: one block per channel walking its list of items
  *   *_device.cuh device code included by the kernel_*.cu only (steps, FIFO primitives,
  *                reductions)
@@ -114,9 +115,9 @@ typedef struct cuda_chan {
   cuda_conn_t* up_recv;                      /* from tree_up */
   cuda_conn_t* down_send[TREE_MAX_CHILDREN]; /* to the present children, in tree_down order */
   cuda_conn_t* down_recv[TREE_MAX_CHILDREN];
-  /* One-shot (nranks <= TREE_MAX_CHILDREN + 1): to and from every other rank, in rank order */
-  cuda_conn_t* peer_send[TREE_MAX_CHILDREN];
-  cuda_conn_t* peer_recv[TREE_MAX_CHILDREN];
+  /* Direct algorithms (nranks <= DIRECT_MAX_RANKS): to and from every other rank, in rank order */
+  cuda_conn_t* peer_send[DIRECT_MAX_PEERS];
+  cuda_conn_t* peer_recv[DIRECT_MAX_PEERS];
 } cuda_chan_t;
 
 /* ---- One work item as the kernel sees it ------------------------------------------------------
@@ -228,6 +229,9 @@ typedef struct cuda_local_args {
   int32_t dtype;
 } cuda_local_args_t;
 const void* cuda_local_kernel(void);
+/* kernel_direct.cu: the direct algorithms' kernel (a cuda_args_small_t parameter block, the narrow
+ * block: CUDA_EXEC_NARROW_THREADS). */
+const void* cuda_direct_kernel(void);
 #define CUDA_LOCAL_THREADS 512
 #ifdef __cplusplus
 }
@@ -269,8 +273,8 @@ enum {
   CUDA_CC_DOWN_SEND,                                         /* + child index */
   CUDA_CC_DOWN_RECV = CUDA_CC_DOWN_SEND + TREE_MAX_CHILDREN, /* + child index */
   CUDA_CC_PEER_SEND = CUDA_CC_DOWN_RECV + TREE_MAX_CHILDREN, /* + index among the other ranks */
-  CUDA_CC_PEER_RECV = CUDA_CC_PEER_SEND + TREE_MAX_CHILDREN, /* + index among the other ranks */
-  CUDA_CC_COUNT = CUDA_CC_PEER_RECV + TREE_MAX_CHILDREN
+  CUDA_CC_PEER_RECV = CUDA_CC_PEER_SEND + DIRECT_MAX_PEERS,  /* + index among the other ranks */
+  CUDA_CC_COUNT = CUDA_CC_PEER_RECV + DIRECT_MAX_PEERS
 };
 
 typedef struct cuda_chan_host {
@@ -306,6 +310,7 @@ typedef struct cuda_exec {
   cuda_status_t* d_status;
   bool status_reported;
   const void* kern[2][CUDA_KERN_COUNT]; /* [wide][CUDA_KERN_*] */
+  const void* kern_direct;              /* cuda_direct_kernel() */
   int wide_mode;                        /* CUDA_WIDE_*: from NCCL_NTHREADS */
   cudaEvent_t done;                     /* recorded after each launch outside stream capture */
   cudaStream_t last;                    /* the stream of that launch */

@@ -277,28 +277,19 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     return ok;
   }
   /* tree: up lane on the first half, down lane on the second (the root's down lane waits for
-   * its up lane); one-shot: send lane on the first half, receive lane on the second (which waits
-   * for the send of the same chunk: in place, the receive overwrites what the send reads) */
+   * its up lane) */
   if (threadIdx.x == 0) sm.up_done = 0;
   __syncthreads();
   int half;
   const grp_t g = group_half(sm, half);
   grp_shared_t& gs = sm.gs[half];
-  const bool oneshot = w->algo == ALGO_ONESHOT;
-  const bool ordered = oneshot || ch->tree_up < 0; /* the second half waits for the first */
+  const bool ordered = ch->tree_up < 0; /* the root's down half waits for its up half */
   if (g.tid == 0) {
-    const int kind = oneshot ? (half == 0 ? LANE_ONESHOT_SEND : LANE_ONESHOT_RECV)
-                             : (half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
-    gs.ln = item_lane(hdr, ch, w, kind);
+    gs.ln = item_lane(hdr, ch, w, half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
     gs.r = item_red(w);
   }
-  if (oneshot) {
-    for (int j = 0; j < hdr->nranks - 1; j++)
-      src[j] = half == 0 ? ch->peer_send[j] : ch->peer_recv[j];
-  } else {
-    for (int j = 0; j < ch->ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
-    if (ch->tree_up >= 0) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
-  }
+  for (int j = 0; j < ch->ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
+  if (ch->tree_up >= 0) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
   conns_load(k, g, sm.home[half], src);
   bool ok = lane_run(k, g, sm, gs, w->proto, half == 1 && ordered, half == 0 && ordered);
   conns_store(g, sm.home[half]);

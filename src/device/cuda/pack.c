@@ -25,6 +25,10 @@ static bool func_is_p2p(int func) {
   return func == FUNC_SEND || func == FUNC_RECV;
 }
 
+static bool work_is_direct(const work_t* w) {
+  return !func_is_p2p(w->func) && (w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT);
+}
+
 /* ---- One item ----------------------------------------------------------------------------------
  */
 /* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of
@@ -134,14 +138,10 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
       CHECK(conn_check(ex, c, dc->tree_down[j], 1, w->proto, step, net));
       CHECK(conn_check(ex, c, dc->tree_down[j], 0, w->proto, step, net));
     }
-  } else if (w->algo == ALGO_ONESHOT && w->func == FUNC_ALLREDUCE) {
-    if (comm->nranks > TREE_MAX_CHILDREN + 1 || w->op.kind == DEV_OP_PREMULSUM) {
-      WARN(
-          "CUDA executor: one-shot AllReduce runs on 2 to %d ranks without PreMulSum (got %d "
-          "ranks, op %d)",
-          TREE_MAX_CHILDREN + 1, comm->nranks, w->op.kind);
-      return ncclInternalError;
-    }
+  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) &&
+             comm->nranks <= DIRECT_MAX_RANKS && w->proto == PROTO_LL && w->func != FUNC_REDUCE &&
+             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+    o->root = w->root; /* a direct Broadcast's root: its rank */
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
       CHECK(conn_check(ex, c, p, 1, w->proto, step, net));
@@ -149,9 +149,9 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     }
   } else {
     WARN(
-        "CUDA executor: algorithm %d cannot run function %d (tree and one-shot run AllReduce "
-        "only)",
-        w->algo, w->func);
+        "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
+        "and TwoShot run AllReduce only; the direct algorithms LL, up to %d ranks, no Reduce)",
+        w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS);
     return ncclInternalError;
   }
   return ncclSuccess;
@@ -165,6 +165,7 @@ typedef struct builder {
   int chan_first;  /* first item of the channel being filled */
   bool net;        /* some item uses a connection the proxy drives */
   bool not_simple; /* some item runs LL or LL128: the launch takes the narrow kernel */
+  bool direct;     /* the items are direct ones: the launch takes the direct kernel */
 } builder_t;
 
 static void b_reset(builder_t* b) {
@@ -180,8 +181,13 @@ static ncclResult_t b_item(cuda_exec_t* ex, builder_t* b, int c, const work_t* w
     WARN("CUDA executor: internal error: a launch of more than %d items", CUDA_LARGE_WORKS);
     return ncclInternalError;
   }
+  if (b->nworks > 0 && work_is_direct(w) != b->direct) {
+    WARN("CUDA executor: internal error: a launch mixing direct and other items");
+    return ncclInternalError;
+  }
   CHECK(pack_item(ex, c, w, &ex->args.works[b->nworks], &b->net));
   b->not_simple |= w->proto != PROTO_SIMPLE;
+  b->direct = work_is_direct(w);
   b->nworks++;
   return ncclSuccess;
 }
@@ -215,8 +221,18 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
       ex->wide_mode == CUDA_WIDE_ALWAYS || (ex->wide_mode == CUDA_WIDE_AUTO && !b->not_simple);
   dim3 grid = {(unsigned)b->nblocks, 1, 1};
   dim3 block = {CUDA_EXEC_BLOCK_THREADS(wide), 1, 1};
-  cudaError_t err =
-      cudaLaunchKernel(ex->kern[wide][which], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
+  const void* kern = ex->kern[wide][which];
+  size_t smem = CUDA_EXEC_STAGE_BYTES;
+  if (b->direct) { /* the small parameter block (the caller keeps to it), the narrow block */
+    if (b->nworks > CUDA_SMALL_WORKS) {
+      WARN("CUDA executor: internal error: a direct launch of %d items", b->nworks);
+      return ncclInternalError;
+    }
+    kern = ex->kern_direct;
+    block.x = CUDA_EXEC_NARROW_THREADS;
+    smem = 0;
+  }
+  cudaError_t err = cudaLaunchKernel(kern, grid, block, params, smem, stream);
   if (err != cudaSuccess) {
     WARN("CUDA executor: rank %d: launching the kernel (%d blocks, %d items) failed: %s",
          ex->comm->rank, b->nblocks, b->nworks, cudaGetErrorString(err));
@@ -277,13 +293,39 @@ static void p2p_keys(const cuda_exec_t* ex, const work_t* works, int lo, int n, 
   }
 }
 
+/* The collectives (the first ncoll[c] items of each channel) in launches of at most cap items:
+ * launch r takes items [r*q, (r+1)*q) of every channel, q the same on every rank, so every rank's
+ * launch r holds exactly the partners of its items. */
+static ncclResult_t launch_rounds(cuda_exec_t* ex, const plan_t* plan, const int* ncoll, int cap,
+                                  cudaStream_t stream) {
+  int nchan_coll = 0, max_coll = 0;
+  for (int c = 0; c < plan->nchannels; c++) {
+    if (ncoll[c] > 0) nchan_coll++;
+    if (ncoll[c] > max_coll) max_coll = ncoll[c];
+  }
+  if (nchan_coll == 0) return ncclSuccess;
+  builder_t b;
+  b_reset(&b);
+  const int q = cap / nchan_coll;
+  for (int lo = 0; lo < max_coll; lo += q) {
+    for (int c = 0; c < plan->nchannels; c++) {
+      int hi = lo + q < ncoll[c] ? lo + q : ncoll[c];
+      if (lo >= hi) continue;
+      b_open(&b);
+      for (int i = lo; i < hi; i++) CHECK(b_item(ex, &b, c, &plan->works[c][i]));
+      b_close(ex, &b, c);
+    }
+    CHECK(b_launch(ex, &b, stream));
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t launch_split(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream,
                                  size_t total) {
   cuda_split_t* s = &ex->split;
   CHECK(split_reserve(s, total));
   int ncoll[PLAN_MAX_CHANNELS];
   size_t base[PLAN_MAX_CHANNELS];
-  int nchan_coll = 0, max_coll = 0;
   size_t at = 0;
   for (int c = 0; c < plan->nchannels; c++) {
     const work_t* ws = plan->works[c];
@@ -299,27 +341,12 @@ static ncclResult_t launch_split(cuda_exec_t* ex, const plan_t* plan, cudaStream
         return ncclInternalError;
       }
     }
-    if (i > 0) nchan_coll++;
-    if (i > max_coll) max_coll = i;
     base[c] = at;
     at += (size_t)n;
   }
   builder_t b;
   b_reset(&b);
-  /* Collectives: the same rounds on every rank. */
-  if (nchan_coll > 0) {
-    int q = CUDA_LARGE_WORKS / nchan_coll;
-    for (int lo = 0; lo < max_coll; lo += q) {
-      for (int c = 0; c < plan->nchannels; c++) {
-        int hi = lo + q < ncoll[c] ? lo + q : ncoll[c];
-        if (lo >= hi) continue;
-        b_open(&b);
-        for (int i = lo; i < hi; i++) CHECK(b_item(ex, &b, c, &plan->works[c][i]));
-        b_close(ex, &b, c);
-      }
-      CHECK(b_launch(ex, &b, stream));
-    }
-  }
+  CHECK(launch_rounds(ex, plan, ncoll, CUDA_LARGE_WORKS, stream));
   /* Point-to-point: key ranges over all channels. */
   size_t nkeys = 0;
   for (int c = 0; c < plan->nchannels; c++) {
@@ -374,6 +401,28 @@ ncclResult_t cuda_plan_launch(cuda_exec_t* ex, const plan_t* plan, cudaStream_t 
     if (coll) CHECK(cuda_chan_sync(ex, c));
   }
   if (total == 0) return ncclSuccess;
+  /* Direct collectives (all of the plan's collectives or none: plan.c) go first, in the direct
+   * kernel; then the point-to-point items, as on every rank. */
+  int ncoll[PLAN_MAX_CHANNELS];
+  bool direct = false;
+  for (int c = 0; c < plan->nchannels; c++) {
+    ncoll[c] = 0;
+    while (ncoll[c] < plan->nwork[c] && !func_is_p2p(plan->works[c][ncoll[c]].func)) ncoll[c]++;
+    for (int i = 0; i < ncoll[c]; i++) direct |= work_is_direct(&plan->works[c][i]);
+  }
+  plan_t rest;
+  if (direct) {
+    CHECK(launch_rounds(ex, plan, ncoll, CUDA_SMALL_WORKS, stream));
+    rest = *plan;
+    total = 0;
+    for (int c = 0; c < plan->nchannels; c++) {
+      rest.works[c] = plan->works[c] + ncoll[c];
+      rest.nwork[c] = plan->nwork[c] - ncoll[c];
+      total += (size_t)rest.nwork[c];
+    }
+    if (total == 0) return ncclSuccess;
+    plan = &rest;
+  }
   if (total > (size_t)CUDA_LARGE_WORKS) return launch_split(ex, plan, stream, total);
   builder_t b;
   b_reset(&b);

@@ -184,16 +184,22 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     ch->lanes[1].geo.kind = LANE_TREE_DOWN;
     if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
     nlanes = 2;
-  } else if (w->algo == ALGO_ONESHOT) {
-    WARN(
-        "Host executor: one-shot AllReduce is not implemented here (the planner picks it only for "
-        "GPUs joined by NVLink, which the CUDA executor drives)");
-    return ncclInternalError;
+  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) && ln->geo.n > 1 &&
+             ln->geo.n <= DIRECT_MAX_RANKS && w->func != FUNC_REDUCE &&
+             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+    ln->geo.kind = LANE_DIRECT;
+    ln->geo.algo = w->algo;
+    ln->geo.root_idx = w->root; /* Broadcast: the root's rank */
+    for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
+    CHECK(conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true));
+    /* an in-place combination in rank order builds in the send staging (prims.c) */
+    CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
   } else {
     WARN(
         "Host executor: algorithm %d cannot run function %d on %d ranks (the planner runs "
-        "one-rank work locally; tree runs AllReduce only)",
-        w->algo, w->func, ln->geo.n);
+        "one-rank work locally; tree and TwoShot run AllReduce only, the direct algorithms up "
+        "to %d ranks and not Reduce)",
+        w->algo, w->func, ln->geo.n, DIRECT_MAX_RANKS);
     return ncclInternalError;
   }
   for (int i = 0; i < nlanes; i++) ch->lanes[i].nops = host_lane_nops(&ch->lanes[i]);
