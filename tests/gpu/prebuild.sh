@@ -32,7 +32,8 @@ mkdir -p "$stage/include" "$stage/lib"
 cp "$ROOT/include/nccl.h" "$stage/include/"
 ln -sf "$build/libnccl.so.2" "$stage/lib/libnccl.so"
 # nccl-tests includes nccl_device.h (stock's, Baton ships none): the toolkit's copy of stock's
-dev_h=$(ls /usr/local/cuda/include/nccl_device.h 2>/dev/null || find / -name nccl_device.h -path '*include*' 2>/dev/null | head -1 || true)
+dev_h=/usr/local/cuda/include/nccl_device.h
+[ -f "$dev_h" ] || dev_h=$(find / -name nccl_device.h -path '*include*' -print -quit 2>/dev/null || true)
 if [ -n "$dev_h" ]; then cp -r "$(dirname "$dev_h")"/nccl_device* "$stage/include/"; fi
 bash "$ROOT/tests/gpu/nccl_tests_share.sh" "$ROOT/third_party/nccl-tests" "$build/nccl-tests-src"
 make -C "$build/nccl-tests-src" -j"$jobs" MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME="$stage" \
