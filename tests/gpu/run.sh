@@ -85,7 +85,7 @@ MIN_RUN_S=15   # a command that would get less than this is skipped instead
 # Per-command limits (seconds); the budget can cut them shorter.
 T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
 T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
-T_ONE=${T_ONE:-120} ONE_ITERS=${ONE_ITERS:-100}
+T_ONE=${T_ONE:-120} ONE_ITERS=${ONE_ITERS:-100} ONE_REPS=${ONE_REPS:-4}
 ONE_COLLS=${ONE_COLLS:-all_reduce all_gather broadcast sendrecv reduce_scatter alltoall}
 
 mkdir -p "$OUT"
@@ -500,6 +500,13 @@ stage_nccltests() {
   local thread_bins=(all_reduce all_gather sendrecv hypercube)
   [ "$FULL" = 1 ] && thread_bins=("${all_bins[@]}" hypercube)
   for b in "${thread_bins[@]}"; do
+    if [ "$SHARE_GPU" = 1 ]; then
+      # Ranks on one GPU in one process, each driven by its own thread: nccl-tests' checks call
+      # cudaDeviceSynchronize, which waits for the other ranks' kernels too, and those wait for
+      # this thread's next launch (run 52: all three hung). One thread (-g N) or processes.
+      record nccltests "$b.t$n" SKIP "SHARE_GPU: -t mode synchronizes the whole shared device from each thread"
+      continue
+    fi
     nt_case "$b.t$n" "" "${b}_perf" "${common[@]}" -t "$n" -g 1
   done
   for algo in Ring Tree; do
@@ -675,16 +682,22 @@ stage_onegpu() {
   done
   nt_case "one.all_reduce.types-ops" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all -g 1
   nt_case "one.all_reduce.graph" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -G 5 -g 1
-  # Small sizes are the host's time per call, which jitters by microseconds: two runs of each
-  # library, alternating, with more iterations; the report takes each size's better run.
-  local rep
+  # Small sizes are the host's time per call, which jitters by microseconds (run 51: the same
+  # library 5.4 and 17 us on average in two runs): ONE_REPS runs of each library, alternating,
+  # with more iterations; the report takes each size's best run.
+  local rep pin=()
+  # the same few cores for both libraries: less scheduler jitter in the host-bound sizes
+  command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 8 ] && pin=(taskset -c 4-7)
   for coll in $ONE_COLLS; do
-    for rep in 1 2; do
+    lib_env ours # a first run of each collective warms the machine up (not counted)
+    run_logged "$LOGS/onegpu/warmup.$coll.log" "$T_ONE" env "${LENV[@]}" "${pin[@]}" \
+      "$NT_BIN/${coll}_perf" -b 8 -e 1M -f 2 -c 0 -n 20 -w 5 -g 1
+    for rep in $(seq 1 "$ONE_REPS"); do
       for lib in stock ours; do
         lib_env "$lib"
         log=$LOGS/onegpu/$coll.$lib.$rep.log
-        run_logged "$log" "$T_ONE" env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 1G -f 2 -c 0 \
-          -n "$ONE_ITERS" -w 20 -g 1
+        run_logged "$log" "$T_ONE" env "${LENV[@]}" "${pin[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 1G \
+          -f 2 -c 0 -n "$ONE_ITERS" -w 20 -g 1
         rc=$?
         record onegpu "run.$coll.$lib.$rep" "$(status_of "$rc")" "$(why "$rc")"
       done

@@ -1008,11 +1008,12 @@ static void run_alltoall(world_t& w, int proto, int dtype, size_t cnt, int msgs)
 }
 
 /* ---- Many small AllReduces in one plan, alternating channels and algorithms ----------------- */
-static void run_many_allreduce(world_t& w, int proto, int nops) {
+static void run_many_allreduce(world_t& w, int proto, int nops, bool direct) {
   const int R = w.R;
   const size_t n = 7, stride = 16; /* elements */
   char what[128];
-  snprintf(what, sizeof(what), "Fused %d x AllReduce/%s float count=7", nops, pname(proto));
+  snprintf(what, sizeof(what), "Fused %d x AllReduce/%s%s float count=7", nops, pname(proto),
+           direct ? " OneShot/TwoShot" : "");
   ensure_bufs(w, (size_t)nops * stride * 4 + 64);
   g_checks++;
   std::vector<std::vector<float>> in(R);
@@ -1029,10 +1030,11 @@ static void run_many_allreduce(world_t& w, int proto, int nops) {
     for (int k = 0; k < nops; k++) {
       char* sb = rk.sbuf + (size_t)k * stride * 4;
       char* rb = rk.rbuf + (size_t)k * stride * 4;
-      const int algo = k % 3 == 2                                                 ? ALGO_TREE
-                       : k % 5 == 4 && R <= DIRECT_MAX_RANKS && proto == PROTO_LL ? ALGO_ONESHOT
-                       : k % 7 == 6 && R <= DIRECT_MAX_RANKS && proto == PROTO_LL ? ALGO_TWOSHOT
-                                                                                  : ALGO_RING;
+      /* a plan's collectives are all direct or none (the planner's rule): the direct ones
+       * alternate OneShot and TwoShot in a plan of their own */
+      const int algo = direct       ? (k % 2 ? ALGO_TWOSHOT : ALGO_ONESHOT)
+                       : k % 3 == 2 ? ALGO_TREE
+                                    : ALGO_RING;
       plans[q].w[k % 2].push_back(make_work(k % 2, FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op,
                                             sb, rb, n, 0, n, 0, 0, R));
     }
@@ -1140,8 +1142,12 @@ static void run_all(world_t& w, bool full) {
     if (!g_dead) run_alltoall(w, p, ncclFloat32, 70001, 1);
     if (w.interop) continue;
     if (!g_dead) run_alltoall(w, p, ncclFloat16, 33, 120); /* too many items: split by key */
-    if (!g_dead) run_many_allreduce(w, p, 40);             /* the large parameter block */
-    if (!g_dead) run_many_allreduce(w, p, 450);            /* split over launches */
+    if (!g_dead) run_many_allreduce(w, p, 40, false);      /* the large parameter block */
+    if (!g_dead) run_many_allreduce(w, p, 450, false);     /* split over launches */
+    if (p == PROTO_LL && w.R <= DIRECT_MAX_RANKS) {        /* the direct kernel's rounds */
+      if (!g_dead) run_many_allreduce(w, p, 40, true);
+      if (!g_dead) run_many_allreduce(w, p, 450, true);
+    }
   }
 }
 
