@@ -8,7 +8,7 @@
   parse_nccl_tests.py onegpu --dir LOGDIR --out onegpu.md
       One rank on one GPU (issue 17): onegpu/<coll>.<lib>.log sweeps side by side, out-of-place and
       in-place apart (speed ours/stock = stock time / our time; PASS when >= 0.9 at every size
-      out of place), and onegpu/graph.<coll>.<lib>.log (nccl-tests -G: CUDA-graph replay, the
+      out of place), and onegpu/graph.<coll>.<lib>[.<n>].log (nccl-tests -G: CUDA-graph replay, the
       GPU's time alone; PASS when ours <= 1.5x stock's). Prints RESULT and SUMMARY lines too.
 
   parse_nccl_tests.py compare --dir LOGDIR --out perf.md [--ngpus N]
@@ -375,7 +375,7 @@ def cmd_onegpu(args):
         rep.result("onegpu", f"speed:{coll}", "PASS" if ok else "FAIL", note)
         rep.summary.append(f"{coll:<12} {note}  {'PASS' if ok else 'FAIL'}")
     graphs = sorted({os.path.basename(p).split(".")[1]
-                     for p in glob.glob(os.path.join(d, "graph.*.stock.log"))})
+                     for p in glob.glob(os.path.join(d, "graph.*.stock*.log"))})
     if graphs:
         rep.md.append("\n## CUDA-graph replay, one rank (nccl-tests -G): GPU time per operation\n")
         rep.md.append("| collective | size | stock us | ours us | ours/stock |")
@@ -383,9 +383,14 @@ def cmd_onegpu(args):
     for coll in graphs:
         t = {}
         for lib in ("stock", "ours"):
-            path = os.path.join(d, f"graph.{coll}.{lib}.log")
-            rows = parse_rows(read(path)) if os.path.exists(path) else []
-            t[lib] = {r["size"]: r["oop"]["time"] for r in rows}
+            t[lib] = {}
+            # repeated runs (graph.<coll>.<lib>.<n>.log): each size's best time
+            for path in (glob.glob(os.path.join(d, f"graph.{coll}.{lib}.log")) +
+                         glob.glob(os.path.join(d, f"graph.{coll}.{lib}.*.log"))):
+                for r in parse_rows(read(path)):
+                    v = r["oop"]["time"]
+                    if v is not None and (t[lib].get(r["size"]) is None or v < t[lib][r["size"]]):
+                        t[lib][r["size"]] = v
         sizes = sorted(set(t["stock"]) & set(t["ours"]))
         for s in sizes:
             r = ratio(t["ours"][s], t["stock"][s])

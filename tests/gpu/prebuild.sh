@@ -56,6 +56,6 @@ strip --strip-debug "$out/libnccl.so.2"
 {
   echo "commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo '+dirty'), $(grep -m1 CMAKE_BUILD_TYPE: "$build/CMakeCache.txt" | cut -d= -f2), built $(date -u '+%Y-%m-%d %H:%M UTC')"
   nvcc --version | tail -1
-  ldd --version | head -1
+  ldd --version | sed -n 1p # reads all: no SIGPIPE under pipefail
 } >"$out/BUILD_INFO"
 du -sh "$out"

@@ -12,7 +12,8 @@
 #              torch all_reduce sweep
 #   onegpu     (not in the default list) one rank on one GPU beside stock: nccl-tests -g 1 sweeps
 #              8 B..1 GiB (out of place and in place apart), CUDA-graph replay of small
-#              all-reduce and broadcast (-G 50: the GPU's time per operation), -c 1 checks
+#              all-reduce, broadcast, all-gather, sendrecv (-G 50: the GPU's time per operation),
+#              -c 1 checks
 #   launch     (not in the default list) tests/gpu/bench_launch.cu: the executor kernel's fixed
 #              cost against an empty kernel and a memcpy node (graph replay, %globaltimer), and
 #              ncu's report of one launch (logs/launch)
@@ -703,13 +704,17 @@ stage_onegpu() {
       done
     done
   done
-  for coll in all_reduce broadcast; do # CUDA-graph replay: the GPU's time per operation
-    for lib in stock ours; do
-      lib_env "$lib"
-      log=$LOGS/onegpu/graph.$coll.$lib.log
-      run_logged "$log" 60 env "${LENV[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 64K -f 8 -c 0 -n 20 \
-        -w 5 -G 50 -g 1
-      record onegpu "run.graph.$coll.$lib" "$(status_of $?)" ""
+  # CUDA-graph replay: the GPU's time per operation; two runs each (run 51: one run of broadcast
+  # gave 1.28 us at 512 B and 1.00 at 8 B for the same memcpy node)
+  for coll in all_reduce broadcast all_gather sendrecv; do
+    for rep in 1 2; do
+      for lib in stock ours; do
+        lib_env "$lib"
+        log=$LOGS/onegpu/graph.$coll.$lib.$rep.log
+        run_logged "$log" 60 env "${LENV[@]}" "${pin[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 64K -f 8 \
+          -c 0 -n 20 -w 5 -G 50 -g 1
+        record onegpu "run.graph.$coll.$lib.$rep" "$(status_of $?)" ""
+      done
     done
   done
   local out
