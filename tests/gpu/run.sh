@@ -632,6 +632,13 @@ torch_run() { # torch_run NAME LIB [ENV=v ...] -- SCRIPT ARGS...
 
 stage_torch() {
   local suite=$GPU_DIR/torch/suite.py bench=$GPU_DIR/torch/bench_allreduce.py lib
+  if [ "$SHARE_GPU" = 1 ]; then
+    # NGPUS processes on the machine's GPUs (torch's device = local rank modulo the GPU count):
+    # Baton only (stock 2.28 refuses two ranks on one GPU); P2P over the shared device, and SHM
+    torch_run "share.suite.ours" ours -- "$suite" --tests collectives,groups,p2p,graph,ddp
+    torch_run "share.shm.ours" ours NCCL_P2P_DISABLE=1 -- "$suite" --tests collectives,groups,p2p
+    return
+  fi
   for lib in stock ours; do
     torch_run "suite.$lib" "$lib" -- "$suite" --losses "$LOGS/torch/ddp_losses.$lib.txt"
   done
