@@ -27,7 +27,7 @@
  * Direct (device.h's ALGO_ONESHOT / ALGO_TWOSHOT, LANE_DIRECT): one lane talks to every other
  * rank; "peer j" is the j-th other rank in rank order (steps_other_rank). Per chunk:
  *   OneShot AllReduce     s=0 send my chunk to every peer; s=1 recv every peer's chunk, combine
- *                         with mine in rank order (every contribution pre-op'd), finish, output.
+ *                         with mine in rank order (each pre-op'd by its sender), finish, output.
  *   OneShot AllGather     s=0 send my chunk to every peer and to my block of the output; s=1 recv
  *                         peer p's chunk into p's block.
  *   OneShot ReduceScatter s=0 send block p of my input to each peer p; s=1 recv my block's chunk
@@ -96,8 +96,8 @@ typedef struct step {
   int recv[STEP_MAX_PEERS]; /* step_role_t or a child / other-rank index */
   int send[STEP_MAX_PEERS];
   int local_pos; /* -1: local data first (its pre-op applied); else its place among the received
-                  * sources, which are raw contributions too: each is pre-op'd, and all combine
-                  * in rank order (direct lanes: every rank computes the same bits) */
+                  * sources, pre-op'd by their senders (a direct send of this rank's own input
+                  * is), combined in rank order (direct lanes: every rank gets the same bits) */
   bool reduce;   /* combine local and received data with the op; else copy */
   bool postop;   /* the result is final (SUMPOSTDIV divides it) */
   /* Direct steps that do not reduce: what goes to (from local) or comes from (into out) rank p is

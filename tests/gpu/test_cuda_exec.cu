@@ -187,8 +187,10 @@ static double rand_val(int t, int op) {
       return r; /* fp8 */
   }
 }
-static double premul_scalar(int t) {
-  return t == ncclInt32 ? 3.0 : t == ncclFloat8e4m3 ? 2.0 : 0.5;
+/* Rank q's PreMulSum scalar: each rank passes its own (it scales that rank's input only). */
+static double premul_scalar(int t, int q) {
+  const double b = t == ncclInt32 ? 3.0 : t == ncclFloat8e4m3 ? 2.0 : 0.5;
+  return t == ncclInt32 ? b + q % 2 : q % 2 ? b / 2 : b;
 }
 static double tol_rel(int t) {
   switch (t) {
@@ -737,12 +739,12 @@ static bool reduces(int f) {
 
 /* Reference of one reduced element from the R contributions v[q]; mag: a scale for the error. */
 static void ref_reduce(int t, int op, const double* v, int R, double* ref, double* mag) {
-  const double s = premul_scalar(t);
   if (is_int(t)) { /* int32, wrapping */
     int64_t acc = 0;
     for (int q = 0; q < R; q++) {
       int64_t x = (int64_t)v[q];
-      if (op == DEV_OP_PREMULSUM) x = (int32_t)(uint32_t)((uint64_t)x * (uint64_t)(int64_t)s);
+      const int64_t s = (int64_t)premul_scalar(t, q);
+      if (op == DEV_OP_PREMULSUM) x = (int32_t)(uint32_t)((uint64_t)x * (uint64_t)s);
       if (q == 0) {
         acc = x;
         continue;
@@ -769,7 +771,7 @@ static void ref_reduce(int t, int op, const double* v, int R, double* ref, doubl
   }
   double acc = 0, m = 0;
   for (int q = 0; q < R; q++) {
-    double x = op == DEV_OP_PREMULSUM ? v[q] * s : v[q];
+    double x = op == DEV_OP_PREMULSUM ? v[q] * premul_scalar(t, q) : v[q];
     m += fabs(x);
     if (q == 0) {
       acc = x;
@@ -847,7 +849,7 @@ static void run_coll_case(world_t& w, const ccase& cs) {
     memset(&op, 0, sizeof(op));
     op.kind = (uint8_t)cs.op;
     if (cs.op == DEV_OP_PREMULSUM) {
-      op.scalar = scalar_bits(t, premul_scalar(t));
+      op.scalar = scalar_bits(t, premul_scalar(t, q));
       if (cs.scalar_dev) {
         uint64_t b = op.scalar;
         op.scalar_on_device = 1;

@@ -49,6 +49,8 @@ struct wrules {
   static __device__ __forceinline__ T pre(T x, int op, T s) {
     return op == DEV_OP_PREMULSUM ? O::mul(x, s) : x;
   }
+  /* a rank's own word as it counts; the scalar is that rank's, so a rank pre-ops only its own
+   * input (before sending it, or where it combines it) */
   static __device__ __forceinline__ uint64_t first(uint64_t x, int op, T s) {
     if (op != DEV_OP_PREMULSUM) return x;
     pack8<T> a;
@@ -57,14 +59,14 @@ struct wrules {
     for (int i = 0; i < N; i++) a.e[i] = pre(a.e[i], op, s);
     return a.u;
   }
-  /* pre(x) (op) acc: the host executor's order (host_reduce(acc, x, acc)) */
-  static __device__ __forceinline__ uint64_t next(uint64_t acc, uint64_t x, int op, T s) {
+  /* x (op) acc, x already counted (first): the host executor's order */
+  static __device__ __forceinline__ uint64_t next(uint64_t acc, uint64_t x, int op) {
     pack8<T> a, b;
     a.u = x;
     b.u = acc;
 #pragma unroll
     for (int i = 0; i < N; i++) {
-      const T v = pre(a.e[i], op, s);
+      const T v = a.e[i];
       a.e[i] = op == DEV_OP_PROD  ? O::mul(v, b.e[i])
                : op == DEV_OP_MIN ? O::min(v, b.e[i])
                : op == DEV_OP_MAX ? O::max(v, b.e[i])
@@ -145,6 +147,19 @@ static __device__ __forceinline__ void dsend(const direct_smem_t& d, int j, int 
   });
 }
 
+/* Sends nbytes of this rank's input to a reduction: each word as it counts (W::first). */
+template <typename O>
+static __device__ __forceinline__ void dsend_own(const direct_smem_t& d, const direct_item_t& it,
+                                                 int j, const char* src, size_t nbytes) {
+  typedef typename O::elem_t T;
+  const T s = O::from_bits(it.scalar);
+  dlines_for(nbytes, [&](size_t i, int valid) {
+    const uint64_t w = valid > 0 ? low_bytes(load8(src + i * 8, valid), valid) : 0;
+    dline_write(d.send[j], 0, i, low_bytes(wrules<O>::first(w, it.op, s), valid));
+    return true;
+  });
+}
+
 /* Receives nbytes from peer j's step dstep into dst. */
 static __device__ __forceinline__ bool drecv(const kctx_t& k, const direct_smem_t& d, int j,
                                              int dstep, char* dst, size_t nbytes) {
@@ -156,9 +171,9 @@ static __device__ __forceinline__ bool drecv(const kctx_t& k, const direct_smem_
   });
 }
 
-/* dst = the n ranks' words of a span (mine from src, the others' from their step dstep), each
- * pre-op'd, combined in rank order and finished; also sent on to every peer at send step sstep
- * (sstep < 0: not). */
+/* dst = the n ranks' words of a span (mine from src, pre-op'd here; the others' from their step
+ * dstep, pre-op'd by their senders), combined in rank order and finished; also sent on to every
+ * peer at send step sstep (sstep < 0: not). */
 template <typename O>
 static __device__ bool dreduce(const kctx_t& k, const direct_smem_t& d, const direct_item_t& it,
                                int dstep, const char* src, char* dst, size_t nbytes, int sstep) {
@@ -170,11 +185,11 @@ static __device__ bool dreduce(const kctx_t& k, const direct_smem_t& d, const di
     for (int r = 0; r < it.n; r++) {
       uint64_t x;
       if (r == it.rank) {
-        x = valid > 0 ? low_bytes(load8(src + i * 8, valid), valid) : 0;
+        x = W::first(valid > 0 ? low_bytes(load8(src + i * 8, valid), valid) : 0, it.op, s);
       } else if (!dline_read(k, d.recv[steps_peer_index(it.rank, r)], dstep, i, x)) {
         return false;
       }
-      acc = r == 0 ? W::first(x, it.op, s) : W::next(acc, x, it.op, s);
+      acc = r == 0 ? x : W::next(acc, x, it.op);
     }
     acc = low_bytes(W::post(acc, it.op, it.div), valid);
     if (valid > 0) store8(dst + i * 8, acc, valid);
@@ -218,13 +233,13 @@ static __device__ bool direct_chunk(const kctx_t& k, const direct_smem_t& d,
     case FUNC_REDUCESCATTER:
       for (int j = 0; j < peers; j++) {
         const int p = steps_other_rank(it.rank, j);
-        dsend(d, j, 0, it.local + ((size_t)p * it.count + x) * u, nb);
+        dsend_own<O>(d, it, j, it.local + ((size_t)p * it.count + x) * u, nb);
       }
       return dreduce<O>(k, d, it, 0, it.local + ((size_t)it.rank * it.count + x) * u,
                         it.out + x * u, nb, -1);
     default: /* AllReduce */
       if (it.algo != ALGO_TWOSHOT) {
-        for (int j = 0; j < peers; j++) dsend(d, j, 0, it.local + x * u, nb);
+        for (int j = 0; j < peers; j++) dsend_own<O>(d, it, j, it.local + x * u, nb);
         return dreduce<O>(k, d, it, 0, it.local + x * u, it.out + x * u, nb, -1);
       }
       {
@@ -235,7 +250,7 @@ static __device__ bool direct_chunk(const kctx_t& k, const direct_smem_t& d,
         size_t o, n;
         for (int j = 0; j < peers; j++) { /* step 0: part p to rank p */
           steps_peer_span(&sp, steps_other_rank(it.rank, j), &o, &n);
-          dsend(d, j, 0, it.local + (x + o) * u, n * u);
+          dsend_own<O>(d, it, j, it.local + (x + o) * u, n * u);
         }
         steps_peer_span(&sp, it.rank, &o, &n); /* step 1: my part, combined, to everyone */
         if (!dreduce<O>(k, d, it, 0, it.local + (x + o) * u, it.out + (x + o) * u, n * u, 1))

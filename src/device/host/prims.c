@@ -117,9 +117,10 @@ static size_t step_span(const host_lane_t* ln, const host_step_t* st, bool per_p
   return n * ln->geo.unit;
 }
 
-/* dst = the sources combined in rank order, each a raw contribution (pre-op'd): the received
- * ones with local at position local_pos. In place (dst is local) the combination builds in the
- * send staging first, since local is read after dst is first written. */
+/* dst = the sources combined in rank order: the received ones, already pre-op'd by the ranks that
+ * sent them (direct_contribution), with local, pre-op'd here, at position local_pos. In place (dst
+ * is local) the combination builds in the send staging first, since local is read after dst is
+ * first written. */
 static void reduce_rank_order(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, char* dst,
                               const char* const* in) {
   const char* src[STEP_MAX_PEERS + 1] = {st->local};
@@ -130,9 +131,21 @@ static void reduce_rank_order(host_chan_t* ch, host_lane_t* ln, const host_step_
   }
   char* acc = dst;
   if (dst == st->local && st->local_pos > 0) acc = ch->stage[HOST_STAGE_SEND];
-  host_reduce(acc, src[0], NULL, st->nelem, ln->dtype, ln->op);
-  for (int k = 1; k < n; k++) host_reduce(acc, src[k], acc, st->nelem, ln->dtype, ln->op);
+  for (int k = 0; k < n; k++) {
+    const void* prev = k == 0 ? NULL : acc;
+    if (src[k] == st->local)
+      host_reduce(acc, src[k], prev, st->nelem, ln->dtype, ln->op);
+    else
+      host_reduce_partials(acc, src[k], prev, st->nelem, ln->dtype, ln->op);
+  }
   if (acc != dst) memcpy(dst, acc, st->nelem * ln->geo.unit);
+}
+
+/* A direct step that sends this rank's own input to a reduction: it leaves pre-op'd, since a
+ * PreMulSum scalar is the sending rank's (each rank may pass its own). */
+static bool direct_contribution(const host_lane_t* ln, const host_step_t* st) {
+  return ln->geo.kind == LANE_DIRECT && !st->reduce && ln->op->kind == DEV_OP_PREMULSUM &&
+         (ln->geo.func == FUNC_ALLREDUCE || ln->geo.func == FUNC_REDUCESCATTER);
 }
 
 ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, bool* ran) {
@@ -211,14 +224,23 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   }
 
   /* Publish: fill and post every send slot, then free every received slot. */
+  const bool scale = direct_contribution(ln, st);
   for (int j = 0; j < st->nsend; j++) {
     conn_fifo_t* f = sf[j];
     const char* data = res + soff[j];
     if (proto == PROTO_SIMPLE) {
       char* slot = fifo_slot(f, PROTO_SIMPLE, f->step);
-      if (slot != data && sbytes[j] > 0) memcpy(slot, data, sbytes[j]);
+      if (scale)
+        host_reduce(slot, data, NULL, sbytes[j] / ln->geo.unit, ln->dtype, ln->op);
+      else if (slot != data && sbytes[j] > 0)
+        memcpy(slot, data, sbytes[j]);
       f->sizes[f->step % NCCL_STEPS] = (int)sbytes[j];
     } else {
+      if (scale) {
+        host_reduce(ch->stage[HOST_STAGE_SEND], data, NULL, sbytes[j] / ln->geo.unit, ln->dtype,
+                    ln->op);
+        data = ch->stage[HOST_STAGE_SEND];
+      }
       ll_pack(f, data, sbytes[j]);
     }
     counter_store(f->tail, ++f->step);
