@@ -16,7 +16,8 @@
 #              -c 1 checks
 #   launch     (not in the default list) tests/gpu/bench_launch.cu: the executor kernel's fixed
 #              cost against an empty kernel and a memcpy node (graph replay, %globaltimer), and
-#              ncu's report of one launch (logs/launch)
+#              ncu's report of one launch; tests/gpu/bench_call.cu: the host's time per call of
+#              one-rank collectives, stock and Baton (LAUNCH_BENCHES picks; logs/launch)
 #   micro      (not in the default list; MICRO="push relay") tests/gpu/bench_push.cu: how fast a
 #              block pushes data into a peer GPU, one knob of the executor's Simple step at a
 #              time; tests/gpu/bench_relay.cu: a Reduce chain's traffic, consumers included
@@ -87,6 +88,7 @@ MIN_RUN_S=15   # a command that would get less than this is skipped instead
 T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
 T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
 T_ONE=${T_ONE:-120} ONE_ITERS=${ONE_ITERS:-100} ONE_REPS=${ONE_REPS:-4}
+LAUNCH_BENCHES=${LAUNCH_BENCHES:-launch call}
 ONE_COLLS=${ONE_COLLS:-all_reduce all_gather broadcast sendrecv reduce_scatter alltoall}
 
 mkdir -p "$OUT"
@@ -734,6 +736,39 @@ stage_onegpu() {
 
 # ---- launch: the kernel's fixed cost (bench_launch.cu; a person reads logs/launch) -------------
 stage_launch() {
+  [[ " $LAUNCH_BENCHES " == *" launch "* ]] && launch_kernel
+  [[ " $LAUNCH_BENCHES " == *" call "* ]] && launch_call
+}
+
+# bench_call (tests/gpu/bench_call.cu): the host's time per call of small one-rank collectives
+# and of raw CUDA calls, stock and Baton alternating (CALL_REPS runs each), and Baton under each
+# CALL_ENVS setting ("name:VAR=v,VAR2=w ..."): an A/B of a library knob at small sizes.
+launch_call() {
+  local bin=$BATON_PREBUILT/bench_call rep lib spec name
+  if [ -z "$BATON_PREBUILT" ] || [ ! -x "$bin" ]; then
+    bin=$BUILD/bench_call
+    run_logged "$LOGS/launch/build_call.log" "$T_BUILD" nvcc -O3 -arch=sm_90 -Iinclude \
+      -o "$bin" "$GPU_DIR/bench_call.cu" -L"$OURS_DIR" -l:libnccl.so.2
+  fi
+  local pin=()
+  command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 8 ] && pin=(taskset -c 4-7)
+  for rep in $(seq 1 "${CALL_REPS:-3}"); do
+    for lib in stock ours; do
+      lib_env "$lib"
+      run_logged "$LOGS/launch/bench_call.$lib.$rep.log" 60 env "${LENV[@]}" "${pin[@]}" "$bin"
+      record launch "bench_call.$lib.$rep" "$(status_of $?)" ""
+    done
+    for spec in ${CALL_ENVS:-}; do
+      name=${spec%%:*}
+      lib_env ours
+      run_logged "$LOGS/launch/bench_call.$name.$rep.log" 60 env "${LENV[@]}" \
+        $(tr ',' ' ' <<<"${spec#*:}") "${pin[@]}" "$bin"
+      record launch "bench_call.$name.$rep" "$(status_of $?)" ""
+    done
+  done
+}
+
+launch_kernel() {
   local bin=$BATON_PREBUILT/bench_launch tbin=$BATON_PREBUILT/bench_launch_trace rc
   if [ -z "$BATON_PREBUILT" ] || [ ! -x "$bin" ]; then
     bin=$BUILD/bench_launch tbin=$BUILD/bench_launch_trace

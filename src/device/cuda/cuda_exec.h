@@ -226,7 +226,7 @@ typedef struct cuda_local_args {
   uint64_t count;
   uint64_t scalar;        /* the scalar's bits in the datatype */
   const void* scalar_ptr; /* non-NULL: read the scalar here (ncclScalarDevice) */
-  int32_t dtype;
+  int32_t dtype;          /* -1: a plain copy of count bytes (CUDA_LOCAL_COPY_KERNEL_MAX A/B) */
 } cuda_local_args_t;
 const void* cuda_local_kernel(void);
 /* kernel_direct.cu: the direct algorithms' kernel (a cuda_args_small_t parameter block, the narrow

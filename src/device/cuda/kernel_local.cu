@@ -33,6 +33,20 @@ static __device__ uint64_t local_scalar(const cuda_local_args_t& a, size_t esize
   }
 }
 
+/* A plain copy of count bytes: 16-byte vectors when both ends allow, bytes otherwise. */
+static __device__ void local_copy(const cuda_local_args_t& a, int tid, int nth) {
+  const char* s = static_cast<const char*>(a.src);
+  char* d = static_cast<char*>(a.dst);
+  size_t i = 0;
+  if (((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+    const size_t nv = a.count / 16;
+    for (size_t v = (size_t)tid; v < nv; v += (size_t)nth)
+      reinterpret_cast<uint4*>(d)[v] = reinterpret_cast<const uint4*>(s)[v];
+    i = nv * 16;
+  }
+  for (i += (size_t)tid; i < a.count; i += (size_t)nth) d[i] = s[i];
+}
+
 }  // namespace baton
 
 __global__ void __launch_bounds__(CUDA_LOCAL_THREADS)
@@ -40,6 +54,10 @@ __global__ void __launch_bounds__(CUDA_LOCAL_THREADS)
   using namespace baton;
   const int tid = (int)(blockIdx.x * blockDim.x + threadIdx.x);
   const int nth = (int)(gridDim.x * blockDim.x);
+  if (a.dtype < 0) {
+    local_copy(a, tid, nth);
+    return;
+  }
   red_t r;
   r.dtype = a.dtype;
   r.op = DEV_OP_PREMULSUM;

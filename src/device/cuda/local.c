@@ -9,6 +9,8 @@
  * Beside a kernel (AlltoAll: the transfers to the peers), the copies go to a stream of their own,
  * forked from the launch stream before the kernel and joined back after it with two events, so
  * they overlap the kernel instead of waiting for it; the fork and join are capturable too. */
+#include <stdlib.h>
+
 #include "device/cuda/cuda_exec.h"
 
 static ncclResult_t local_ensure(cuda_exec_t* ex) {
@@ -63,6 +65,37 @@ static ncclResult_t local_scale(cuda_exec_t* ex, const local_op_t* l, size_t esi
   return ncclSuccess;
 }
 
+/* EXPERIMENT (A/B of 2026-11-23, to be removed with its verdict): copies up to this many bytes
+ * run as the local kernel instead of cudaMemcpyAsync (BATON_LOCAL_COPY_KERNEL_MAX, default 0). */
+static size_t copy_kernel_max(void) {
+  static long v = -1;
+  if (v < 0) {
+    const char* e = getenv("BATON_LOCAL_COPY_KERNEL_MAX");
+    v = e != NULL ? atol(e) : 0;
+    if (v < 0) v = 0;
+  }
+  return (size_t)v;
+}
+
+static ncclResult_t local_copy_kernel(cuda_exec_t* ex, const local_op_t* l, size_t bytes,
+                                      cudaStream_t stream) {
+  CHECK(local_ensure(ex));
+  cuda_local_args_t a = {.src = l->src, .dst = l->dst, .count = bytes, .dtype = -1};
+  size_t blocks = (bytes + (64 << 10) - 1) / (64 << 10);
+  if (blocks < 1) blocks = 1;
+  if (blocks > (size_t)ex->local_max_blocks) blocks = (size_t)ex->local_max_blocks;
+  void* params[] = {&a};
+  dim3 grid = {(unsigned)blocks, 1, 1}, block = {CUDA_LOCAL_THREADS, 1, 1};
+  cudaError_t err = cudaLaunchKernel(cuda_local_kernel(), grid, block, params, 0, stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("CUDA executor: rank %d: the copy kernel (%zu bytes) failed to launch: %s", ex->comm->rank,
+         bytes, cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream) {
   for (int i = 0; i < plan->nlocal; i++) {
     const local_op_t* l = &plan->local[i];
@@ -73,6 +106,10 @@ ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t st
     }
     if (l->op.kind == DEV_OP_PREMULSUM) {
       CHECK(local_scale(ex, l, esize, stream));
+      continue;
+    }
+    if (l->count * esize <= copy_kernel_max()) {
+      CHECK(local_copy_kernel(ex, l, l->count * esize, stream));
       continue;
     }
     cudaError_t err = cudaMemcpyAsync(l->dst, l->src, l->count * esize, cudaMemcpyDefault, stream);
