@@ -88,7 +88,7 @@ MIN_RUN_S=15   # a command that would get less than this is skipped instead
 T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
 T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
 T_ONE=${T_ONE:-120} ONE_ITERS=${ONE_ITERS:-100} ONE_REPS=${ONE_REPS:-4}
-LAUNCH_BENCHES=${LAUNCH_BENCHES:-launch call}
+LAUNCH_BENCHES=${LAUNCH_BENCHES:-launch call} CALL_ARGS=${CALL_ARGS:-5000 5}
 ONE_COLLS=${ONE_COLLS:-all_reduce all_gather broadcast sendrecv reduce_scatter alltoall}
 
 mkdir -p "$OUT"
@@ -755,14 +755,15 @@ launch_call() {
   for rep in $(seq 1 "${CALL_REPS:-3}"); do
     for lib in stock ours; do
       lib_env "$lib"
-      run_logged "$LOGS/launch/bench_call.$lib.$rep.log" 60 env "${LENV[@]}" "${pin[@]}" "$bin"
+      run_logged "$LOGS/launch/bench_call.$lib.$rep.log" 60 env "${LENV[@]}" "${pin[@]}" "$bin" \
+        $CALL_ARGS
       record launch "bench_call.$lib.$rep" "$(status_of $?)" ""
     done
     for spec in ${CALL_ENVS:-}; do
       name=${spec%%:*}
       lib_env ours
       run_logged "$LOGS/launch/bench_call.$name.$rep.log" 60 env "${LENV[@]}" \
-        $(tr ',' ' ' <<<"${spec#*:}") "${pin[@]}" "$bin"
+        $(tr ',' ' ' <<<"${spec#*:}") "${pin[@]}" "$bin" $CALL_ARGS
       record launch "bench_call.$name.$rep" "$(status_of $?)" ""
     done
   done
