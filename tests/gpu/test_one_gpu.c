@@ -4,7 +4,8 @@
  *    graph, whose nodes are counted and typed: in place and not scaling (every collective with a
  *    sum, send/recv to self onto itself, count 0): no node at all; out of place: one memcpy node;
  *    PreMulSum and floating Avg (scaling): one kernel node. Every graph is then replayed on fresh
- *    inputs and the outputs checked against host references, and the same operations run eagerly.
+ *    inputs and the outputs checked against host references, and the same operations run eagerly;
+ *    eager copies at odd offsets and sizes (copy kernel and cudaMemcpyAsync) land byte for byte.
  * 2. Duplicate GPUs: two ranks on GPU 0 are refused without NCCL_MULTI_RANK_GPU_ENABLE (as stock
  *    2.28), accepted with it. With it (the test re-executes itself with the variable set), 2 and 4
  *    ranks on GPU 0 in one process run AllReduce (ring and whatever the planner picks), AllGather,
@@ -210,6 +211,55 @@ static void one_rank(void) {
   free(got);
 }
 
+/* Eager one-rank copies (a small one runs as a copy kernel, a large one as cudaMemcpyAsync):
+ * every byte lands, at odd offsets and sizes around 16-byte vectors and around the switch between
+ * the two (local.c's LOCAL_COPY_KERNEL_MAX, 4 MiB), and nothing outside the destination moves. */
+static void one_rank_copies(void) {
+  int dev = 0;
+  ncclComm_t comm;
+  NK(ncclCommInitAll(&comm, 1, &dev));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const size_t cap = (4u << 20) + 64;
+  unsigned char *s, *r;
+  CK(cudaMalloc((void**)&s, cap));
+  CK(cudaMalloc((void**)&r, cap));
+  unsigned char* h = malloc(cap);
+  unsigned char* got = malloc(cap);
+  for (size_t i = 0; i < cap; i++) h[i] = (unsigned char)(i * 31 + 7);
+  CK(cudaMemcpy(s, h, cap, cudaMemcpyHostToDevice));
+  static const size_t sizes[] = {
+      1, 15, 16, 17, 8191, 8192, 100001, (4u << 20) - 1, 4u << 20, (4u << 20) + 1};
+  static const size_t offs[][2] = {{0, 0}, {1, 1}, {3, 8}, {16, 5}};
+  char what[160];
+  for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+    for (size_t oi = 0; oi < sizeof(offs) / sizeof(offs[0]); oi++) {
+      const size_t n = sizes[si], so = offs[oi][0], ro = offs[oi][1];
+      if (ro + n > cap || so + n > cap) continue;
+      CK(cudaMemsetAsync(r, 0xee, cap, st));
+      NK(ncclAllReduce(s + so, r + ro, n, ncclInt8, ncclSum, comm, st));
+      CK(cudaMemcpyAsync(got, r, cap, cudaMemcpyDeviceToHost, st));
+      CK(cudaStreamSynchronize(st));
+      size_t bad = 0;
+      for (size_t i = 0; i < cap; i++) {
+        const bool in = i >= ro && i < ro + n;
+        bad += got[i] != (in ? h[so + i - ro] : 0xee);
+      }
+      snprintf(what, sizeof(what),
+               "1 rank eager copy of %zu bytes, source +%zu, destination +%zu: "
+               "%zu wrong bytes",
+               n, so, ro, bad);
+      expect(bad == 0, what);
+    }
+  }
+  NK(ncclCommDestroy(comm));
+  CK(cudaStreamDestroy(st));
+  CK(cudaFree(s));
+  CK(cudaFree(r));
+  free(h);
+  free(got);
+}
+
 /* ---- Several ranks on GPU 0 --------------------------------------------------------------------
  */
 static void refused_without_variable(void) {
@@ -338,6 +388,7 @@ int main(int argc, char** argv) {
   const char* multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
   if (multi == NULL || strcmp(multi, "1") != 0) {
     one_rank();
+    one_rank_copies();
     refused_without_variable();
     printf("-- part 1: %d checks, %d failures; re-running with NCCL_MULTI_RANK_GPU_ENABLE=1\n",
            g_checks, g_fail);

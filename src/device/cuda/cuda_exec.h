@@ -226,7 +226,7 @@ typedef struct cuda_local_args {
   uint64_t count;
   uint64_t scalar;        /* the scalar's bits in the datatype */
   const void* scalar_ptr; /* non-NULL: read the scalar here (ncclScalarDevice) */
-  int32_t dtype;          /* -1: a plain copy of count bytes (CUDA_LOCAL_COPY_KERNEL_MAX A/B) */
+  int32_t dtype;          /* -1: a plain copy of count bytes (local.c: small eager copies) */
 } cuda_local_args_t;
 const void* cuda_local_kernel(void);
 /* kernel_direct.cu: the direct algorithms' kernel (a cuda_args_small_t parameter block, the narrow
@@ -339,10 +339,10 @@ ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cud
 ncclResult_t cuda_conns_flush(cuda_exec_t* ex);
 
 /* ---- local.c ------------------------------------------------------------------------------- */
-/* Runs plan.local on stream: alone (no kernel: has_kernel false) straight on it, else on the
- * local stream between cuda_local_fork (before the kernel's launch) and cuda_local_join. */
+/* Runs plan.local on stream: alone (no kernel) straight on it (eager: not being captured), else
+ * on the local stream between cuda_local_fork (before the kernel's launch) and cuda_local_join. */
 ncclResult_t cuda_local_fork(cuda_exec_t* ex, cudaStream_t stream);
-ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream);
+ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream, bool eager);
 ncclResult_t cuda_local_join(cuda_exec_t* ex, cudaStream_t stream);
 void cuda_local_fini(cuda_exec_t* ex);
 

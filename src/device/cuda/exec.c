@@ -278,7 +278,9 @@ static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream
   if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
   if (cur != ex->device) CUDA_EXEC_CHECK(cudaSetDevice(ex->device));
   if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
-    ncclResult_t res = cuda_local_run(ex, plan, stream);
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusActive; /* unknown: as captured */
+    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+    ncclResult_t res = cuda_local_run(ex, plan, stream, cs == cudaStreamCaptureStatusNone);
     if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
     return res;
   }
@@ -287,7 +289,7 @@ static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream
   /* work without peers beside the kernel: forked before its launch, joined after */
   if (res == ncclSuccess && local) res = cuda_local_fork(ex, stream);
   if (res == ncclSuccess) res = cuda_plan_launch(ex, plan, stream);
-  if (res == ncclSuccess && local) res = cuda_local_run(ex, plan, ex->local_stream);
+  if (res == ncclSuccess && local) res = cuda_local_run(ex, plan, ex->local_stream, false);
   if (res == ncclSuccess && local) res = cuda_local_join(ex, stream);
   if (res == ncclSuccess) res = order_after(ex, stream, capturing);
   if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);

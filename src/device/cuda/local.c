@@ -3,14 +3,13 @@
  * one-rank communicator.
  *
  * A copy is one cudaMemcpyAsync on the device (the copy engine's speed, capturable as a memcpy
- * node of a graph); a scaling (PreMulSum, floating types' Avg) is the many-block kernel of
- * kernel_local.cu. Nothing is launched for work the planner found empty or in place.
+ * node of a graph), or for a small one issued eagerly the copy mode of kernel_local.cu's kernel
+ * (LOCAL_COPY_KERNEL_MAX); a scaling (PreMulSum, floating types' Avg) is that many-block kernel.
+ * Nothing is launched for work the planner found empty or in place.
  *
  * Beside a kernel (AlltoAll: the transfers to the peers), the copies go to a stream of their own,
  * forked from the launch stream before the kernel and joined back after it with two events, so
  * they overlap the kernel instead of waiting for it; the fork and join are capturable too. */
-#include <stdlib.h>
-
 #include "device/cuda/cuda_exec.h"
 
 static ncclResult_t local_ensure(cuda_exec_t* ex) {
@@ -41,62 +40,45 @@ ncclResult_t cuda_local_join(cuda_exec_t* ex, cudaStream_t stream) {
   return ncclSuccess;
 }
 
+/* The local kernel over bytes: a block per per_block bytes (each thread moves 16-byte vectors),
+ * a few blocks per SM at most. */
+static ncclResult_t local_launch(cuda_exec_t* ex, cuda_local_args_t* a, size_t bytes,
+                                 size_t per_block, cudaStream_t stream, const char* what) {
+  CHECK(local_ensure(ex));
+  size_t blocks = (bytes + per_block - 1) / per_block;
+  if (blocks < 1) blocks = 1;
+  if (blocks > (size_t)ex->local_max_blocks) blocks = (size_t)ex->local_max_blocks;
+  void* params[] = {a};
+  dim3 grid = {(unsigned)blocks, 1, 1}, block = {CUDA_LOCAL_THREADS, 1, 1};
+  cudaError_t err = cudaLaunchKernel(cuda_local_kernel(), grid, block, params, 0, stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    WARN("CUDA executor: rank %d: launching the %s kernel (%zu blocks) failed: %s", ex->comm->rank,
+         what, blocks, cudaGetErrorString(err));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t local_scale(cuda_exec_t* ex, const local_op_t* l, size_t esize,
                                 cudaStream_t stream) {
-  CHECK(local_ensure(ex));
   cuda_local_args_t a = {.src = l->src,
                          .dst = l->dst,
                          .count = l->count,
                          .scalar = l->op.scalar,
                          .scalar_ptr = l->op.scalar_on_device ? l->op.scalar_ptr : NULL,
                          .dtype = l->dtype};
-  /* a block per 64 KiB, a few blocks per SM at most (every thread moves 16-byte vectors) */
-  size_t blocks = (l->count * esize + (64 << 10) - 1) / (64 << 10);
-  if (blocks < 1) blocks = 1;
-  if (blocks > (size_t)ex->local_max_blocks) blocks = (size_t)ex->local_max_blocks;
-  void* params[] = {&a};
-  dim3 grid = {(unsigned)blocks, 1, 1}, block = {CUDA_LOCAL_THREADS, 1, 1};
-  cudaError_t err = cudaLaunchKernel(cuda_local_kernel(), grid, block, params, 0, stream);
-  if (err != cudaSuccess) {
-    WARN("CUDA executor: rank %d: launching the scaling kernel (%zu blocks) failed: %s",
-         ex->comm->rank, blocks, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  return local_launch(ex, &a, l->count * esize, 64 << 10, stream, "scaling");
 }
 
-/* EXPERIMENT (A/B of 2026-11-23, to be removed with its verdict): copies up to this many bytes
- * run as the local kernel instead of cudaMemcpyAsync (BATON_LOCAL_COPY_KERNEL_MAX, default 0). */
-static size_t copy_kernel_max(void) {
-  static long v = -1;
-  if (v < 0) {
-    const char* e = getenv("BATON_LOCAL_COPY_KERNEL_MAX");
-    v = e != NULL ? atol(e) : 0;
-    if (v < 0) v = 0;
-  }
-  return (size_t)v;
-}
+/* A plain copy up to this size, outside stream capture and with no kernel beside it, runs as the
+ * local kernel: a small copy costs the host's time per call, and a launch takes less of it than
+ * cudaMemcpyAsync (run 55, bench_call: one-rank calls of 8 B..64 KiB 3.64-3.93 us against
+ * 4.33-4.49 with the memcpy, stock 4.15-4.42). Graphs keep the memcpy node (GPU time per replay
+ * 0.96 us against the kernel's 1.09); beside a kernel the copy engine overlaps it. */
+#define LOCAL_COPY_KERNEL_MAX ((size_t)4 << 20)
 
-static ncclResult_t local_copy_kernel(cuda_exec_t* ex, const local_op_t* l, size_t bytes,
-                                      cudaStream_t stream) {
-  CHECK(local_ensure(ex));
-  cuda_local_args_t a = {.src = l->src, .dst = l->dst, .count = bytes, .dtype = -1};
-  size_t blocks = (bytes + (64 << 10) - 1) / (64 << 10);
-  if (blocks < 1) blocks = 1;
-  if (blocks > (size_t)ex->local_max_blocks) blocks = (size_t)ex->local_max_blocks;
-  void* params[] = {&a};
-  dim3 grid = {(unsigned)blocks, 1, 1}, block = {CUDA_LOCAL_THREADS, 1, 1};
-  cudaError_t err = cudaLaunchKernel(cuda_local_kernel(), grid, block, params, 0, stream);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("CUDA executor: rank %d: the copy kernel (%zu bytes) failed to launch: %s", ex->comm->rank,
-         bytes, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
-}
-
-ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream) {
+ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream, bool eager) {
   for (int i = 0; i < plan->nlocal; i++) {
     const local_op_t* l = &plan->local[i];
     size_t esize = datatype_size((ncclDataType_t)l->dtype);
@@ -108,8 +90,9 @@ ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t st
       CHECK(local_scale(ex, l, esize, stream));
       continue;
     }
-    if (l->count * esize <= copy_kernel_max()) {
-      CHECK(local_copy_kernel(ex, l, l->count * esize, stream));
+    if (eager && l->count * esize <= LOCAL_COPY_KERNEL_MAX) {
+      cuda_local_args_t a = {.src = l->src, .dst = l->dst, .count = l->count * esize, .dtype = -1};
+      CHECK(local_launch(ex, &a, l->count * esize, CUDA_LOCAL_THREADS * 16, stream, "copy"));
       continue;
     }
     cudaError_t err = cudaMemcpyAsync(l->dst, l->src, l->count * esize, cudaMemcpyDefault, stream);
