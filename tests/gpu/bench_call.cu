@@ -115,11 +115,12 @@ int main(int argc, char** argv) {
   for (auto& v : vs) {
     if (v.name == "kernel_empty") continue;
     for (size_t i = 0; i < maxb; i++) h[i] = (unsigned char)(i * 7 + v.bytes + v.name.size());
-    CK(cudaMemcpy(c.src, h.data(), maxb, cudaMemcpyHostToDevice));
-    CK(cudaMemset(c.dst, 0, maxb));
+    /* all on the calls' stream: a non-blocking stream does not wait for the legacy one */
+    CK(cudaMemcpyAsync(c.src, h.data(), maxb, cudaMemcpyHostToDevice, c.st));
+    CK(cudaMemsetAsync(c.dst, 0, maxb, c.st));
     call(c, v.name, v.bytes);
+    CK(cudaMemcpyAsync(g.data(), c.dst, maxb, cudaMemcpyDeviceToHost, c.st));
     CK(cudaStreamSynchronize(c.st));
-    CK(cudaMemcpy(g.data(), c.dst, maxb, cudaMemcpyDeviceToHost));
     if (memcmp(g.data(), h.data(), v.bytes) != 0) {
       fprintf(stderr, "# %s %zu: wrong result\n", v.name.c_str(), v.bytes);
       return 1;

@@ -213,7 +213,7 @@ static void one_rank(void) {
 
 /* Eager one-rank copies (a small one runs as a copy kernel, a large one as cudaMemcpyAsync):
  * every byte lands, at odd offsets and sizes around 16-byte vectors and around the switch between
- * the two (local.c's LOCAL_COPY_KERNEL_MAX, 4 MiB), and nothing outside the destination moves. */
+ * the two (local.c's LOCAL_COPY_KERNEL_MAX, 1 MiB), and nothing outside the destination moves. */
 static void one_rank_copies(void) {
   int dev = 0;
   ncclComm_t comm;
@@ -229,7 +229,7 @@ static void one_rank_copies(void) {
   for (size_t i = 0; i < cap; i++) h[i] = (unsigned char)(i * 31 + 7);
   CK(cudaMemcpy(s, h, cap, cudaMemcpyHostToDevice));
   static const size_t sizes[] = {
-      1, 15, 16, 17, 8191, 8192, 100001, (4u << 20) - 1, 4u << 20, (4u << 20) + 1};
+      1, 15, 16, 17, 8191, 8192, 100001, (1u << 20) - 1, 1u << 20, (1u << 20) + 1, 4u << 20};
   static const size_t offs[][2] = {{0, 0}, {1, 1}, {3, 8}, {16, 5}};
   char what[160];
   for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {

@@ -74,9 +74,11 @@ static ncclResult_t local_scale(cuda_exec_t* ex, const local_op_t* l, size_t esi
 /* A plain copy up to this size, outside stream capture and with no kernel beside it, runs as the
  * local kernel: a small copy costs the host's time per call, and a launch takes less of it than
  * cudaMemcpyAsync (run 55, bench_call: one-rank calls of 8 B..64 KiB 3.64-3.93 us against
- * 4.33-4.49 with the memcpy, stock 4.15-4.42). Graphs keep the memcpy node (GPU time per replay
- * 0.96 us against the kernel's 1.09); beside a kernel the copy engine overlaps it. */
-#define LOCAL_COPY_KERNEL_MAX ((size_t)4 << 20)
+ * 4.33-4.49 with the memcpy, stock 4.15-4.42); from 2 MiB the kernel's own time is longer than
+ * the copy engine's (run 56: 4.8 us at 2 MiB, 7.2 at 4 MiB, stock's memcpy 4.2 and 5.6). Graphs
+ * keep the memcpy node (0.96 us per replay against the kernel's 1.09); beside a kernel the copy
+ * engine overlaps it. */
+#define LOCAL_COPY_KERNEL_MAX ((size_t)1 << 20)
 
 ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream, bool eager) {
   for (int i = 0; i < plan->nlocal; i++) {
