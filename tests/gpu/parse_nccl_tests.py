@@ -196,6 +196,17 @@ class Report:
     def result(self, stage, name, status, note):
         self.results.append((stage, name, status, note))
 
+    def finish(self, out):
+        """Writes the tables to out; prints the RESULT lines and the summary run.sh reads."""
+        with open(out, "w") as f:
+            f.write("\n".join(self.md) + "\n")
+        for stage, name, status, note in self.results:
+            print(f"RESULT\t{stage}\t{name}\t{status}\t{note}")
+        print("SUMMARY")
+        for line in self.summary:
+            print("  " + line)
+        return 0
+
 
 def compare_tables(rep, title, stock, ours, stage, key):
     """One side-by-side table plus the target and floor verdicts for it."""
@@ -313,14 +324,7 @@ def cmd_compare(args):
             if a is not None and b is not None:
                 rep.summary.append(f"{k:<24} stock {a:8.1f} ms  ours {b:8.1f} ms  ({b / a:.2f}x)")
 
-    with open(args.out, "w") as f:
-        f.write("\n".join(rep.md) + "\n")
-    for stage, name, status, note in rep.results:
-        print(f"RESULT\t{stage}\t{name}\t{status}\t{note}")
-    print("SUMMARY")
-    for line in rep.summary:
-        print("  " + line)
-    return 0
+    return rep.finish(args.out)
 
 
 ONE_SPEED_MIN = 0.9  # issue 17: at least 0.9x stock's speed at every size
@@ -402,14 +406,7 @@ def cmd_onegpu(args):
                 rep.summary.append(f"graph {coll:<8} {note}  {'PASS' if ok else 'FAIL'}")
         if not sizes:
             rep.result("onegpu", f"graph:{coll}", "FAIL", "no comparable rows")
-    with open(args.out, "w") as f:
-        f.write("\n".join(rep.md) + "\n")
-    for stage, name, status, note in rep.results:
-        print(f"RESULT\t{stage}\t{name}\t{status}\t{note}")
-    print("SUMMARY")
-    for line in rep.summary:
-        print("  " + line)
-    return 0
+    return rep.finish(args.out)
 
 
 def main():

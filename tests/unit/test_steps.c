@@ -107,6 +107,21 @@ static void expected_outputs(int func, int n, int r, int root, size_t count, siz
     for (size_t i = off; i < off + cnt; i++) want[(size_t)b * count + i] = 1;
 }
 
+typedef void (*marker_fn)(const step_lane_t* ln, unsigned char* hits, size_t out_units);
+
+/* Every output unit of rank r's lane written exactly as often as expected_outputs says. */
+static void check_outputs(const step_lane_t* me, marker_fn mark, int func, int n, int r, int root,
+                          size_t count, size_t off, size_t cnt, const char* what) {
+  static unsigned char want[MAXN * 1000], hits[MAXN * 1000];
+  size_t out_units;
+  expected_outputs(func, n, r, root, count, off, cnt, want, &out_units);
+  memset(hits, 0, out_units);
+  mark(me, hits, out_units);
+  for (size_t i = 0; i < out_units; i++)
+    ck_assert_msg(hits[i] == want[i], "%s rank %d: unit %zu written %d times, expected %d", what, r,
+                  i, hits[i], want[i]);
+}
+
 START_TEST(test_ring_lockstep_and_coverage) {
   static const int funcs[] = {FUNC_BROADCAST, FUNC_REDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER,
                               FUNC_ALLREDUCE};
@@ -126,16 +141,9 @@ START_TEST(test_ring_lockstep_and_coverage) {
             char what[128];
             for (int r = 0; r < n; r++) {
               step_lane_t me = ring_lane(func, proto, n, r, root, count, off, cnt, chunk);
-              static unsigned char want[MAXN * 1000], hits[MAXN * 1000];
-              size_t out_units;
-              expected_outputs(func, n, r, root, count, off, cnt, want, &out_units);
-              memset(hits, 0, out_units);
-              mark_outputs(&me, hits, out_units);
-              for (size_t i = 0; i < out_units; i++)
-                ck_assert_msg(hits[i] == want[i],
-                              "func %d proto %d n %d root %d shape %zu rank %d: unit %zu written "
-                              "%d times, expected %d",
-                              func, proto, n, root, si, r, i, hits[i], want[i]);
+              snprintf(what, sizeof(what), "func %d proto %d n %d root %d shape %zu", func, proto,
+                       n, root, si);
+              check_outputs(&me, mark_outputs, func, n, r, root, count, off, cnt, what);
               step_lane_t next =
                   ring_lane(func, proto, n, (r + 1) % n, root, count, off, cnt, chunk);
               seq_t sent, got;
@@ -243,16 +251,9 @@ START_TEST(test_direct_lanes) {
           char what[160];
           for (int r = 0; r < n; r++) {
             step_lane_t me = direct_lane(func, algo, n, r, root, count, off, cnt, chunk);
-            static unsigned char want[MAXN * 1000], hits[MAXN * 1000];
-            size_t out_units;
-            expected_outputs(func, n, r, root, count, off, cnt, want, &out_units);
-            memset(hits, 0, out_units);
-            mark_direct(&me, hits, out_units);
-            for (size_t i = 0; i < out_units; i++)
-              ck_assert_msg(hits[i] == want[i],
-                            "func %d algo %d n %d root %d shape %zu rank %d: unit %zu written %d "
-                            "times, expected %d",
-                            func, algo, n, root, si, r, i, hits[i], want[i]);
+            snprintf(what, sizeof(what), "func %d algo %d n %d root %d shape %zu", func, algo, n,
+                     root, si);
+            check_outputs(&me, mark_direct, func, n, r, root, count, off, cnt, what);
             for (int p = 0; p < n; p++) { /* what r sends p, p receives from r, step for step */
               if (p == r) continue;
               step_lane_t other = direct_lane(func, algo, n, p, root, count, off, cnt, chunk);
