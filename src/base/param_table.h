@@ -64,6 +64,9 @@ PARAM_ROW(MIN_CTAS, "NCCL_MIN_CTAS", PARAM_INT, NULL,
 PARAM_ROW(MAX_CTAS, "NCCL_MAX_CTAS", PARAM_INT, NULL,
           "Overrides ncclConfig_t.maxCTAs: a communicator has at most this many channels; unset "
           "(the default) keeps the config's value")
+PARAM_ROW(MULTI_RANK_GPU_ENABLE, "NCCL_MULTI_RANK_GPU_ENABLE", PARAM_INT, "0",
+          "1: several ranks of a communicator may share one GPU (threads or processes; stock "
+          "2.30's experimental variable), for testing and sharing a GPU, not for speed; 0: refused")
 
 /* Channels, buffers, algorithms */
 PARAM_ROW(MIN_NCHANNELS, "NCCL_MIN_NCHANNELS", PARAM_INT, "1", "Minimum number of channels")
@@ -77,7 +80,8 @@ PARAM_ROW(PIPE_STEP_COST_BYTES, "NCCL_BATON_PIPE_STEP_COST_BYTES", PARAM_INT, "4
           "Baton's own (stock has none): a pipeline step's fixed cost, in bytes a block could move "
           "meanwhile; a chain's or tree's chunk is sqrt(slice * cost / (hops - 1)) (collectives.h)")
 PARAM_ROW(ALGO, "NCCL_ALGO", PARAM_STR, NULL,
-          "Algorithms allowed: list of Ring, Tree; ^ excludes; per-collective form allreduce:tree")
+          "Algorithms allowed: list of Ring, Tree and Baton's OneShot, TwoShot (direct: every rank "
+          "to every rank, GPUs on one host); ^ excludes; per-collective form allreduce:tree")
 PARAM_ROW(PROTO, "NCCL_PROTO", PARAM_STR, NULL,
           "Protocols allowed: list of Simple, LL, LL128; ^ excludes; per-collective form allowed")
 PARAM_ROW(NTHREADS, "NCCL_NTHREADS", PARAM_INT, "0",

@@ -57,10 +57,11 @@ const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_s
 #ifndef COLL_P2P_SPREAD_MAX_BYTES
 #define COLL_P2P_SPREAD_MAX_BYTES (16 << 20)
 #endif
-/* One-shot AllReduce (device.h's ALGO_ONESHOT) up to this size, on at most this many channels
- * (each channel it uses connects every pair of ranks). */
-#define COLL_ONESHOT_MAX_BYTES (128 << 10)
-#define COLL_ONESHOT_MAX_CHANNELS 16
+/* Direct algorithms (device.h's ALGO_ONESHOT, ALGO_TWOSHOT): the tuning model may choose them up
+ * to this size (NCCL_ALGO forces them at any size), on at most this many channels (each channel
+ * they use connects every pair of ranks). */
+#define COLL_DIRECT_MAX_BYTES (512 << 10)
+#define COLL_DIRECT_MAX_CHANNELS 8
 /* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
  * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
  * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the
@@ -116,8 +117,10 @@ typedef struct coll_filter {
 struct coll_comm {
   struct ncclComm* comm;
   int rank, nranks;
-  bool gpu;      /* the CUDA executor runs this communicator (every rank has a CUDA device) */
-  bool ll128_ok; /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
+  bool no_direct; /* plan.c, while it plans a group: OneShot/TwoShot ruled out (mixed group) */
   bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
   int nchannels;
   int min_channels;       /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
@@ -138,9 +141,11 @@ struct coll_comm {
   coll_filter_t filter;
   size_t slot_data_bytes[PROTO_COUNT]; /* payload bytes of one FIFO slot per protocol */
 
-  pthread_mutex_t lock; /* user ops and the nonblocking job */
+  pthread_mutex_t lock; /* user ops, registrations and the nonblocking job */
   coll_user_op_t* user_ops;
   int nuser_ops;
+  struct ncclWindow_vidmem** regs; /* mem.c: registrations (buffers and windows) of this comm */
+  int nregs, regs_cap;
 
   /* Group scheduler. */
   coll_task_list_t pending; /* posted in the open group (the posting thread only) */
@@ -155,6 +160,8 @@ struct coll_comm {
   int reqs_cap;
   int* order;
   int order_cap;
+  local_op_t* locals; /* the plan's work without peers (plan.local) */
+  int nlocal, locals_cap;
   uint8_t* conn_mark; /* nchannels * nranks * 2 */
   plan_t plan;
   bool planned;           /* cc->plan holds the running group's plan (group.c planned it already) */
@@ -199,6 +206,10 @@ void coll_group_forget(struct coll_comm* cc);
 /* Waits for comm's nonblocking group, if one runs; returns its result. */
 ncclResult_t coll_job_join(struct coll_comm* cc);
 
+/* ---- mem.c ---------------------------------------------------------------------------------- */
+/* Releases the registrations left in cc's table (destroy). */
+void coll_regs_free(struct coll_comm* cc);
+
 /* ---- redop.c -------------------------------------------------------------------------------- */
 /* The executor's view of op for datatype on cc (Avg -> PreMulSum or SumPostDiv; user ops from the
  * comm's table). WARNs naming api and returns ncclInvalidArgument for a bad or destroyed op. */
@@ -236,13 +247,32 @@ size_t coll_task_bytes(const coll_task_t* t, int nranks);
  * t's function or NCCL_ALGO / NCCL_PROTO rule it out (the tuner plugin's cost table). */
 double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,
                      size_t bytes);
+/* Index in topo_algo_names of an ALGO_* (stock's names, then Baton's OneShot and TwoShot). */
+int coll_algo_name_index(int algo);
+/* Whether algo may run func with proto on cc for an operation of bytes (the direct algorithms'
+ * conditions; anything else: true). forced: NCCL_ALGO chose among what it allows. */
+bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
+                         bool forced);
 /* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */
 ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t);
-/* Turns the running tasks into cc->plan and the connection requests they need. Tasks that stay
- * local (nranks == 1, send/recv to self) become work items too: the executor runs them (on the
- * GPU's buffers for the CUDA executor), never a host copy here. */
+/* Ring position of rank in ring (n entries), -1 when it is not there. */
+int coll_ring_index(const int* ring, int n, int rank);
+/* Units a step carries: want (0: as many as fit) clamped to a slot of slot_bytes payload; 0 when
+ * the slot cannot hold one unit of unit bytes. */
+size_t coll_step_units(size_t slot_bytes, size_t unit, size_t want);
+/* Whether a collective without peers (one rank) changes its data: reductions with PreMulSum
+ * (floating types' Avg included). Anything else is a copy or nothing. */
+bool coll_local_changes_data(int func, const dev_redop_t* op);
+/* The local operation of a collective task on a communicator of one rank; false when there is
+ * nothing to do (count 0, or a copy onto itself). */
+bool coll_local_of_task(const coll_task_t* t, local_op_t* out);
+/* Turns the running tasks into cc->plan and the connection requests they need. The planner
+ * decides every work item completely (channel slices, steps clamped to the slots, the root's ring
+ * position, point-to-point counts in bytes); work without peers (one-rank collectives, sends to
+ * self paired with receives from self in posting order) becomes plan.local, nothing at all when
+ * it would copy a buffer onto itself. The executors carry the plan out as it is. */
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs);
 
 /* ---- plugins.c: the tuner and profiler plugins (see the file's comment) ------------------- */
@@ -287,10 +317,17 @@ typedef struct coll_gpu_params {
   int32_t ll128;        /* 1: LL128 is safe on every connection this rank can see */
   int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
                          * switch): rings go both ways round (topo_ring_order) */
-  int32_t unused;       /* zero (the struct is allgathered as bytes) */
+  int32_t direct;       /* 1: one host, every pair this rank can see P2P (OneShot, TwoShot) */
   double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
   double intra_lat_us;  /* per-hop latency inside the host */
 } coll_gpu_params_t;
+/* Ranks of the communicator on rank's GPU (itself included): more than one only with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1. */
+int coll_ranks_on_gpu(const peer_info_t* peers, int nranks, int rank);
+/* Channels a rank may use when ranks_on_gpu ranks share a GPU of nsm multiprocessors: the kernels
+ * of all of them spin on each other, so all their blocks (one a channel, one a multiprocessor at
+ * most: the kernels take a multiprocessor's registers) must be resident together. */
+int coll_shared_gpu_channels(int nchannels, int ranks_on_gpu, int nsm);
 /* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
 int coll_nchannels_clamp(int want);
 /* Clamps a channel count to the config's minCTAs..maxCTAs (NCCL_MIN_CTAS / NCCL_MAX_CTAS already
@@ -300,8 +337,9 @@ int coll_ctas_clamp(int n, const ncclConfig_t* cfg);
  * reading NCCL_* parameters). */
 void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
                            int rank, int nhosts, coll_gpu_params_t* out);
-/* The communicator's values: fewest channels, LL128 only if every rank allows it, rings both ways
- * if any host has direct links, slowest pair bandwidth, largest latency (pure). */
+/* The communicator's values: fewest channels, LL128 and the direct algorithms only if every rank
+ * allows them, rings both ways if any host has direct links, slowest pair bandwidth, largest
+ * latency (pure). */
 void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out);
 /* One topology per host: the lowest rank of each host detects it, sends it as XML to the other
  * ranks of its host, and every rank of the host (that one too) uses the parsed copy. */

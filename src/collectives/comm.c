@@ -287,11 +287,13 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   coll_gpu_free(cc);
   if (entered) coll_device_leave(comm->cuda_dev, saved);
   coll_user_ops_free(cc);
+  coll_regs_free(cc);
   free(cc->pending.items);
   free(cc->running.items);
   free(cc->works);
   free(cc->reqs);
   free(cc->order);
+  free(cc->locals);
   free(cc->conn_mark);
   free(cc->channels);
   free(cc->fifo_tables);
@@ -363,9 +365,9 @@ static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
 /* Profiler events (plugins.c) bracket the launch: on the host executor they end when the plan has
  * run, on the CUDA executor once it has been launched (as stock's end when the launch is made). */
 static ncclResult_t comm_launch(struct coll_comm* cc, bool* captured) {
-  bool any = false;
+  bool any = cc->plan.nlocal > 0;
   for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
-  if (!any) return ncclSuccess;
+  if (!any) return ncclSuccess; /* nothing to do: nothing is launched */
   coll_prof_run_begin(cc);
   ncclResult_t res = comm_launch_plan(cc, captured);
   coll_prof_run_end(cc);

@@ -64,6 +64,20 @@ int coll_ctas_clamp(int n, const ncclConfig_t* cfg) {
   return n < lo ? lo : n > hi ? hi : n;
 }
 
+int coll_ranks_on_gpu(const peer_info_t* peers, int nranks, int rank) {
+  int n = 0;
+  for (int r = 0; r < nranks; r++)
+    n += peers[r].host_hash == peers[rank].host_hash && peers[r].bus_id == peers[rank].bus_id;
+  return n;
+}
+
+int coll_shared_gpu_channels(int nchannels, int ranks_on_gpu, int nsm) {
+  if (ranks_on_gpu <= 1 || nsm <= 0) return nchannels;
+  int fit = nsm / ranks_on_gpu;
+  if (fit < 1) fit = 1;
+  return nchannels < fit ? nchannels : fit;
+}
+
 /* Index in topo of the GPU of rank r, -1 when r is elsewhere or unknown. */
 static int gpu_index(const topo_system_t* topo, const peer_info_t* peers, int r) {
   return peers[r].bus_id >= 0 ? topo_system_gpu(topo, peers[r].bus_id) : -1;
@@ -77,7 +91,7 @@ void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, 
   /* Every pair of ranks of this host: its path and bandwidth, and whether P2P joins it. */
   transport_ctx_t pol = {
       .rank = rank, .nranks = nranks, .peers = peers, .cuda_exec = true, .topo = topo};
-  bool all_nvl = true, any_pair = false;
+  bool all_nvl = true, all_p2p = true, any_pair = false;
   double slowest = INFINITY;
   for (int a = 0; a < nranks; a++) {
     if (peers[a].host_hash != peers[rank].host_hash) continue;
@@ -86,13 +100,13 @@ void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, 
       any_pair = true;
       int i = gpu_index(topo, peers, a), j = gpu_index(topo, peers, b);
       topo_path_t path = topo_system_path(topo, peers[a].bus_id, peers[b].bus_id);
-      if (path != TOPO_PATH_NVL || transport_p2p_policy(&pol, &peers[a], &peers[b]) != P2P_OK)
-        all_nvl = false;
+      if (transport_p2p_policy(&pol, &peers[a], &peers[b]) != P2P_OK) all_p2p = false;
+      if (path != TOPO_PATH_NVL || !all_p2p) all_nvl = false;
       /* This rank's own pairs also as the transport will choose them (CUDA peer access); the
        * merge covers every other rank's pairs. */
-      if (all_nvl && (a == rank || b == rank) &&
+      if (all_p2p && (a == rank || b == rank) &&
           !transport_p2p_ops.can_connect(&pol, &peers[rank], &peers[a == rank ? b : a]))
-        all_nvl = false;
+        all_p2p = all_nvl = false;
       if (i >= 0 && j >= 0 && topo->nvlinks[(size_t)i * topo->ngpus + j] > 0) p.direct_links = 1;
       double bw = i >= 0 && j >= 0 ? topo->bw[(size_t)i * topo->ngpus + j] : 0;
       if (bw < slowest) slowest = bw;
@@ -103,6 +117,8 @@ void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, 
   /* LL128 relies on a 128-byte line arriving whole: GPU memory written over NVLink. Host memory
    * (SHM, NET) does not promise it. */
   p.ll128 = nhosts == 1 && nranks > 1 && any_pair && all_nvl;
+  /* The direct algorithms write every peer's FIFO straight away: P2P between every pair. */
+  p.direct = nhosts == 1 && nranks > 1 && nranks <= DIRECT_MAX_RANKS && any_pair && all_p2p;
   *out = p;
 }
 
@@ -112,6 +128,7 @@ void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_
     const coll_gpu_params_t* p = &all[r];
     if (p->nchannels < m.nchannels) m.nchannels = p->nchannels;
     m.ll128 = m.ll128 && p->ll128;
+    m.direct = m.direct && p->direct;
     m.direct_links = m.direct_links || p->direct_links;
     /* 0 (no pair on that host) does not count as slow */
     if (p->pair_bw_gbs > 0 && (m.pair_bw_gbs <= 0 || p->pair_bw_gbs < m.pair_bw_gbs))
@@ -214,9 +231,22 @@ ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
   CHECK(coll_topo_agree(comm->bootstrap, comm->peers, cc->nranks, cc->rank, &cc->topo));
   coll_gpu_params_local(cc->topo, comm->peers, cc->nranks, cc->rank, cc->nhosts, &mine);
   mine.nchannels = coll_ctas_clamp(mine.nchannels, &comm->config);
+  int sharing = coll_ranks_on_gpu(comm->peers, cc->nranks, cc->rank);
+  if (sharing > 1) { /* NCCL_MULTI_RANK_GPU_ENABLE: every rank's blocks must be resident at once */
+    int nsm = 0;
+    if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, comm->cuda_dev) != cudaSuccess)
+      (void)cudaGetLastError();
+    int want = mine.nchannels;
+    mine.nchannels = coll_shared_gpu_channels(want, sharing, nsm);
+    INFO(NCCL_INIT,
+         "comm %p rank %d: %d ranks share CUDA device %d (%d SMs): at most %d channels (of %d) so "
+         "that every rank's blocks run at once",
+         (void*)comm, cc->rank, sharing, comm->cuda_dev, nsm, mine.nchannels, want);
+  }
   CHECK(coll_gpu_params_agree(comm->bootstrap, cc->nranks, cc->rank, &mine, &agreed));
   cc->nchannels = agreed.nchannels;
   cc->ll128_ok = agreed.ll128 != 0;
+  cc->direct_ok = agreed.direct != 0;
   cc->rings_both_ways = agreed.direct_links != 0;
   double pair = agreed.pair_bw_gbs > 0 ? agreed.pair_bw_gbs : COLL_GPU_DEFAULT_BW_GBS;
   double per_channel = pair / cc->nchannels;
@@ -230,10 +260,11 @@ ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
                                .inter_lat_us = COLL_GPU_INTER_LAT_US,
                                .gpu = cc->ll128_ok};
   INFO(NCCL_INIT | NCCL_TUNING,
-       "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, rings %s, %.1f GB/s per "
-       "channel, %.1f us per hop",
+       "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, OneShot/TwoShot %s, rings "
+       "%s, %.1f GB/s per channel, %.1f us per hop",
        (void*)comm, cc->rank, cc->nchannels, mine.nchannels, cc->ll128_ok ? "on" : "off",
-       cc->rings_both_ways ? "both ways" : "one way", per_channel, agreed.intra_lat_us);
+       cc->direct_ok ? "on" : "off", cc->rings_both_ways ? "both ways" : "one way", per_channel,
+       agreed.intra_lat_us);
   return ncclSuccess;
 }
 

@@ -8,32 +8,26 @@
  * allocation, so ncclMemFree releases each the way it was made and rejects other pointers.
  *
  * Registration: the executors copy user buffers through the connection FIFOs, so no buffer has
- * to be registered for correctness. ncclCommRegister / ncclCommWindowRegister check their
- * arguments and return small handles that remember the buffer (deregistration checks what it is
- * given); collectives work the same on registered and unregistered buffers, on either executor. */
+ * to be registered for correctness. ncclCommRegister / ncclCommWindowRegister record the buffer in
+ * a table owned by the communicator and return a pointer to the record as the handle.
+ * Deregistration looks the handle up in that table before touching it: a wild pointer, a handle
+ * already deregistered or one of another communicator is ncclInvalidArgument with a WARN, never a
+ * dereference. The communicator releases what is left at destroy. Collectives work the same on
+ * registered and unregistered buffers, on either executor. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "collectives/collectives.h"
 
-#define MEM_REG_MAGIC 0x52656748616e646cULL /* "RegHandl" */
-#define MEM_WIN_MAGIC 0x57696e646f774862ULL /* "WindowHb" */
-
-typedef struct mem_reg {
-  uint64_t magic;
-  ncclComm_t comm;
-  void* buff;
-  size_t size;
-} mem_reg_t;
-
-/* ncclWindow_t is a pointer to this (opaque to users). */
+/* One registration: a buffer (ncclCommRegister's handle) or a window (ncclWindow_t points at
+ * one; the type is opaque to users). */
+typedef enum { MEM_REG_BUFFER = 0, MEM_REG_WINDOW } mem_reg_kind_t;
 struct ncclWindow_vidmem {
-  uint64_t magic;
-  ncclComm_t comm;
+  mem_reg_kind_t kind;
   void* buff;
   size_t size;
-  int flags;
+  int flags; /* NCCL_WIN_* (windows) */
 };
 
 /* ---- Allocation registry ------------------------------------------------------------------- */
@@ -269,16 +263,100 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   return mem_release(&a);
 }
 
+/* ---- The communicator's registration table ---------------------------------------------------
+ * cc->regs holds pointers to the records; a handle is valid only while it is in the table of the
+ * communicator it is given with (compared by value, never dereferenced before). */
+static ncclResult_t reg_comm(ncclComm_t comm, const char* api, struct coll_comm** out) {
+  if (comm->coll == NULL) {
+    WARN("%s: comm %p is not initialized", api, (void*)comm);
+    return ncclInvalidUsage;
+  }
+  *out = comm->coll;
+  return ncclSuccess;
+}
+
+static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buff, size_t size,
+                            int flags, struct ncclWindow_vidmem** out) {
+  struct ncclWindow_vidmem* reg = NULL;
+  CHECK(MEM_CALLOC(&reg, 1));
+  *reg = (struct ncclWindow_vidmem){.kind = kind, .buff = buff, .size = size, .flags = flags};
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&cc->lock);
+  if (cc->nregs == cc->regs_cap) {
+    int cap = cc->regs_cap ? 2 * cc->regs_cap : 8;
+    struct ncclWindow_vidmem** p = realloc(cc->regs, (size_t)cap * sizeof(*p));
+    if (p == NULL) {
+      WARN("Registration: out of memory for %d registrations", cap);
+      res = ncclSystemError;
+    } else {
+      cc->regs = p;
+      cc->regs_cap = cap;
+    }
+  }
+  if (res == ncclSuccess) cc->regs[cc->nregs++] = reg;
+  pthread_mutex_unlock(&cc->lock);
+  if (res != ncclSuccess) {
+    free(reg);
+    return res;
+  }
+  *out = reg;
+  return ncclSuccess;
+}
+
+/* Takes handle out of cc's table if it is a registration of that kind there; false otherwise
+ * (handle is not dereferenced then). */
+static bool reg_remove(struct coll_comm* cc, const void* handle, mem_reg_kind_t kind) {
+  bool found = false;
+  pthread_mutex_lock(&cc->lock);
+  for (int i = 0; i < cc->nregs; i++) {
+    if ((const void*)cc->regs[i] != handle) continue;
+    if (cc->regs[i]->kind != kind) break;
+    free(cc->regs[i]);
+    cc->regs[i] = cc->regs[--cc->nregs];
+    found = true;
+    break;
+  }
+  pthread_mutex_unlock(&cc->lock);
+  return found;
+}
+
+void coll_regs_free(struct coll_comm* cc) {
+  if (cc->nregs > 0)
+    INFO(NCCL_REG, "comm %p: releasing %d registrations left at destroy", (void*)cc->comm,
+         cc->nregs);
+  for (int i = 0; i < cc->nregs; i++) free(cc->regs[i]);
+  free(cc->regs);
+  cc->regs = NULL;
+  cc->nregs = cc->regs_cap = 0;
+}
+
+static ncclResult_t reg_deregister(ncclComm_t comm, const void* handle, mem_reg_kind_t kind,
+                                   const char* api, const char* what) {
+  struct coll_comm* cc;
+  CHECK(reg_comm(comm, api, &cc));
+  if (handle == NULL || !reg_remove(cc, handle, kind)) {
+    WARN(
+        "%s: %s %p was not returned by %s on comm %p, or was deregistered already (a handle "
+        "belongs to the communicator it was registered with)",
+        api, what, handle, kind == MEM_REG_WINDOW ? "ncclCommWindowRegister" : "ncclCommRegister",
+        (void*)comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+/* ---- Registration entry points --------------------------------------------------------------- */
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
   const char* api = "ncclCommRegister";
+  struct coll_comm* cc;
+  struct ncclWindow_vidmem* reg;
   ncclResult_t res = comm_check(comm, api);
   if (res != ncclSuccess) goto out;
   CHECK_GOTO(arg_check_ptr(handle, api, "handle"), res, out);
   if (buff == NULL && size > 0) CHECK_GOTO(arg_check_ptr(buff, api, "buff"), res, out);
-  mem_reg_t* reg;
-  CHECK_GOTO(MEM_CALLOC(&reg, 1), res, out);
-  *reg = (mem_reg_t){.magic = MEM_REG_MAGIC, .comm = comm, .buff = buff, .size = size};
+  CHECK_GOTO(reg_comm(comm, api, &cc), res, out);
+  CHECK_GOTO(reg_add(cc, MEM_REG_BUFFER, buff, size, 0, &reg), res, out);
   INFO(NCCL_REG,
        "%s: buff %p size %zu -> handle %p (no registration needed: the executors copy through "
        "FIFOs)",
@@ -290,19 +368,9 @@ out:
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  const char* api = "ncclCommDeregister";
-  ncclResult_t res = comm_check(comm, api);
-  if (res != ncclSuccess) goto out;
-  mem_reg_t* reg = handle;
-  if (reg == NULL || reg->magic != MEM_REG_MAGIC || reg->comm != comm) {
-    WARN("%s: handle %p (handle) was not returned by ncclCommRegister on comm %p", api, handle,
-         (void*)comm);
-    res = ncclInvalidArgument;
-    goto out;
-  }
-  reg->magic = 0;
-  free(reg);
-out:
+  ncclResult_t res = comm_check(comm, "ncclCommDeregister");
+  if (res == ncclSuccess)
+    res = reg_deregister(comm, handle, MEM_REG_BUFFER, "ncclCommDeregister", "handle");
   comm_scope_end();
   return res;
 }
@@ -310,6 +378,8 @@ out:
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
          ncclWindow_t* win, int winFlags) {
   const char* api = "ncclCommWindowRegister";
+  struct coll_comm* cc;
+  struct ncclWindow_vidmem* w;
   ncclResult_t res = comm_check(comm, api);
   if (res != ncclSuccess) goto out;
   CHECK_GOTO(arg_check_ptr(win, api, "win"), res, out);
@@ -320,10 +390,8 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
     res = ncclInvalidArgument;
     goto out;
   }
-  struct ncclWindow_vidmem* w;
-  CHECK_GOTO(MEM_CALLOC(&w, 1), res, out);
-  *w = (struct ncclWindow_vidmem){
-      .magic = MEM_WIN_MAGIC, .comm = comm, .buff = buff, .size = size, .flags = winFlags};
+  CHECK_GOTO(reg_comm(comm, api, &cc), res, out);
+  CHECK_GOTO(reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w), res, out);
   INFO(NCCL_REG,
        "%s: buff %p size %zu flags 0x%x -> window %p (no mapping needed: the executors copy "
        "through FIFOs)",
@@ -335,18 +403,9 @@ out:
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  const char* api = "ncclCommWindowDeregister";
-  ncclResult_t res = comm_check(comm, api);
-  if (res != ncclSuccess) goto out;
-  if (win == NULL || win->magic != MEM_WIN_MAGIC || win->comm != comm) {
-    WARN("%s: window %p (win) was not returned by ncclCommWindowRegister on comm %p", api,
-         (void*)win, (void*)comm);
-    res = ncclInvalidArgument;
-    goto out;
-  }
-  win->magic = 0;
-  free(win);
-out:
+  ncclResult_t res = comm_check(comm, "ncclCommWindowDeregister");
+  if (res == ncclSuccess)
+    res = reg_deregister(comm, win, MEM_REG_WINDOW, "ncclCommWindowDeregister", "window (win)");
   comm_scope_end();
   return res;
 }

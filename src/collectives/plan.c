@@ -32,6 +32,7 @@ const char* coll_algo_name(int algo) {
   return algo == ALGO_TREE      ? "Tree"
          : algo == ALGO_RING    ? "Ring"
          : algo == ALGO_ONESHOT ? "OneShot"
+         : algo == ALGO_TWOSHOT ? "TwoShot"
                                 : "?";
 }
 
@@ -94,9 +95,32 @@ size_t coll_task_bytes(const coll_task_t* t, int nranks) {
 
 /* ---- Algorithm and protocol ----------------------------------------------------------------- */
 static bool plan_algo_supported(int func, int algo) {
-  if (algo == ALGO_RING) return func != FUNC_SEND && func != FUNC_RECV;
-  if (algo == ALGO_TREE) return func == FUNC_ALLREDUCE;
-  return false;
+  switch (algo) {
+    case ALGO_RING:
+      return func != FUNC_SEND && func != FUNC_RECV;
+    case ALGO_TREE:
+    case ALGO_TWOSHOT:
+      return func == FUNC_ALLREDUCE;
+    case ALGO_ONESHOT:
+      return func == FUNC_ALLREDUCE || func == FUNC_ALLGATHER || func == FUNC_REDUCESCATTER ||
+             func == FUNC_BROADCAST;
+    default:
+      return false;
+  }
+}
+
+/* Whether a direct algorithm (OneShot, TwoShot) may run here: 2 to DIRECT_MAX_RANKS ranks, LL. On
+ * GPUs every pair must reach each other by P2P on one host (direct_ok, agreed by every rank); the
+ * model offers them up to COLL_DIRECT_MAX_BYTES. The host executor runs them only when NCCL_ALGO
+ * names them (its FIFOs for every pair cost shared memory; CI forces them to prove them). */
+bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
+                         bool forced) {
+  if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
+  if (cc->no_direct) return false;
+  if (proto != PROTO_LL || cc->nranks < 2 || cc->nranks > DIRECT_MAX_RANKS) return false;
+  if (!forced && bytes > COLL_DIRECT_MAX_BYTES) return false;
+  if (cc->gpu) return cc->direct_ok;
+  return forced && cc->filter.algo_set[func] && cc->filter.algo_ok[func][algo];
 }
 
 static bool plan_proto_supported(const struct coll_comm* cc, int proto) {
@@ -113,10 +137,14 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
   for (int a = 0; a < ALGO_COUNT; a++) {
     if (!plan_algo_supported(func, a)) continue;
     if (use_algo && !cc->filter.algo_ok[func][a]) continue;
+    topo_tuning_t at = *tun;
+    if ((a == ALGO_ONESHOT || a == ALGO_TWOSHOT) && at.nchannels > COLL_DIRECT_MAX_CHANNELS)
+      at.nchannels = COLL_DIRECT_MAX_CHANNELS;
     for (int p = 0; p < PROTO_COUNT; p++) {
       if (!plan_proto_supported(cc, p)) continue;
       if (use_proto && !cc->filter.proto_ok[func][p]) continue;
-      double t = topo_model_time_us(tun, func, a, p, bytes);
+      if (!coll_direct_allowed(cc, func, a, p, bytes, use_algo)) continue;
+      double t = topo_model_time_us(&at, func, a, p, bytes);
       if (t < 0) continue;
       if (!found || t < best) {
         found = true;
@@ -134,19 +162,13 @@ double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo,
                      size_t bytes) {
   if (!plan_algo_supported(t->func, algo) || !plan_proto_supported(cc, proto)) return -1;
   if (!cc->filter.algo_ok[t->func][algo] || !cc->filter.proto_ok[t->func][proto]) return -1;
+  if (!coll_direct_allowed(cc, t->func, algo, proto, bytes, cc->filter.algo_set[t->func]))
+    return -1;
   topo_tuning_t tun = cc->tuning;
   tun.nchannels = t->nchannels;
+  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && tun.nchannels > COLL_DIRECT_MAX_CHANNELS)
+    tun.nchannels = COLL_DIRECT_MAX_CHANNELS;
   return topo_model_time_us(&tun, t->func, algo, proto, bytes);
-}
-
-/* One-shot AllReduce (device.h): a small AllReduce on 3 to TREE_MAX_CHILDREN + 1 GPUs of one
- * host, every pair over NVLink (what ll128_ok says, agreed by every rank), when neither NCCL_ALGO
- * nor NCCL_PROTO rules it out (it runs LL). Two ranks already run the ring as one exchange. */
-static bool plan_oneshot_ok(const struct coll_comm* cc, const coll_task_t* t, size_t bytes) {
-  if (t->func != FUNC_ALLREDUCE || t->op.kind == DEV_OP_PREMULSUM) return false;
-  if (cc->nranks <= 2 || cc->nranks > TREE_MAX_CHILDREN + 1 || !cc->ll128_ok) return false;
-  if (bytes > COLL_ONESHOT_MAX_BYTES || cc->filter.algo_set[FUNC_ALLREDUCE]) return false;
-  return cc->filter.proto_ok[FUNC_ALLREDUCE][PROTO_LL];
 }
 
 /* The model's choice under the NCCL_ALGO / NCCL_PROTO filters; why says what decided. */
@@ -188,17 +210,10 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   int algo, proto;
   double us;
   const char* why;
-  if (plan_oneshot_ok(cc, t, bytes)) {
-    if (t->nchannels > COLL_ONESHOT_MAX_CHANNELS) t->nchannels = COLL_ONESHOT_MAX_CHANNELS;
-    algo = ALGO_ONESHOT;
-    proto = PROTO_LL;
-    us = -1;
-    why = "the one-shot rule";
-    t->forced = false;
-  } else {
-    plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
-  }
+  plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
   if (cc->tuner != NULL) coll_tuner_apply(cc, t, bytes, &algo, &proto, &why);
+  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && t->nchannels > COLL_DIRECT_MAX_CHANNELS)
+    t->nchannels = COLL_DIRECT_MAX_CHANNELS; /* every channel connects every pair */
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
   t->model_us = us;
@@ -210,6 +225,19 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
        coll_func_name(t->func), bytes, coll_algo_name(algo), coll_proto_name(proto), t->nchannels,
        us, why);
   return ncclSuccess;
+}
+
+int coll_algo_name_index(int algo) {
+  switch (algo) {
+    case ALGO_TREE:
+      return TOPO_ALGO_TREE;
+    case ALGO_RING:
+      return TOPO_ALGO_RING;
+    case ALGO_ONESHOT:
+      return TOPO_ALGO_ONESHOT;
+    default:
+      return TOPO_ALGO_TWOSHOT;
+  }
 }
 
 ncclResult_t coll_filter_init(coll_filter_t* f) {
@@ -224,8 +252,9 @@ ncclResult_t coll_filter_init(coll_filter_t* f) {
     CHECK(
         topo_parse_filter(proto, "NCCL_PROTO", topo_proto_names, TOPO_PROTO_NAMES_COUNT, fname, p));
     for (int i = 0; i < ALGO_COUNT; i++) {
-      out.algo_ok[func][i] = a[i];
-      if (!a[i]) out.algo_set[func] = true;
+      const bool ok = a[coll_algo_name_index(i)];
+      out.algo_ok[func][i] = ok;
+      if (!ok) out.algo_set[func] = true;
     }
     for (int i = 0; i < PROTO_COUNT; i++) {
       out.proto_ok[func][i] = p[i];
@@ -259,7 +288,7 @@ static void plan_req_add(struct coll_comm* cc, int channel, int peer, int is_sen
 static void plan_req_collective(struct coll_comm* cc, const coll_task_t* t, int channel,
                                 int* nreqs) {
   const dev_channel_t* ch = &cc->channels[channel];
-  if (t->algo == ALGO_ONESHOT) { /* every peer, both directions */
+  if (t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT) { /* every peer, both directions */
     for (int p = 0; p < cc->nranks; p++) {
       plan_req_add(cc, channel, p, 1, nreqs);
       plan_req_add(cc, channel, p, 0, nreqs);
@@ -291,8 +320,10 @@ static ncclResult_t plan_reserve(struct coll_comm* cc, int ntasks) {
     cc->works = w;
     cc->works_cap = nworks;
   }
-  /* Per task at most 2 ring or 8 tree connections per channel. */
-  int nreqs = cc->nchannels * (ntasks > 0 ? ntasks : 1) * (2 + 2 * TREE_MAX_CHILDREN);
+  /* Per task at most 2 ring, 8 tree or 2 * DIRECT_MAX_PEERS direct connections per channel. */
+  const int per = 2 + 2 * TREE_MAX_CHILDREN > 2 * DIRECT_MAX_PEERS ? 2 + 2 * TREE_MAX_CHILDREN
+                                                                   : 2 * DIRECT_MAX_PEERS;
+  int nreqs = cc->nchannels * (ntasks > 0 ? ntasks : 1) * per;
   if (nreqs > cc->reqs_cap) {
     conn_request_t* r = realloc(cc->reqs, (size_t)nreqs * sizeof(*r));
     if (r == NULL) {
@@ -310,6 +341,15 @@ static ncclResult_t plan_reserve(struct coll_comm* cc, int ntasks) {
     }
     cc->order = o;
     cc->order_cap = ntasks;
+  }
+  if (ntasks > cc->locals_cap) {
+    local_op_t* l = realloc(cc->locals, (size_t)ntasks * sizeof(*l));
+    if (l == NULL) {
+      WARN("Planner: out of memory for %d local operations", ntasks);
+      return ncclSystemError;
+    }
+    cc->locals = l;
+    cc->locals_cap = ntasks;
   }
   return ncclSuccess;
 }
@@ -345,14 +385,46 @@ static size_t plan_chunk(const struct coll_comm* cc, const coll_task_t* t, size_
   return want < chunk ? want : chunk;
 }
 
-static void plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
+int coll_ring_index(const int* ring, int n, int rank) {
+  for (int i = 0; ring != NULL && i < n; i++)
+    if (ring[i] == rank) return i;
+  return -1;
+}
+
+size_t coll_step_units(size_t slot_bytes, size_t unit, size_t want) {
+  size_t cap = unit > 0 ? slot_bytes / unit : 0;
+  return want == 0 || want > cap ? cap : want;
+}
+
+/* The last decisions of a collective item on channel c: the step (checked against the slot) and
+ * the root's ring position. */
+static ncclResult_t plan_item_finish(const struct coll_comm* cc, int c, size_t esize, work_t* w) {
+  w->chunk = coll_step_units(cc->slot_data_bytes[w->proto], esize, w->chunk);
+  if (w->chunk == 0) {
+    WARN(
+        "Planner: a %s FIFO slot of %zu data bytes cannot hold one element of %zu bytes; raise "
+        "NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE",
+        coll_proto_name(w->proto), cc->slot_data_bytes[w->proto], esize);
+    return ncclInvalidArgument;
+  }
+  w->root_idx = -1;
+  if (w->algo == ALGO_RING && (w->func == FUNC_BROADCAST || w->func == FUNC_REDUCE)) {
+    w->root_idx = coll_ring_index(cc->channels[c].ring_ranks, cc->nranks, w->root);
+    if (w->root_idx < 0) {
+      WARN("Planner: root rank %d is not in channel %d's ring of %d ranks", w->root, c, cc->nranks);
+      return ncclInternalError;
+    }
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t align = esize < 16 ? 16 / esize : 1;
   for (int c = 0; c < t->nchannels; c++) {
     size_t off, n;
     coll_split(t->count, t->nchannels, c, align, &off, &n);
     if (n == 0) continue;
-    size_t chunk = plan_chunk(cc, t, n, esize, align);
     work_t w = {.func = t->func,
                 .algo = t->algo,
                 .proto = t->proto,
@@ -363,11 +435,81 @@ static void plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nre
                 .count = t->count,
                 .chan_off = off,
                 .chan_count = n,
-                .chunk = chunk,
+                .chunk = plan_chunk(cc, t, n, esize, align),
                 .root = t->root,
                 .nranks = cc->nranks};
+    CHECK(plan_item_finish(cc, c, esize, &w));
     plan_add_work(cc, c, &w);
     plan_req_collective(cc, t, c, nreqs);
+  }
+  return ncclSuccess;
+}
+
+/* ---- Work without peers ---------------------------------------------------------------------- */
+bool coll_local_changes_data(int func, const dev_redop_t* op) {
+  bool reduces = func == FUNC_REDUCE || func == FUNC_REDUCESCATTER || func == FUNC_ALLREDUCE;
+  return reduces && op->kind == DEV_OP_PREMULSUM;
+}
+
+/* A collective on one rank: its input to its output, scaled where the op changes data (PreMulSum,
+ * floating Avg); nothing when that is a copy onto itself. Rank 0's block of AllGather's output and
+ * ReduceScatter's input are the buffers' starts. */
+bool coll_local_of_task(const coll_task_t* t, local_op_t* out) {
+  if (t->count == 0) return false;
+  bool scaled = coll_local_changes_data(t->func, &t->op);
+  if (!scaled && t->sendbuff == t->recvbuff) return false;
+  *out = (local_op_t){.src = t->sendbuff,
+                      .dst = t->recvbuff,
+                      .count = t->count,
+                      .dtype = t->dtype,
+                      .op = scaled ? t->op : (dev_redop_t){.kind = DEV_OP_SUM}};
+  return true;
+}
+
+static void plan_add_local(struct coll_comm* cc, const local_op_t* l) {
+  TRACE(NCCL_COLL, "plan: local %s of %zu elements of type %d, %p -> %p",
+        l->op.kind == DEV_OP_PREMULSUM ? "scale" : "copy", l->count, l->dtype, l->src, l->dst);
+  cc->locals[cc->nlocal++] = *l;
+}
+
+/* Sends to self and receives from self pair in posting order: the k-th of each make one copy. */
+static ncclResult_t plan_self_pairs(struct coll_comm* cc, coll_task_list_t* tasks) {
+  int s = 0, r = 0;
+  for (;;) {
+    while (s < tasks->n && !(tasks->items[s].func == FUNC_SEND &&
+                             tasks->items[s].root == cc->rank && tasks->items[s].count > 0))
+      s++;
+    while (r < tasks->n && !(tasks->items[r].func == FUNC_RECV &&
+                             tasks->items[r].root == cc->rank && tasks->items[r].count > 0))
+      r++;
+    if (s == tasks->n && r == tasks->n) return ncclSuccess;
+    if (s == tasks->n || r == tasks->n) {
+      WARN(
+          "Rank %d: a %s self has no matching %s self in the group (sends to self and receives "
+          "from self must come in pairs of equal size)",
+          cc->rank, s == tasks->n ? "receive from" : "send to",
+          s == tasks->n ? "send to" : "receive from");
+      return ncclInvalidUsage;
+    }
+    const coll_task_t* st = &tasks->items[s];
+    const coll_task_t* rt = &tasks->items[r];
+    size_t sbytes = st->count * datatype_size((ncclDataType_t)st->dtype);
+    size_t rbytes = rt->count * datatype_size((ncclDataType_t)rt->dtype);
+    if (sbytes != rbytes) {
+      WARN("Rank %d: a send to self of %zu bytes is paired with a receive from self of %zu bytes",
+           cc->rank, sbytes, rbytes);
+      return ncclInvalidUsage;
+    }
+    if (st->sendbuff != rt->recvbuff) {
+      local_op_t l = {.src = st->sendbuff,
+                      .dst = rt->recvbuff,
+                      .count = sbytes,
+                      .dtype = ncclInt8,
+                      .op = {.kind = DEV_OP_SUM}};
+      plan_add_local(cc, &l);
+    }
+    s++;
+    r++;
   }
 }
 
@@ -400,9 +542,9 @@ static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   int d = plan_p2p_distance(cc, t);
   int first = (int)(((size_t)d * (size_t)cc->nchannels) / (size_t)cc->nranks);
   int proto = plan_p2p_proto(cc, bytes);
-  /* Chunks in bytes (a multiple of 16 when the slot allows), the same on both sides. */
-  size_t chunk_bytes = coll_chunk_elems(cc->slot_data_bytes[proto], 1);
-  size_t chunk = chunk_bytes / esize > 0 ? chunk_bytes / esize : 1;
+  /* Steps in bytes (a multiple of 16 when the slot allows), the same on both sides whatever
+   * datatype each posted. */
+  size_t chunk = coll_chunk_elems(cc->slot_data_bytes[proto], 1);
   int is_send = t->func == FUNC_SEND;
   for (int i = 0; i < nch; i++) {
     size_t boff, bn;
@@ -417,10 +559,11 @@ static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
                 .sendbuff = t->sendbuff,
                 .recvbuff = t->recvbuff,
                 .count = t->count,
-                .chan_off = boff / esize,
-                .chan_count = bn / esize,
+                .chan_off = boff,
+                .chan_count = bn,
                 .chunk = chunk,
                 .root = t->root,
+                .root_idx = -1,
                 .nranks = cc->nranks};
     plan_add_work(cc, c, &w);
     plan_req_add(cc, c, t->root, is_send, nreqs);
@@ -433,60 +576,97 @@ static void plan_p2p(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
        cc->filter.proto_set[t->func] ? "NCCL_PROTO, then size" : "by size");
 }
 
-static bool plan_is_p2p(const coll_task_t* t) {
-  return (t->func == FUNC_SEND || t->func == FUNC_RECV) && t->count > 0;
+/* A point-to-point task that moves data over a connection (not to self, not empty). */
+static bool plan_is_p2p(const struct coll_comm* cc, const coll_task_t* t) {
+  return (t->func == FUNC_SEND || t->func == FUNC_RECV) && t->count > 0 && t->root != cc->rank;
 }
 
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs_out) {
   int nranks = cc->nranks;
   int nreqs = 0;
+  ncclResult_t res = ncclSuccess;
   CHECK(plan_reserve(cc, tasks->n));
   plan_t* plan = &cc->plan;
   plan->nchannels = 0;
+  cc->nlocal = 0;
   for (int c = 0; c < cc->nchannels; c++) {
     plan->nwork[c] = 0;
     plan->works[c] = cc->works + (size_t)c * (size_t)(tasks->n > 0 ? tasks->n : 1);
   }
 
-  /* Collectives first, in posting order: every rank posts them in the same order. */
+  /* Collectives first, in posting order: every rank posts them in the same order. The direct
+   * algorithms run in a kernel of their own (src/device/cuda/kernel_direct.cu), so a group's
+   * collectives are all direct or none: if the model chose them for some and not for others, it
+   * chooses again for those without them. This depends only on the collectives, which every
+   * rank posts alike. */
+  if (nranks > 1) {
+    bool direct = false, other = false;
+    for (int i = 0; i < tasks->n; i++) {
+      coll_task_t* t = &tasks->items[i];
+      if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
+      CHECK_GOTO(coll_plan_choose(cc, t), res, out);
+      const bool d = t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT;
+      direct |= d;
+      other |= !d;
+    }
+    if (direct && other) {
+      cc->no_direct = true;
+      for (int i = 0; i < tasks->n && res == ncclSuccess; i++) {
+        coll_task_t* t = &tasks->items[i];
+        if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
+        if (t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT) res = coll_plan_choose(cc, t);
+      }
+      cc->no_direct = false;
+      CHECK_GOTO(res, res, out);
+    }
+  }
   for (int i = 0; i < tasks->n; i++) {
     coll_task_t* t = &tasks->items[i];
     if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
-    if (nranks == 1) { /* the executor copies (or applies the op) locally */
+    if (nranks == 1) { /* no peer: a copy, a scaling, or nothing at all (in place) */
+      local_op_t l;
+      if (coll_local_of_task(t, &l)) plan_add_local(cc, &l);
       t->algo = ALGO_RING;
       t->proto = PROTO_SIMPLE;
-      t->nchannels = 1;
+      t->nchannels = 0;
       t->forced = false;
     } else {
-      CHECK(coll_plan_choose(cc, t));
+      CHECK_GOTO(plan_collective(cc, t, &nreqs), res, out);
     }
     cc->last = (coll_choice_t){.func = t->func,
                                .algo = t->algo,
                                .proto = t->proto,
                                .nchannels = t->nchannels,
                                .forced = t->forced};
-    plan_collective(cc, t, &nreqs);
   }
 
-  /* Then point-to-point, by distance: step d sends to rank+d and receives from rank-d, so at
-   * each step the pairs that talk are at the same step on both sides. Posting order is kept
-   * within a step (several messages to one peer arrive in the order they were posted). Step 0
-   * is this rank to itself: the executor pairs each send to self with a receive from self. */
+  /* Copies to self, then point-to-point by distance: step d sends to rank+d and receives from
+   * rank-d, so at each step the pairs that talk are at the same step on both sides. Posting order
+   * is kept within a step (several messages to one peer arrive in the order they were posted). */
+  CHECK_GOTO(plan_self_pairs(cc, tasks), res, out);
   int norder = 0;
-  for (int d = 0; d < nranks; d++) {
+  for (int d = 1; d < nranks; d++) {
     for (int i = 0; i < tasks->n; i++) {
       coll_task_t* t = &tasks->items[i];
-      if (!plan_is_p2p(t)) continue;
+      if (!plan_is_p2p(cc, t)) continue;
       if (plan_p2p_distance(cc, t) == d) cc->order[norder++] = i;
     }
   }
   for (int k = 0; k < norder; k++) plan_p2p(cc, &tasks->items[cc->order[k]], &nreqs);
+  plan->nlocal = cc->nlocal;
+  plan->local = cc->locals;
 
+out:
   /* Reset the dedup marks for the next run. */
   for (int k = 0; k < nreqs; k++) {
     const conn_request_t* r = &cc->reqs[k];
     cc->conn_mark[((size_t)r->channel * (size_t)nranks + (size_t)r->peer) * 2 +
                   (size_t)r->is_send] = 0;
+  }
+  if (res != ncclSuccess) {
+    plan->nchannels = 0;
+    plan->nlocal = 0;
+    return res;
   }
   *nreqs_out = nreqs;
   return ncclSuccess;

@@ -71,7 +71,10 @@ void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* a
   float table[TUNER_ALGOS][TUNER_PROTOS], before[TUNER_ALGOS][TUNER_PROTOS];
   for (int a = 0; a < TUNER_ALGOS; a++)
     for (int p = 0; p < TUNER_PROTOS; p++) {
-      double us = a < ALGO_COUNT && p < PROTO_COUNT ? coll_model_us(cc, t, a, p, bytes) : -1;
+      /* Stock's table has columns for Tree and Ring only of Baton's algorithms (its 2 and 3
+       * are CollNet's): the direct ones stay out of a tuner's reach. */
+      bool stock = (a == ALGO_TREE || a == ALGO_RING) && p < PROTO_COUNT;
+      double us = stock ? coll_model_us(cc, t, a, p, bytes) : -1;
       table[a][p] = us < 0 ? TUNER_IGNORE : (float)us;
     }
   memcpy(before, table, sizeof(table));
@@ -99,7 +102,7 @@ void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* a
          coll_proto_name(*proto));
     return;
   }
-  if (*algo == ALGO_ONESHOT)
+  if ((*algo == ALGO_ONESHOT || *algo == ALGO_TWOSHOT) && best_a != *algo)
     t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
   if (nch > 0) t->nchannels = nch < cc->nchannels ? nch : cc->nchannels;
   *algo = best_a;
@@ -117,7 +120,7 @@ static const char* coll_prof_type(int dtype) {
 }
 
 static const char* coll_prof_algo(int algo) {
-  return algo == ALGO_TREE ? "TREE" : algo == ALGO_RING ? "RING" : "ONESHOT";
+  return algo == ALGO_TREE ? "TREE" : algo == ALGO_RING ? "RING" : algo == ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT";
 }
 
 static const char* coll_prof_proto(int proto) {

@@ -1,6 +1,7 @@
 /* The communicator object: allocation, release, and which CUDA device (if any) it runs on. */
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/core.h"
 
@@ -22,7 +23,17 @@ ncclResult_t comm_alloc(const ncclConfig_t* config, ncclComm_t* out) {
   ncclComm_t comm = NULL;
   uint32_t* abort_flag = NULL;
   CHECK(MEM_CALLOC(&comm, 1));
-  CHECK_GOTO(MEM_CALLOC(&abort_flag, 1), res, fail_comm);
+  /* A page of its own: the CUDA executor may register the flag's page with the driver (to map
+   * it for its kernels), which must not pin or cover a user's neighbouring heap data (a copy
+   * from a host range only partly registered fails with cudaErrorInvalidValue). */
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) page = 4096;
+  if (posix_memalign((void**)&abort_flag, (size_t)page, (size_t)page) != 0) {
+    WARN("ncclCommInit: out of memory for the communicator's abort flag");
+    res = ncclSystemError;
+    goto fail_comm;
+  }
+  memset(abort_flag, 0, (size_t)page);
   comm->config = *config;
   CHECK_GOTO(comm_strdup(config->commName, &comm->comm_name), res, fail_flag);
   CHECK_GOTO(comm_strdup(config->netName, &comm->net_name), res, fail_name);

@@ -93,9 +93,11 @@ static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
       return ncclInternalError;
     }
     if (i != comm->rank && me->bus_id >= 0 && p->host_hash == me->host_hash &&
-        p->bus_id == me->bus_id) {
-      WARN("%s: duplicate GPU detected: rank %d and rank %d both on CUDA device %llx", api,
-           comm->rank, i, (unsigned long long)me->bus_id);
+        p->bus_id == me->bus_id && param_int(PARAM_MULTI_RANK_GPU_ENABLE) == 0) {
+      WARN(
+          "%s: duplicate GPU detected: rank %d and rank %d both on CUDA device %llx (set "
+          "NCCL_MULTI_RANK_GPU_ENABLE=1 to let ranks share a GPU)",
+          api, comm->rank, i, (unsigned long long)me->bus_id);
       return ncclInvalidUsage;
     }
   }
@@ -307,9 +309,12 @@ static ncclResult_t init_all_check_devlist(int ndev, const int* devlist, int ngp
            ngpu);
       return ncclInvalidArgument;
     }
-    for (int j = 0; j < i; j++) {
+    for (int j = 0; j < i && param_int(PARAM_MULTI_RANK_GPU_ENABLE) == 0; j++) {
       if (devlist[j] == devlist[i]) {
-        WARN("%s: device %d appears twice in devlist (entries %d and %d)", api, devlist[i], j, i);
+        WARN(
+            "%s: device %d appears twice in devlist (entries %d and %d; "
+            "NCCL_MULTI_RANK_GPU_ENABLE=1 lets ranks share a GPU)",
+            api, devlist[i], j, i);
         return ncclInvalidUsage;
       }
     }

@@ -17,14 +17,19 @@
 /* ---- Protocols, algorithms, functions (values follow stock's order) ------------------------ */
 #define NCCL_STEPS 8
 enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2, PROTO_COUNT = 3 };
-enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_COUNT = 2 };
-/* One-shot AllReduce, an algorithm of the CUDA executor only, outside the tuning model and
- * NCCL_ALGO's names (the planner picks it by rule, plan.c): on 2 to TREE_MAX_CHILDREN + 1 ranks
- * joined by NVLink, each rank sends its chunk to every peer (one step, half the block) and
- * reduces every peer's chunk with its own (one step, the other half, started after the send so
- * in-place data is sent before it is overwritten). Sources combine in rank order, so every rank
- * computes the same bits. Peers are the other ranks in rank order; no PreMulSum. */
-#define ALGO_ONESHOT ALGO_COUNT
+/* Tree and Ring follow stock's numbering; OneShot and TwoShot are Baton's direct algorithms for
+ * ranks whose GPUs reach each other (P2P on one host): every rank talks to every other rank
+ * straight away, through the connection FIFOs with LL (data and flag in one store), so a small
+ * operation takes one or two hops instead of a ring's 2(n-1) (device/steps.h has their steps):
+ *   OneShot  AllReduce: every rank sends its data to every other rank and combines what it
+ *            receives with its own, in rank order (every rank computes the same bits); AllGather,
+ *            ReduceScatter and Broadcast: the same, each block straight to where it belongs.
+ *   TwoShot  AllReduce: reduce-scatter (rank p combines part p from everyone) then all-gather of
+ *            the combined parts, both straight between every pair.
+ * Up to DIRECT_MAX_RANKS ranks; NCCL_ALGO names them OneShot and TwoShot. */
+enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_ONESHOT = 2, ALGO_TWOSHOT = 3, ALGO_COUNT = 4 };
+#define DIRECT_MAX_RANKS 8
+#define DIRECT_MAX_PEERS (DIRECT_MAX_RANKS - 1)
 typedef enum {
   FUNC_BROADCAST = 0,
   FUNC_REDUCE,
@@ -123,29 +128,51 @@ typedef struct dev_redop {
 } dev_redop_t;
 
 /* ---- Work format --------------------------------------------------------------------------------
- * One work item is one operation's share on one channel. Counts are in elements. */
+ * One work item is one operation's share on one channel, as the planner (src/collectives/plan.c)
+ * decided it: the executors carry it out without deriving anything of their own. Units are
+ * elements for collectives and bytes for point-to-point. */
 typedef struct work {
-  uint8_t func;   /* func_t */
-  uint8_t algo;   /* ALGO_* (collectives) */
-  uint8_t proto;  /* PROTO_* */
-  uint8_t dtype;  /* ncclDataType_t */
+  uint8_t func;  /* func_t */
+  uint8_t algo;  /* ALGO_* (collectives) */
+  uint8_t proto; /* PROTO_* */
+  uint8_t dtype; /* ncclDataType_t */
   dev_redop_t op;
   const void* sendbuff;
   void* recvbuff;
-  size_t count;      /* per-rank count: AllGather sendcount, ReduceScatter recvcount, else total */
-  size_t chan_off;   /* this channel's slice [chan_off, chan_off + chan_count) of that count */
+  size_t count;    /* per-rank count: AllGather sendcount, ReduceScatter recvcount, else total
+                    * (elements, whatever the function) */
+  size_t chan_off; /* this channel's slice [chan_off, chan_off + chan_count) of that count, in
+                    * units (never empty) */
   size_t chan_count;
-  size_t chunk;      /* elements per pipeline chunk (one FIFO slot at most) */
-  int root;          /* Broadcast/Reduce root; Send/Recv peer */
+  size_t chunk; /* units per step: at most one slot's payload of every connection the item
+                 * uses (both ends of a connection cut it into the same steps) */
+  int root;     /* Broadcast/Reduce root; Send/Recv peer (never this rank) */
+  int root_idx; /* Broadcast/Reduce on a ring: the root's position in the channel's ring */
   int nranks;
 } work_t;
 
-/* A plan: everything one ncclGroupEnd (or one call) runs on one communicator. */
+/* Work that needs no peer: a send to self paired with its receive from self, or a collective on a
+ * communicator of one rank. A copy unless the operation changes the data (PreMulSum, floating
+ * types' Avg): dst = src * scalar, element by element. The planner leaves out copies onto
+ * themselves (in place) and empty ones. */
+typedef struct local_op {
+  const void* src;
+  void* dst;
+  size_t count;   /* elements of dtype */
+  uint8_t dtype;  /* ncclDataType_t */
+  dev_redop_t op; /* DEV_OP_PREMULSUM: scaled; any other kind: a copy */
+} local_op_t;
+
+/* A plan: everything one ncclGroupEnd (or one call) runs on one communicator. Channel lists run
+ * in order; local operations are independent of them (an executor may run them before, after or
+ * beside the channels' work). */
 #define PLAN_MAX_CHANNELS 64
 typedef struct plan {
   int nchannels;
   int nwork[PLAN_MAX_CHANNELS];
   work_t* works[PLAN_MAX_CHANNELS]; /* per-channel lists, run in order (p2p items may interleave) */
+  int nlocal;
+  const local_op_t* local;
 } plan_t;
 
 /* ---- What an executor sees of its communicator ---------------------------------------------- */

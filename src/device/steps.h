@@ -24,9 +24,22 @@
  * Tree (AllReduce): per chunk an up step (recv every child, reduce with mine, send to the parent;
  * the root finishes and outputs) and a down step (recv from the parent, output, send to every
  * child; the root sends its output).
- * One-shot (AllReduce, device.h's ALGO_ONESHOT; CUDA executor only): per chunk a send step (my
- * chunk to every other rank) and a receive step (every other rank's chunk combined with mine in
- * rank order, finish, output). */
+ * Direct (device.h's ALGO_ONESHOT / ALGO_TWOSHOT, LANE_DIRECT): one lane talks to every other
+ * rank; "peer j" is the j-th other rank in rank order (steps_other_rank). Per chunk:
+ *   OneShot AllReduce     s=0 send my chunk to every peer; s=1 recv every peer's chunk, combine
+ *                         with mine in rank order (each pre-op'd by its sender), finish, output.
+ *   OneShot AllGather     s=0 send my chunk to every peer and to my block of the output; s=1 recv
+ *                         peer p's chunk into p's block.
+ *   OneShot ReduceScatter s=0 send block p of my input to each peer p; s=1 recv my block's chunk
+ *                         from every peer, combine with mine in rank order, finish, output.
+ *   OneShot Broadcast     one step: the root sends the chunk to every peer (and its output), the
+ *                         others receive it from the root.
+ *   TwoShot AllReduce     the chunk in n parts (ring_part): s=0 send part p to each peer p;
+ *                         s=1 recv part `rank` from every peer, combine with mine in rank order,
+ *                         finish, output, send the result to every peer; s=2 recv part p from
+ *                         each peer p into the output.
+ * One lane, so each connection carries its steps in one order and a step that writes the output
+ * in place comes after the sends that read it. */
 #ifndef BATON_DEVICE_STEPS_H
 #define BATON_DEVICE_STEPS_H
 
@@ -37,21 +50,19 @@
 #include "device/device.h"
 
 typedef enum {
-  LANE_LOCAL,     /* one rank: local reduce or copy, one step */
   LANE_RING,      /* any collective over the channel's ring */
   LANE_TREE_UP,   /* AllReduce tree: reduce towards the root */
   LANE_TREE_DOWN, /* AllReduce tree: broadcast from the root */
   LANE_SEND,      /* point-to-point */
   LANE_RECV,
-  LANE_SELF,         /* host: a send to self paired with a receive from self, one copy */
-  LANE_ONESHOT_SEND, /* CUDA: my chunk to the other ranks, in rank order */
-  LANE_ONESHOT_RECV  /* CUDA: the other ranks' chunks, in rank order */
+  LANE_DIRECT /* OneShot / TwoShot: every other rank */
 } lane_kind_t;
 
-/* Whom a step receives from or sends to. 0 .. TREE_MAX_CHILDREN-1: the j-th tree child, or the
- * j-th other rank (one-shot). */
+/* Whom a step receives from or sends to. 0 .. STEP_MAX_PEERS-1: the j-th tree child, or the j-th
+ * other rank (direct lanes). */
+#define STEP_MAX_PEERS DIRECT_MAX_PEERS
 typedef enum {
-  STEP_ROLE_RING_PREV = TREE_MAX_CHILDREN,
+  STEP_ROLE_RING_PREV = STEP_MAX_PEERS,
   STEP_ROLE_RING_NEXT,
   STEP_ROLE_TREE_UP,
   STEP_ROLE_P2P_PEER
@@ -62,17 +73,18 @@ typedef struct step_lane {
   uint8_t kind; /* lane_kind_t */
   uint8_t func; /* func_t */
   uint8_t proto;
+  uint8_t algo;         /* direct lanes: ALGO_ONESHOT or ALGO_TWOSHOT */
   size_t unit;          /* bytes per unit (datatype size; 1 for point-to-point) */
   const char* sendbuff; /* base pointers of the operation */
   char* recvbuff;
   size_t count;               /* work count (per-rank count for AllGather/ReduceScatter) */
   size_t off, cnt;            /* the channel's slice, in units */
   size_t chunk;               /* units per step (already clamped to the slots) */
-  int n, idx, root_idx, rank; /* ring: ranks, my ring index, the root's, my rank */
+  int n, idx, root_idx, rank; /* ring: ranks, my ring index, the root's, my rank (a direct
+                               * Broadcast: root_idx is the root's rank) */
   const int* ring;            /* ring order (n ranks) */
   bool has_up;                /* tree: a parent */
-  int ndown;                  /* tree: children; one-shot: n - 1 */
-  char* self_out;             /* LANE_SELF: the matched receive's buffer */
+  int ndown;                  /* tree: children */
 } step_lane_t;
 
 /* One step. */
@@ -81,12 +93,17 @@ typedef struct step {
   char* out;         /* the user's output for the step (NULL: none) */
   size_t nelem;      /* units */
   int nrecv, nsend;
-  int recv[TREE_MAX_CHILDREN]; /* step_role_t or a child / other-rank index */
-  int send[TREE_MAX_CHILDREN];
+  int recv[STEP_MAX_PEERS]; /* step_role_t or a child / other-rank index */
+  int send[STEP_MAX_PEERS];
   int local_pos; /* -1: local data first (its pre-op applied); else its place among the received
-                  * sources, none pre-op'd (one-shot: every rank combines in rank order) */
+                  * sources, pre-op'd by their senders (a direct send of this rank's own input
+                  * is), combined in rank order (direct lanes: every rank gets the same bits) */
   bool reduce;   /* combine local and received data with the op; else copy */
   bool postop;   /* the result is final (SUMPOSTDIV divides it) */
+  /* Direct steps that do not reduce: what goes to (from local) or comes from (into out) rank p is
+   * its own span, steps_peer_span: with part > 0 the p-th part of the step's nelem units, else
+   * nelem units at p * peer_stride (0: the same data for every peer). */
+  size_t part, peer_stride;
 } step_t;
 
 DEVICE_HOST_FN size_t steps_div_up(size_t a, size_t b) {
@@ -96,13 +113,38 @@ DEVICE_HOST_FN int steps_ring_mod(int a, int n) {
   return ((a % n) + n) % n;
 }
 
+/* Direct lanes: steps per chunk (see the header). */
+DEVICE_HOST_FN int steps_direct_per_chunk(const step_lane_t* ln) {
+  if (ln->algo == ALGO_TWOSHOT) return 3;
+  return ln->func == FUNC_BROADCAST ? 1 : 2;
+}
+/* The rank of peer j (the j-th other rank in rank order) of rank me, and back. */
+DEVICE_HOST_FN int steps_other_rank(int me, int j) {
+  return j < me ? j : j + 1;
+}
+DEVICE_HOST_FN int steps_peer_index(int me, int rank) {
+  return rank < me ? rank : rank - 1;
+}
+/* A direct step's span for rank p: offset (units from local or out) and length. */
+DEVICE_HOST_FN void steps_peer_span(const step_t* st, int p, size_t* off, size_t* n) {
+  if (st->part > 0) {
+    const size_t a = dev_min((size_t)p * st->part, st->nelem);
+    *off = a;
+    *n = dev_min(st->part, st->nelem - a);
+  } else {
+    *off = (size_t)p * st->peer_stride;
+    *n = st->nelem;
+  }
+}
+/* Whether sends and receives of the step go by steps_peer_span. */
+DEVICE_HOST_FN bool steps_per_peer(const step_t* st) {
+  return !st->reduce && (st->part > 0 || st->peer_stride > 0);
+}
+
 /* Number of steps of a lane. */
 DEVICE_HOST_FN size_t steps_count(const step_lane_t* ln) {
   if (ln->cnt == 0) return 0;
   switch (ln->kind) {
-    case LANE_LOCAL:
-    case LANE_SELF:
-      return 1;
     case LANE_RING:
       switch (ln->func) {
         case FUNC_ALLREDUCE:
@@ -117,8 +159,10 @@ DEVICE_HOST_FN size_t steps_count(const step_lane_t* ln) {
       }
     case LANE_TREE_DOWN:
       return ln->has_up || ln->ndown > 0 ? steps_div_up(ln->cnt, ln->chunk) : 0;
+    case LANE_DIRECT:
+      return steps_div_up(ln->cnt, ln->chunk) * (size_t)steps_direct_per_chunk(ln);
     default:
-      return steps_div_up(ln->cnt, ln->chunk); /* tree up, send, recv, one-shot */
+      return steps_div_up(ln->cnt, ln->chunk); /* tree up, send, recv */
   }
 }
 
@@ -275,21 +319,91 @@ DEVICE_HOST_FN void steps_tree(const step_lane_t* ln, size_t k, step_t* st) {
   }
 }
 
-DEVICE_HOST_FN void steps_oneshot(const step_lane_t* ln, size_t k, step_t* st) {
-  size_t x, c;
-  steps_chunk(ln, k, &x, &c);
-  st->nelem = c;
-  st->local = steps_at_in(ln, ln->sendbuff, x);
+DEVICE_HOST_FN void steps_direct_all(const step_lane_t* ln, step_t* st, bool send) {
   for (int j = 0; j < ln->n - 1; j++) {
-    if (ln->kind == LANE_ONESHOT_SEND)
+    if (send)
       steps_send(st, j);
     else
       steps_recv(st, j);
   }
-  if (ln->kind == LANE_ONESHOT_RECV) {
-    st->reduce = st->postop = true;
-    st->out = steps_at_out(ln, ln->recvbuff, x);
-    st->local_pos = ln->rank; /* the other ranks in rank order: ranks below mine come first */
+}
+
+DEVICE_HOST_FN void steps_direct(const step_lane_t* ln, size_t k, step_t* st) {
+  const size_t per = (size_t)steps_direct_per_chunk(ln);
+  const size_t ck = dev_udiv(k, per);
+  const int s = (int)(k - ck * per);
+  size_t x, c;
+  steps_chunk(ln, ck, &x, &c);
+  st->nelem = c;
+  switch (ln->func) {
+    case FUNC_BROADCAST:
+      if (ln->rank == ln->root_idx) {
+        st->local = steps_at_in(ln, ln->sendbuff, x);
+        st->out = steps_at_out(ln, ln->recvbuff, x);
+        steps_direct_all(ln, st, true);
+      } else {
+        st->out = steps_at_out(ln, ln->recvbuff, x);
+        steps_recv(st, steps_peer_index(ln->rank, ln->root_idx));
+      }
+      break;
+    case FUNC_ALLGATHER:
+      if (s == 0) {
+        st->local = steps_at_in(ln, ln->sendbuff, x);
+        st->out = steps_at_out(ln, ln->recvbuff, (size_t)ln->rank * ln->count + x);
+        steps_direct_all(ln, st, true);
+      } else {
+        st->out = steps_at_out(ln, ln->recvbuff, x);
+        st->peer_stride = ln->count;
+        steps_direct_all(ln, st, false);
+      }
+      break;
+    case FUNC_REDUCESCATTER:
+      if (s == 0) {
+        st->local = steps_at_in(ln, ln->sendbuff, x);
+        st->peer_stride = ln->count;
+        steps_direct_all(ln, st, true);
+      } else {
+        st->local = steps_at_in(ln, ln->sendbuff, (size_t)ln->rank * ln->count + x);
+        st->out = steps_at_out(ln, ln->recvbuff, x);
+        st->reduce = st->postop = true;
+        st->local_pos = ln->rank;
+        steps_direct_all(ln, st, false);
+      }
+      break;
+    default: /* AllReduce */
+      if (ln->algo != ALGO_TWOSHOT) {
+        st->local = steps_at_in(ln, ln->sendbuff, x);
+        if (s == 1) {
+          st->out = steps_at_out(ln, ln->recvbuff, x);
+          st->reduce = st->postop = true;
+          st->local_pos = ln->rank;
+        }
+        steps_direct_all(ln, st, s == 0);
+        break;
+      }
+      {
+        const size_t part = ring_part(c, (size_t)ln->n, ln->unit, c);
+        st->part = part;
+        if (s == 0) {
+          st->local = steps_at_in(ln, ln->sendbuff, x);
+          steps_direct_all(ln, st, true);
+        } else if (s == 1) { /* my part: combined, finished, output and sent to everyone */
+          size_t o, n;
+          steps_peer_span(st, ln->rank, &o, &n);
+          st->part = 0;
+          st->nelem = n;
+          st->local = steps_at_in(ln, ln->sendbuff, x + o);
+          st->out = steps_at_out(ln, ln->recvbuff, x + o);
+          st->reduce = st->postop = true;
+          st->local_pos = ln->rank;
+          steps_direct_all(ln, st, false);
+          steps_direct_all(ln, st, true);
+        } else {
+          st->out = steps_at_out(ln, ln->recvbuff, x);
+          steps_direct_all(ln, st, false);
+        }
+      }
+      break;
   }
 }
 
@@ -301,19 +415,9 @@ DEVICE_HOST_FN void steps_plan(const step_lane_t* ln, size_t k, step_t* st) {
   st->nrecv = st->nsend = 0;
   st->reduce = st->postop = false;
   st->local_pos = -1;
+  st->part = st->peer_stride = 0;
   size_t x, c;
   switch (ln->kind) {
-    case LANE_LOCAL: {
-      const bool reduce =
-          ln->func == FUNC_REDUCE || ln->func == FUNC_REDUCESCATTER || ln->func == FUNC_ALLREDUCE;
-      const size_t in_off = ln->func == FUNC_REDUCESCATTER ? (size_t)ln->rank * ln->count : 0;
-      const size_t out_off = ln->func == FUNC_ALLGATHER ? (size_t)ln->rank * ln->count : 0;
-      st->nelem = ln->cnt;
-      st->local = steps_at_in(ln, ln->sendbuff, in_off + ln->off);
-      st->out = steps_at_out(ln, ln->recvbuff, out_off + ln->off);
-      st->reduce = st->postop = reduce;
-      break;
-    }
     case LANE_RING:
       switch (ln->func) {
         case FUNC_ALLREDUCE:
@@ -346,14 +450,8 @@ DEVICE_HOST_FN void steps_plan(const step_lane_t* ln, size_t k, step_t* st) {
       st->out = steps_at_out(ln, ln->recvbuff, x);
       steps_recv(st, STEP_ROLE_P2P_PEER);
       break;
-    case LANE_SELF:
-      st->nelem = ln->cnt;
-      st->local = steps_at_in(ln, ln->sendbuff, ln->off);
-      st->out = ln->self_out;
-      break;
-    case LANE_ONESHOT_SEND:
-    case LANE_ONESHOT_RECV:
-      steps_oneshot(ln, k, st);
+    case LANE_DIRECT:
+      steps_direct(ln, k, st);
       break;
     default:
       break;

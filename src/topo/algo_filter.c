@@ -17,7 +17,7 @@
 #include "topo/topo.h"
 
 const char* const topo_algo_names[TOPO_ALGO_NAMES_COUNT] = {
-    "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT",
+    "Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", "OneShot", "TwoShot",
 };
 const char* const topo_proto_names[TOPO_PROTO_NAMES_COUNT] = {"LL", "LL128", "Simple"};
 const char* const topo_func_names[TOPO_FUNC_NAMES_COUNT] = {

@@ -50,9 +50,13 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
 
 /* ---- Algorithm and protocol filters (NCCL_ALGO, NCCL_PROTO) -------------------------------------
  * Stock 2.28's syntax: "[func:][^]name,name;func:[^]name..." (src/topo/algo_filter.c has the
- * grammar). The name tables are in stock's order, so an index is the ALGO_* / PROTO_* / func_t
- * value; names Baton does not implement (CollNet*, NVLS*, PAT) parse but are never offered. */
-#define TOPO_ALGO_NAMES_COUNT 7  /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT */
+ * grammar). The name tables are in stock's order, so an index is the PROTO_* / func_t value;
+ * algorithms: stock's seven names, then Baton's own (OneShot, TwoShot: device.h's direct
+ * algorithms, TOPO_ALGO_* below; the planner maps them to ALGO_*). Names Baton does not implement
+ * (CollNet*, NVLS*, PAT) parse but are never offered. */
+#define TOPO_ALGO_NAMES_COUNT 9 /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, \
+                                   OneShot, TwoShot */
+enum { TOPO_ALGO_TREE = 0, TOPO_ALGO_RING = 1, TOPO_ALGO_ONESHOT = 7, TOPO_ALGO_TWOSHOT = 8 };
 #define TOPO_PROTO_NAMES_COUNT 3 /* LL, LL128, Simple */
 #define TOPO_FUNC_NAMES_COUNT 5  /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
 #define TOPO_FILTER_MAX_NAMES 16

@@ -18,6 +18,11 @@
  *                         ceil(log2 h) each way cross hosts (the top levels); the whole buffer
  *                         goes once up and once down each rank's links: 2 * bytes, divided by
  *                         tree_bw_efficiency (forwarding to two children costs a little)
+ *   OneShot (LL, one host) one hop; each rank sends its whole buffer to every other rank
+ *                         (AllReduce, Broadcast's root: (n-1) * bytes) or its n-th to each
+ *                         ((n-1)/n * bytes: AllGather, ReduceScatter); no Reduce
+ *   TwoShot (LL, AllReduce) two hops, 2(n-1)/n * bytes (reduce-scatter then all-gather)
+ *   Both are a kernel's single pass with no forwarding, so their base cost is direct_base_us.
  * Tree is only modelled for AllReduce; LL128 only on GPUs (it relies on 128-byte stores being
  * seen whole, an NVLink property); Send/Recv are not modelled. Those return a negative time, as
  * do a missing or non-positive bandwidth and nranks < 1. */
@@ -26,7 +31,7 @@
 /* Indices as in device.h's func_t / ALGO_* / PROTO_* (stock's order). topo sits below device, so
  * it restates them; test_tuning calls the model with device.h's names, so a mismatch fails. */
 enum { TF_BROADCAST = 0, TF_REDUCE, TF_ALLGATHER, TF_REDUCESCATTER, TF_ALLREDUCE };
-enum { TA_TREE = 0, TA_RING = 1 };
+enum { TA_TREE = 0, TA_RING = 1, TA_ONESHOT = 2, TA_TWOSHOT = 3 };
 enum { TP_LL = 0, TP_LL128 = 1, TP_SIMPLE = 2, TP_COUNT = 3 };
 
 /* The constants below are fitted to the CUDA executor on 2x H200 (docs/gpu-results.md, run 6:
@@ -54,12 +59,18 @@ static const double proto_bw[TP_COUNT] = {
     [TP_SIMPLE] = 0.70,
 };
 static const double tree_bw_efficiency = 0.9;
+/* Fixed cost of a direct (OneShot/TwoShot) operation: one pass of the kernel, no chain of steps;
+ * an estimate until measured on several GPUs (issue 18). */
+static const double direct_base_us = 6.0;
 
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
   if (t == NULL || t->nranks < 1 || proto < 0 || proto >= TP_COUNT) return -1.0;
   if (func < TF_BROADCAST || func > TF_ALLREDUCE) return -1.0;
-  if (algo != TA_RING && algo != TA_TREE) return -1.0;
-  if (algo == TA_TREE && func != TF_ALLREDUCE) return -1.0;
+  if (algo != TA_RING && algo != TA_TREE && algo != TA_ONESHOT && algo != TA_TWOSHOT) return -1.0;
+  if ((algo == TA_TREE || algo == TA_TWOSHOT) && func != TF_ALLREDUCE) return -1.0;
+  if (algo == TA_ONESHOT || algo == TA_TWOSHOT) {
+    if (proto != TP_LL || t->nhosts > 1 || t->nranks < 2 || func == TF_REDUCE) return -1.0;
+  }
   if (proto == TP_LL128 && !t->gpu) return -1.0;
 
   const bool multi_host = t->nhosts > 1;
@@ -72,7 +83,16 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   const double n = t->nranks;
   const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
   double hops, inter_hops, link_bytes;
-  if (algo == TA_TREE) {
+  if (algo == TA_ONESHOT || algo == TA_TWOSHOT) {
+    const bool whole = func == TF_ALLREDUCE || func == TF_BROADCAST;
+    hops = algo == TA_TWOSHOT ? 2.0 : 1.0;
+    inter_hops = 0.0;
+    link_bytes = algo == TA_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
+                 : whole            ? (n - 1) * (double)bytes
+                                    : (n - 1) / n * (double)bytes;
+    const double lat_us = hops * t->intra_lat_us * proto_hop_factor[proto];
+    return direct_base_us + lat_us + link_bytes / bytes_per_us;
+  } else if (algo == TA_TREE) {
     hops = 2.0 * ceil_log2(t->nranks);
     inter_hops = 2.0 * ceil_log2(nhosts);
     link_bytes = t->nranks > 1 ? 2.0 * (double)bytes / tree_bw_efficiency : 0.0;

@@ -116,6 +116,7 @@ void hw_world_free(hw_world_t* w) {
 /* ---- Running plans: one thread per rank --------------------------------------------------- */
 void* hw_launch_main(void* p) {
   hw_launch_t* a = p;
+  hw_plan_finish(a->w, a->rank, a->rp);
   a->res = executor_host_ops.launch(a->w->state[a->rank], &a->rp->plan, NULL);
   __atomic_store_n(&a->end_ns, clock_ns(), __ATOMIC_RELEASE);
   return NULL;
@@ -125,6 +126,84 @@ void hw_plan_reset(hw_plan_t* rp, int nch) {
   memset(&rp->plan, 0, sizeof(rp->plan));
   rp->plan.nchannels = nch;
   for (int c = 0; c < nch; c++) rp->plan.works[c] = rp->works[c];
+  rp->plan.local = rp->local;
+  rp->finished = false;
+}
+
+/* A slot's payload for proto (HW_* FIFOs). */
+static size_t hw_slot_bytes(int proto) {
+  return proto == PROTO_LL ? HW_LL_FIFO / NCCL_STEPS / sizeof(ll_line_t) * 8
+                           : HW_SIMPLE_FIFO / NCCL_STEPS;
+}
+
+void hw_plan_finish(hw_world_t* w, int rank, hw_plan_t* rp) {
+  if (rp->finished) return;
+  rp->finished = true;
+  plan_t* p = &rp->plan;
+  /* sends to self and receives from self pair in order: the k-th of each make one copy */
+  const char* ssrc[HW_MAX_LOCAL];
+  size_t sbytes[HW_MAX_LOCAL];
+  char* rdst[HW_MAX_LOCAL];
+  int nsend = 0, nrecv = 0;
+  p->nlocal = 0;
+  for (int c = 0; c < p->nchannels; c++) {
+    int k = 0;
+    for (int i = 0; i < p->nwork[c]; i++) {
+      work_t x = rp->works[c][i];
+      const size_t es = datatype_size((ncclDataType_t)x.dtype);
+      const bool p2p = x.func == FUNC_SEND || x.func == FUNC_RECV;
+      const size_t cap = es > 0 ? hw_slot_bytes(x.proto) / (p2p ? 1 : es) : 0;
+      if (p2p && x.root == rank && es > 0) {
+        if (x.func == FUNC_SEND) {
+          ssrc[nsend] = (const char*)x.sendbuff + x.chan_off * es;
+          sbytes[nsend++] = x.chan_count * es;
+        } else {
+          rdst[nrecv++] = (char*)x.recvbuff + x.chan_off * es;
+        }
+        continue;
+      }
+      if (!p2p && w->n == 1 && es > 0) { /* one rank: a copy or a scaling */
+        const bool scales =
+            x.op.kind == DEV_OP_PREMULSUM &&
+            (x.func == FUNC_REDUCE || x.func == FUNC_REDUCESCATTER || x.func == FUNC_ALLREDUCE);
+        const char* src = (const char*)x.sendbuff + x.chan_off * es;
+        char* dst = (char*)x.recvbuff + x.chan_off * es;
+        if (x.chan_count > 0 && (scales || src != dst)) {
+          ck_assert_int_lt(p->nlocal, HW_MAX_LOCAL);
+          rp->local[p->nlocal++] =
+              (local_op_t){.src = src,
+                           .dst = dst,
+                           .count = x.chan_count,
+                           .dtype = x.dtype,
+                           .op = scales ? x.op : (dev_redop_t){.kind = DEV_OP_SUM}};
+        }
+        continue;
+      }
+      if (p2p && es > 0) {
+        x.chan_off *= es;
+        x.chan_count *= es;
+        x.chunk *= es;
+      }
+      x.chunk = x.chunk == 0 || x.chunk > cap ? cap : x.chunk;
+      x.root_idx = -1;
+      if (!p2p && (x.func == FUNC_BROADCAST || x.func == FUNC_REDUCE))
+        for (int j = 0; j < w->n; j++)
+          if (w->ring[c][j] == x.root) x.root_idx = j;
+      rp->works[c][k++] = x;
+    }
+    p->nwork[c] = k;
+  }
+  ck_assert_msg(nsend == nrecv, "rank %d: %d sends to self, %d receives from self", rank, nsend,
+                nrecv);
+  for (int i = 0; i < nsend; i++) {
+    ck_assert_int_lt(p->nlocal, HW_MAX_LOCAL);
+    if (ssrc[i] == rdst[i] || sbytes[i] == 0) continue;
+    rp->local[p->nlocal++] = (local_op_t){.src = ssrc[i],
+                                          .dst = rdst[i],
+                                          .count = sbytes[i],
+                                          .dtype = ncclInt8,
+                                          .op = {.kind = DEV_OP_SUM}};
+  }
 }
 
 void hw_plan_add(hw_plan_t* rp, int c, const work_t* wk) {

@@ -54,14 +54,23 @@ struct hw_world {
 hw_world_t* hw_world_new(int n, int nch);
 void hw_world_free(hw_world_t* w);
 
-/* One rank's plan with room for its work items. */
+/* One rank's plan with room for its work items. Tests add items as a user would describe them
+ * (counts in elements, chunk 0 for a slot's worth, the root's rank, sends to self and one-rank
+ * collectives as items); the launch first turns them into what the planner decides
+ * (hw_plan_finish: src/collectives/plan.c's rules, played here): steps clamped to the slots, the
+ * root's ring position, point-to-point in bytes, local operations for what needs no peer. */
+#define HW_MAX_LOCAL (HW_MAX_CHANNELS * HW_MAX_WORKS)
 typedef struct hw_plan {
   plan_t plan;
   work_t works[HW_MAX_CHANNELS][HW_MAX_WORKS];
+  local_op_t local[HW_MAX_LOCAL];
+  bool finished;
 } hw_plan_t;
 
 void hw_plan_reset(hw_plan_t* rp, int nch);
 void hw_plan_add(hw_plan_t* rp, int c, const work_t* wk);
+/* Rank rank's plan as the planner would have made it (done once; the launch calls it). */
+void hw_plan_finish(hw_world_t* w, int rank, hw_plan_t* rp);
 
 /* One rank's launch on its own thread: its result, and when it returned (clock_ns). */
 typedef struct hw_launch {

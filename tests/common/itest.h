@@ -129,7 +129,7 @@ typedef struct itest_op {
   char* input_copy; /* this rank's input, to check that out-of-place sendbuff is untouched */
   ncclRedOp_t nccl_op;
   bool user_op;
-  double scalar;    /* the PreMulSum scalar as stored in the type */
+  double scalar;    /* the PreMulSum scalar of even ranks (odd ones pass another) */
   void* scalar_mem; /* device-residence scalar (host memory on the host executor) */
 } itest_op_t;
 

@@ -242,6 +242,12 @@ static uint64_t int_wrap(ncclDataType_t t, uint64_t u) {
   return u;
 }
 
+/* Rank r's PreMulSum scalar from the case's (even ranks'): every rank passes its own, which
+ * scales that rank's input only. Odd ranks: twice it (floats: exact), or 2 more (integers). */
+static double rank_scalar(ncclDataType_t t, double base, int r) {
+  return r % 2 == 0 ? base : itest_type_is_float(t) ? base * 2 : base + 2;
+}
+
 /* Integer reduction over ranks in modular arithmetic; returns the expected bits (sign-extended). */
 static uint64_t expect_int(ncclDataType_t t, int op, int nranks, size_t idx, uint32_t seed,
                            int64_t scalar) {
@@ -249,8 +255,9 @@ static uint64_t expect_int(ncclDataType_t t, int op, int nranks, size_t idx, uin
   uint64_t acc = 0;
   for (int r = 0; r < nranks; r++) {
     uint64_t x = int_bits(t, itest_value(t, op, r, idx, seed));
+    const uint64_t s = (uint64_t)(int64_t)rank_scalar(t, (double)scalar, r);
     if (r == 0) {
-      acc = op == IT_PREMUL_HOST || op == IT_PREMUL_DEVICE ? int_wrap(t, x * (uint64_t)scalar) : x;
+      acc = op == IT_PREMUL_HOST || op == IT_PREMUL_DEVICE ? int_wrap(t, x * s) : x;
       continue;
     }
     switch (op) {
@@ -265,7 +272,7 @@ static uint64_t expect_int(ncclDataType_t t, int op, int nranks, size_t idx, uin
         break;
       case IT_PREMUL_HOST:
       case IT_PREMUL_DEVICE:
-        acc = int_wrap(t, acc + int_wrap(t, x * (uint64_t)scalar));
+        acc = int_wrap(t, acc + int_wrap(t, x * s));
         break;
       default:
         acc = int_wrap(t, acc + x);
@@ -303,8 +310,8 @@ static void expect_float(ncclDataType_t t, int op, int nranks, size_t idx, uint3
         break;
       case IT_PREMUL_HOST:
       case IT_PREMUL_DEVICE:
-        acc += x * scalar;
-        mag += fabs(x * scalar);
+        acc += x * rank_scalar(t, scalar, r);
+        mag += fabs(x * rank_scalar(t, scalar, r));
         break;
       default:
         acc += x;
@@ -393,8 +400,10 @@ int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c) {
                              : c->op == IT_AVG ? ncclAvg
                                                : ncclSum);
   if (itest_func_reduces(c->func) && (c->op == IT_PREMUL_HOST || c->op == IT_PREMUL_DEVICE)) {
-    /* Floats: 1/2 (or 2 with device residence); integers: 3. Exact in every type. */
-    double s = itest_type_is_float(c->dtype) ? (c->op == IT_PREMUL_HOST ? 0.5 : 2.0) : 3.0;
+    /* Floats: 1/2 (or 2 with device residence); integers: 3. Exact in every type. Odd ranks
+     * pass another scalar (rank_scalar). */
+    const double base = itest_type_is_float(c->dtype) ? (c->op == IT_PREMUL_HOST ? 0.5 : 2.0) : 3.0;
+    const double s = rank_scalar(c->dtype, base, o->rank);
     o->scalar_mem = calloc(1, 8);
     IT_EXPECT(o->scalar_mem != NULL, "out of memory");
     if (c->op == IT_PREMUL_DEVICE) {
@@ -411,7 +420,7 @@ int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c) {
       itest_encode(c->dtype, 9.0, o->scalar_mem); /* must not matter */
     else
       itest_encode(c->dtype, s, o->scalar_mem);
-    o->scalar = s;
+    o->scalar = base;
   }
 
   if (c->inplace) {

@@ -5,6 +5,12 @@
       One nccl-tests run: counts result rows and #wrong, looks for failure lines, and names the
       library that printed the NCCL_DEBUG=VERSION banner. Prints one line; exit 0 = pass.
 
+  parse_nccl_tests.py onegpu --dir LOGDIR --out onegpu.md
+      One rank on one GPU (issue 17): onegpu/<coll>.<lib>.log sweeps side by side, out-of-place and
+      in-place apart (speed ours/stock = stock time / our time; PASS when >= 0.9 at every size
+      out of place), and onegpu/graph.<coll>.<lib>[.<n>].log (nccl-tests -G: CUDA-graph replay, the
+      GPU's time alone; PASS when ours <= 1.5x stock's). Prints RESULT and SUMMARY lines too.
+
   parse_nccl_tests.py compare --dir LOGDIR --out perf.md [--ngpus N]
       Stock against Baton: perf/<coll>.<lib>.log (nccl-tests), torch/bench.<lib>.log (torch sweep),
       init/*.<lib>*.log (communicator init/destroy). Writes perf.md and prints RESULT lines
@@ -190,6 +196,17 @@ class Report:
     def result(self, stage, name, status, note):
         self.results.append((stage, name, status, note))
 
+    def finish(self, out):
+        """Writes the tables to out; prints the RESULT lines and the summary run.sh reads."""
+        with open(out, "w") as f:
+            f.write("\n".join(self.md) + "\n")
+        for stage, name, status, note in self.results:
+            print(f"RESULT\t{stage}\t{name}\t{status}\t{note}")
+        print("SUMMARY")
+        for line in self.summary:
+            print("  " + line)
+        return 0
+
 
 def compare_tables(rep, title, stock, ours, stage, key):
     """One side-by-side table plus the target and floor verdicts for it."""
@@ -307,14 +324,89 @@ def cmd_compare(args):
             if a is not None and b is not None:
                 rep.summary.append(f"{k:<24} stock {a:8.1f} ms  ours {b:8.1f} ms  ({b / a:.2f}x)")
 
-    with open(args.out, "w") as f:
-        f.write("\n".join(rep.md) + "\n")
-    for stage, name, status, note in rep.results:
-        print(f"RESULT\t{stage}\t{name}\t{status}\t{note}")
-    print("SUMMARY")
-    for line in rep.summary:
-        print("  " + line)
-    return 0
+    return rep.finish(args.out)
+
+
+ONE_SPEED_MIN = 0.9  # issue 17: at least 0.9x stock's speed at every size
+ONE_GRAPH_MAX = 1.5  # issue 17: graph replay of an 8-byte all-reduce within 1.5x of stock's time
+
+
+def cmd_onegpu(args):
+    rep = Report()
+    rep.md.append("# One rank on one GPU: Baton vs stock (issue 17)\n")
+    rep.md.append("Speed ours/stock = stock's time / ours (1.00: the same; above: faster), each "
+                  "size's best of the runs of each library. Out of place, both libraries copy (or "
+                  "scale) the data; in place, both launch nothing and the time is the host's.")
+    d = os.path.join(args.dir, "onegpu")
+    colls = sorted({os.path.basename(p).split(".")[0]
+                    for p in glob.glob(os.path.join(d, "*.stock*.log")) if "graph" not in p})
+    for coll in colls:
+        rows = {}
+        for lib in ("stock", "ours"):
+            rows[lib] = {}
+            # repeated runs (<coll>.<lib>.<n>.log): each size's and half's best time
+            for path in sorted(glob.glob(os.path.join(d, f"{coll}.{lib}.log")) +
+                               glob.glob(os.path.join(d, f"{coll}.{lib}.*.log"))):
+                for r in parse_rows(read(path)):
+                    best = rows[lib].setdefault(r["size"], r)
+                    for half in ("oop", "ip"):
+                        t = r[half]["time"]
+                        if t is not None and (best[half]["time"] is None or t < best[half]["time"]):
+                            best[half] = r[half]
+        sizes = sorted(set(rows["stock"]) & set(rows["ours"]))
+        if not sizes:
+            rep.result("onegpu", f"speed:{coll}", "FAIL", "no comparable rows")
+            continue
+        rep.md.append(f"\n## {coll}, one rank\n")
+        rep.md.append("| size | stock oop us | ours oop us | speed oop | stock ip us | ours ip us | speed ip |")
+        rep.md.append("|---:|---:|---:|---:|---:|---:|---:|")
+        worst, worst_ip = None, None
+        for s in sizes:
+            a, b = rows["stock"][s], rows["ours"][s]
+            so, oo = a["oop"]["time"], b["oop"]["time"]
+            si, oi = a["ip"]["time"], b["ip"]["time"]
+            sp, spi = ratio(so, oo), ratio(si, oi)
+            if s > 0 and sp is not None and (worst is None or sp < worst[1]):
+                worst = (s, sp)
+            if s > 0 and spi is not None and (worst_ip is None or spi < worst_ip[1]):
+                worst_ip = (s, spi)
+            rep.md.append(f"| {fmt_size(s)} | {fmt(so)} | {fmt(oo)} | {fmt(sp)} | {fmt(si)} | {fmt(oi)} | {fmt(spi)} |")
+        ok = worst is not None and worst[1] >= ONE_SPEED_MIN
+        note = (f"out of place worst {worst[1]:.2f}x@{fmt_size(worst[0])}" if worst else "no sizes")
+        if worst_ip:
+            note += f"; in place worst {worst_ip[1]:.2f}x@{fmt_size(worst_ip[0])}"
+        rep.md.append(f"\n{note}: **{'PASS' if ok else 'FAIL'}** (>= {ONE_SPEED_MIN}x at every size out of place).")
+        rep.result("onegpu", f"speed:{coll}", "PASS" if ok else "FAIL", note)
+        rep.summary.append(f"{coll:<12} {note}  {'PASS' if ok else 'FAIL'}")
+    graphs = sorted({os.path.basename(p).split(".")[1]
+                     for p in glob.glob(os.path.join(d, "graph.*.stock*.log"))})
+    if graphs:
+        rep.md.append("\n## CUDA-graph replay, one rank (nccl-tests -G): GPU time per operation\n")
+        rep.md.append("| collective | size | stock us | ours us | ours/stock |")
+        rep.md.append("|---|---:|---:|---:|---:|")
+    for coll in graphs:
+        t = {}
+        for lib in ("stock", "ours"):
+            t[lib] = {}
+            # repeated runs (graph.<coll>.<lib>.<n>.log): each size's best time
+            for path in (glob.glob(os.path.join(d, f"graph.{coll}.{lib}.log")) +
+                         glob.glob(os.path.join(d, f"graph.{coll}.{lib}.*.log"))):
+                for r in parse_rows(read(path)):
+                    v = r["oop"]["time"]
+                    if v is not None and (t[lib].get(r["size"]) is None or v < t[lib][r["size"]]):
+                        t[lib][r["size"]] = v
+        sizes = sorted(set(t["stock"]) & set(t["ours"]))
+        for s in sizes:
+            r = ratio(t["ours"][s], t["stock"][s])
+            rep.md.append(f"| {coll} | {fmt_size(s)} | {fmt(t['stock'][s])} | {fmt(t['ours'][s])} | {fmt(r)} |")
+            if s == sizes[0]:
+                ok = r is not None and r <= ONE_GRAPH_MAX
+                note = f"{fmt_size(s)}: stock {fmt(t['stock'][s])} us, ours {fmt(t['ours'][s])} us ({fmt(r)}x)"
+                rep.result("onegpu", f"graph:{coll}", "PASS" if ok else "FAIL", note)
+                rep.summary.append(f"graph {coll:<8} {note}  {'PASS' if ok else 'FAIL'}")
+        if not sizes:
+            rep.result("onegpu", f"graph:{coll}", "FAIL", "no comparable rows")
+    return rep.finish(args.out)
 
 
 def main():
@@ -327,8 +419,13 @@ def main():
     p.add_argument("--dir", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--ngpus", type=int, default=0)
+    o = sub.add_parser("onegpu")
+    o.add_argument("--dir", required=True)
+    o.add_argument("--out", required=True)
     args = ap.parse_args()
-    return cmd_check(args) if args.cmd == "check" else cmd_compare(args)
+    if args.cmd == "check":
+        return cmd_check(args)
+    return cmd_onegpu(args) if args.cmd == "onegpu" else cmd_compare(args)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,14 @@
 #   perf       nccl-tests sweeps under stock and Baton, communicator init/destroy times
 #   torch      torchrun checks under stock and Baton (LD_PRELOAD), DDP loss comparison,
 #              torch all_reduce sweep
+#   onegpu     (not in the default list) one rank on one GPU beside stock: nccl-tests -g 1 sweeps
+#              8 B..1 GiB (out of place and in place apart), CUDA-graph replay of small
+#              all-reduce, broadcast, all-gather, sendrecv (-G 50: the GPU's time per operation),
+#              -c 1 checks
+#   launch     (not in the default list) tests/gpu/bench_launch.cu: the executor kernel's fixed
+#              cost against an empty kernel and a memcpy node (graph replay, %globaltimer), and
+#              ncu's report of one launch; tests/gpu/bench_call.cu: the host's time per call of
+#              one-rank collectives, stock and Baton (LAUNCH_BENCHES picks; logs/launch)
 #   micro      (not in the default list; MICRO="push relay") tests/gpu/bench_push.cu: how fast a
 #              block pushes data into a peer GPU, one knob of the executor's Simple step at a
 #              time; tests/gpu/bench_relay.cu: a Reduce chain's traffic, consumers included
@@ -26,6 +34,9 @@
 # PERF_MAX_AR, PERF_MAX, PERF_ITERS, PERF_WARMUP, PERF_COLLS, BENCH_FACTOR, STOCK_NCCL_LIB, T_* limits,
 # NT_ONLY (a regex: only the nccl-tests cases whose names match, e.g. '\.(shm|net)$'),
 # UNIT_STRESS, UNIT_STRESS_VARIANTS (stage_unit),
+# SHARE_GPU=1 (NGPUS ranks, default 2, share the machine's GPUs: NCCL_MULTI_RANK_GPU_ENABLE=1 and
+# nccl-tests' devices taken modulo the GPU count), BATON_PREBUILT (a folder with libnccl.so.2,
+# baton-perf, tests/test_*, nccl-tests/*_perf and bench_launch* built elsewhere: no build here),
 # BATON_COMMIT.
 
 # NVLink multicast must never be used on these machines (KINDS.md): first thing, for every child.
@@ -39,6 +50,14 @@ T0=$SECONDS
 
 # ---- configuration ----------------------------------------------------------------------------
 STAGES=${STAGES:-unit,exec,nccltests,perf,torch}
+SHARE_GPU=${SHARE_GPU:-0}
+BATON_PREBUILT=${BATON_PREBUILT:-}
+if [ -n "$BATON_PREBUILT" ]; then BATON_PREBUILT=$(cd "$BATON_PREBUILT" && pwd); fi
+if [ "$SHARE_GPU" = 1 ]; then
+  # Several ranks on one GPU (issue 17): Baton allows it only under this variable; the patched
+  # nccl-tests (nccl_tests_share.sh) take devices modulo the count under the second.
+  export NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_TESTS_SHARE_GPUS=1
+fi
 UNIT_STRESS=${UNIT_STRESS:-0} UNIT_STRESS_VARIANTS=${UNIT_STRESS_VARIANTS:-}
 FULL=${FULL:-0}
 BUDGET_S=${BUDGET_S:-540}
@@ -68,10 +87,13 @@ MIN_RUN_S=15   # a command that would get less than this is skipped instead
 # Per-command limits (seconds); the budget can cut them shorter.
 T_BUILD=${T_BUILD:-420} T_NTBUILD=${T_NTBUILD:-240} T_UNIT=${T_UNIT:-240} T_EXEC=${T_EXEC:-120}
 T_CORR=${T_CORR:-90} T_PERF=${T_PERF:-150} T_INIT=${T_INIT:-90} T_TORCH=${T_TORCH:-240}
+T_ONE=${T_ONE:-120} ONE_ITERS=${ONE_ITERS:-100} ONE_REPS=${ONE_REPS:-4}
+LAUNCH_BENCHES=${LAUNCH_BENCHES:-launch call} CALL_ARGS=${CALL_ARGS:-5000 5}
+ONE_COLLS=${ONE_COLLS:-all_reduce all_gather broadcast sendrecv reduce_scatter alltoall}
 
 mkdir -p "$OUT"
 rm -rf "$WORK"
-mkdir -p "$LOGS"/{build,unit,exec,nccltests,micro,perf,init,torch,diag}
+mkdir -p "$LOGS"/{build,unit,exec,nccltests,onegpu,launch,micro,perf,init,torch,diag}
 : >"$RESULTS"
 declare -A STAGE_SECS=()
 
@@ -158,7 +180,11 @@ stage_end() {
 }
 
 # ---- environment ------------------------------------------------------------------------------
-NGPUS=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+if [ "$SHARE_GPU" = 1 ]; then
+  NGPUS=${NGPUS:-2}
+else
+  NGPUS=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
+fi
 COMMIT=${BATON_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ -z "${STOCK_NCCL_LIB:-}" ]; then
@@ -292,7 +318,14 @@ build_nccl_tests() {
   sum=$(md5sum <"$home/include/nccl.h" | cut -c1-32)
   if [ -f "$out/.nccl-h-sum" ] && [ "$(cat "$out/.nccl-h-sum")" != "$sum" ]; then rm -rf "$out"; fi
   local start=$SECONDS
-  run_logged "$LOGS/build/nccl-tests.log" "$T_NTBUILD" make -C "$NT_SRC" -j"$(nproc)" MPI=0 \
+  # A copy whose device choice wraps around the GPUs when NCCL_TESTS_SHARE_GPUS is set (ranks
+  # sharing a GPU); unchanged otherwise.
+  local src=$BUILD/nccl-tests-src
+  if ! bash "$GPU_DIR/nccl_tests_share.sh" "$NT_SRC" "$src" >"$LOGS/build/nccl-tests-share.log" 2>&1; then
+    record build nccl-tests-share FAIL "see logs/build/nccl-tests-share.log; sharing a GPU needs it"
+    src=$NT_SRC
+  fi
+  run_logged "$LOGS/build/nccl-tests.log" "$T_NTBUILD" make -C "$src" -j"$(nproc)" MPI=0 \
     CUDA_HOME="$CUDA_HOME" NCCL_HOME="$home" BUILDDIR="$out" NVCC_GENCODE="$gencode"
   rc=$?
   if [ "$rc" != 0 ] && [ "$rc" != 200 ]; then
@@ -327,9 +360,30 @@ build_nccl_tests() {
   return 0
 }
 
+# BATON_PREBUILT: what a build would make, made elsewhere (same toolkit, sm_90).
+use_prebuilt() {
+  OURS_LIB=$BATON_PREBUILT/libnccl.so.2 OURS_DIR=$BATON_PREBUILT
+  if [ ! -f "$OURS_LIB" ]; then
+    record build libnccl FAIL "BATON_PREBUILT=$BATON_PREBUILT has no libnccl.so.2"
+    return 1
+  fi
+  record build libnccl PASS "prebuilt: $BATON_PREBUILT ($(cat "$BATON_PREBUILT/BUILD_INFO" 2>/dev/null | head -1))"
+  mkdir -p "$BUILD/python/nvidia/nccl/lib" # torch's preload, as the CMake build makes it
+  ln -sf "$OURS_LIB" "$BUILD/python/nvidia/nccl/lib/libnccl.so.2"
+  if [ -x "$BATON_PREBUILT/nccl-tests/all_reduce_perf" ]; then
+    NT_BIN=$BATON_PREBUILT/nccl-tests NT_OK=1
+    record build nccl-tests PASS "prebuilt"
+  fi
+  return 0
+}
+
 stage_begin build
 BUILD_OK=0 NT_OK=0
-if [ "$STAGES" = micro ]; then # the microbenchmarks need nvcc alone: no library build (~3 min)
+TEST_DIR=$BUILD/tests/gpu
+if [ -n "$BATON_PREBUILT" ]; then
+  TEST_DIR=$BATON_PREBUILT/tests
+  use_prebuilt && BUILD_OK=1
+elif [ "$STAGES" = micro ]; then # the microbenchmarks need nvcc alone: no library build (~3 min)
   BUILD_OK=1
   record build libnccl SKIP "STAGES=micro builds no library"
 elif build_baton; then
@@ -342,15 +396,16 @@ stage_end build
 # ---- unit: GPU test binaries ------------------------------------------------------------------
 stage_unit() {
   local found=0 t name rc
-  for t in "$BUILD"/tests/gpu/test_*; do
+  for t in "$TEST_DIR"/test_*; do
     if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
     found=1
     name=$(basename "$t")
-    run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN "$t"
+    run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN \
+      "LD_LIBRARY_PATH=$OURS_DIR:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$t"
     rc=$?
     record unit "$name" "$(status_of "$rc")" "$(why "$rc"): $(grep -v '^# ' "$LOGS/unit/$name.log" | tail -n 1 | cut -c1-150)"
   done
-  [ "$found" = 1 ] || record unit gpu-tests SKIP "no $BUILD_DIR/tests/gpu/test_* binaries (BATON_GPU_TESTS target not built?)"
+  [ "$found" = 1 ] || record unit gpu-tests SKIP "no $TEST_DIR/test_* binaries (BATON_GPU_TESTS target not built?)"
   [ "$UNIT_STRESS" -gt 0 ] 2>/dev/null || return 0
   unit_stress base "$BUILD"
   local v vname vbuild
@@ -379,6 +434,7 @@ unit_stress() {
 
 # ---- exec: baton-perf's own checked sweep ------------------------------------------------------
 BPERF=$BUILD/tools/baton-perf
+[ -n "$BATON_PREBUILT" ] && BPERF=$BATON_PREBUILT/baton-perf
 stage_exec() {
   local lib rc log
   if [ ! -x "$BPERF" ]; then
@@ -447,6 +503,13 @@ stage_nccltests() {
   local thread_bins=(all_reduce all_gather sendrecv hypercube)
   [ "$FULL" = 1 ] && thread_bins=("${all_bins[@]}" hypercube)
   for b in "${thread_bins[@]}"; do
+    if [ "$SHARE_GPU" = 1 ]; then
+      # Ranks on one GPU in one process, each driven by its own thread: nccl-tests' checks call
+      # cudaDeviceSynchronize, which waits for the other ranks' kernels too, and those wait for
+      # this thread's next launch (run 52: all three hung). One thread (-g N) or processes.
+      record nccltests "$b.t$n" SKIP "SHARE_GPU: -t mode synchronizes the whole shared device from each thread"
+      continue
+    fi
     nt_case "$b.t$n" "" "${b}_perf" "${common[@]}" -t "$n" -g 1
   done
   for algo in Ring Tree; do
@@ -454,6 +517,13 @@ stage_nccltests() {
       nt_case "all_reduce.$algo.$proto" "NCCL_ALGO=$algo NCCL_PROTO=$proto" all_reduce_perf "${common[@]}" -g "$n"
     done
   done
+  # the direct algorithms, forced (they run LL; up to 1M keeps it short)
+  for b in all_reduce all_gather reduce_scatter broadcast; do
+    nt_case "$b.OneShot" "NCCL_ALGO=OneShot" "${b}_perf" -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -g "$n"
+  done
+  nt_case "all_reduce.TwoShot" "NCCL_ALGO=TwoShot" all_reduce_perf -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -g "$n"
+  nt_case "all_reduce.OneShot.types-ops" "NCCL_ALGO=OneShot" all_reduce_perf -b 8 -e 64K -f 32 -c 1 \
+    -n 2 -w 1 -d all -o all -g "$n"
   if [ "$FULL" = 1 ]; then
     for proto in Simple LL LL128; do
       for b in all_gather reduce_scatter broadcast reduce; do
@@ -564,6 +634,13 @@ torch_run() { # torch_run NAME LIB [ENV=v ...] -- SCRIPT ARGS...
 
 stage_torch() {
   local suite=$GPU_DIR/torch/suite.py bench=$GPU_DIR/torch/bench_allreduce.py lib
+  if [ "$SHARE_GPU" = 1 ]; then
+    # NGPUS processes on the machine's GPUs (torch's device = local rank modulo the GPU count):
+    # Baton only (stock 2.28 refuses two ranks on one GPU); P2P over the shared device, and SHM
+    torch_run "share.suite.ours" ours -- "$suite" --tests collectives,groups,p2p,graph,ddp
+    torch_run "share.shm.ours" ours NCCL_P2P_DISABLE=1 -- "$suite" --tests collectives,groups,p2p
+    return
+  fi
   for lib in stock ours; do
     torch_run "suite.$lib" "$lib" -- "$suite" --losses "$LOGS/torch/ddp_losses.$lib.txt"
   done
@@ -601,6 +678,116 @@ stage_torch() {
   for lib in stock ours; do
     torch_run "bench.$lib" "$lib" -- "$bench" --max-bytes 256M --factor "$BENCH_FACTOR"
   done
+}
+
+# ---- onegpu: one rank on one GPU beside stock (issue 17) ---------------------------------------
+stage_onegpu() {
+  local coll lib log rc
+  if [ "$NT_OK" != 1 ]; then
+    record onegpu all SKIP "nccl-tests not built"
+    return
+  fi
+  for coll in $ONE_COLLS; do # results checked (Baton), then timed beside stock
+    nt_case "one.$coll" "" "${coll}_perf" -b 8 -e 64M -f 8 -c 1 -n 2 -w 1 -g 1
+  done
+  nt_case "one.all_reduce.types-ops" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all -g 1
+  nt_case "one.all_reduce.graph" "" all_reduce_perf -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -G 5 -g 1
+  # Small sizes are the host's time per call, which jitters by microseconds (run 51: the same
+  # library 5.4 and 17 us on average in two runs): ONE_REPS runs of each library, alternating,
+  # with more iterations; the report takes each size's best run.
+  local rep pin=()
+  # the same few cores for both libraries: less scheduler jitter in the host-bound sizes
+  command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 8 ] && pin=(taskset -c 4-7)
+  for coll in $ONE_COLLS; do
+    lib_env ours # a first run of each collective warms the machine up (not counted)
+    run_logged "$LOGS/onegpu/warmup.$coll.log" "$T_ONE" env "${LENV[@]}" "${pin[@]}" \
+      "$NT_BIN/${coll}_perf" -b 8 -e 1M -f 2 -c 0 -n 20 -w 5 -g 1
+    for rep in $(seq 1 "$ONE_REPS"); do
+      for lib in stock ours; do
+        lib_env "$lib"
+        log=$LOGS/onegpu/$coll.$lib.$rep.log
+        run_logged "$log" "$T_ONE" env "${LENV[@]}" "${pin[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 1G \
+          -f 2 -c 0 -n "$ONE_ITERS" -w 20 -g 1
+        rc=$?
+        record onegpu "run.$coll.$lib.$rep" "$(status_of "$rc")" "$(why "$rc")"
+      done
+    done
+  done
+  # CUDA-graph replay: the GPU's time per operation; two runs each (run 51: one run of broadcast
+  # gave 1.28 us at 512 B and 1.00 at 8 B for the same memcpy node)
+  for coll in all_reduce broadcast all_gather sendrecv; do
+    for rep in 1 2; do
+      for lib in stock ours; do
+        lib_env "$lib"
+        log=$LOGS/onegpu/graph.$coll.$lib.$rep.log
+        run_logged "$log" 60 env "${LENV[@]}" "${pin[@]}" "$NT_BIN/${coll}_perf" -b 8 -e 64K -f 8 \
+          -c 0 -n 20 -w 5 -G 50 -g 1
+        record onegpu "run.graph.$coll.$lib.$rep" "$(status_of $?)" ""
+      done
+    done
+  done
+  local out
+  out=$(python3 "$GPU_DIR/parse_nccl_tests.py" onegpu --dir "$LOGS" --out "$OUT/onegpu.md" 2>&1)
+  echo "$out" >"$LOGS/onegpu/compare.log"
+  while IFS=$'\t' read -r tag st name status note; do
+    [ "$tag" = RESULT ] && record "$st" "$name" "$status" "$note"
+  done <<<"$out"
+}
+
+# ---- launch: the kernel's fixed cost (bench_launch.cu; a person reads logs/launch) -------------
+stage_launch() {
+  [[ " $LAUNCH_BENCHES " == *" launch "* ]] && launch_kernel
+  [[ " $LAUNCH_BENCHES " == *" call "* ]] && launch_call
+}
+
+# bench_call (tests/gpu/bench_call.cu): the host's time per call of small one-rank collectives
+# and of raw CUDA calls, stock and Baton alternating (CALL_REPS runs each), and Baton under each
+# CALL_ENVS setting ("name:VAR=v,VAR2=w ..."): an A/B of a library knob at small sizes.
+launch_call() {
+  local bin=$BATON_PREBUILT/bench_call rep lib spec name
+  if [ -z "$BATON_PREBUILT" ] || [ ! -x "$bin" ]; then
+    bin=$BUILD/bench_call
+    run_logged "$LOGS/launch/build_call.log" "$T_BUILD" nvcc -O3 -arch=sm_90 -Iinclude \
+      -o "$bin" "$GPU_DIR/bench_call.cu" -L"$OURS_DIR" -l:libnccl.so.2
+  fi
+  local pin=()
+  command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 8 ] && pin=(taskset -c 4-7)
+  for rep in $(seq 1 "${CALL_REPS:-3}"); do
+    for lib in stock ours; do
+      lib_env "$lib"
+      run_logged "$LOGS/launch/bench_call.$lib.$rep.log" 60 env "${LENV[@]}" "${pin[@]}" "$bin" \
+        $CALL_ARGS
+      record launch "bench_call.$lib.$rep" "$(status_of $?)" ""
+    done
+    for spec in ${CALL_ENVS:-}; do
+      name=${spec%%:*}
+      lib_env ours
+      run_logged "$LOGS/launch/bench_call.$name.$rep.log" 60 env "${LENV[@]}" \
+        $(tr ',' ' ' <<<"${spec#*:}") "${pin[@]}" "$bin" $CALL_ARGS
+      record launch "bench_call.$name.$rep" "$(status_of $?)" ""
+    done
+  done
+}
+
+launch_kernel() {
+  local bin=$BATON_PREBUILT/bench_launch tbin=$BATON_PREBUILT/bench_launch_trace rc
+  if [ -z "$BATON_PREBUILT" ] || [ ! -x "$bin" ]; then
+    bin=$BUILD/bench_launch tbin=$BUILD/bench_launch_trace
+    run_logged "$LOGS/launch/build.log" "$T_BUILD" bash -c "nvcc -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc \
+      -o $bin $GPU_DIR/bench_launch.cu & nvcc -O3 -arch=sm_90 -DBATON_DEVICE_TRACE -Iinclude -Isrc \
+      -o $tbin $GPU_DIR/bench_launch.cu & wait"
+  fi
+  run_logged "$LOGS/launch/bench_launch.log" 120 "$bin"
+  rc=$?
+  record launch bench_launch "$(status_of "$rc")" "$(grep -E '^(exec_ll|empty_smem|memcpy) ' "$LOGS/launch/bench_launch.log" | tr -s ' ' | tr '\n' ';' | cut -c1-180)"
+  [ -x "$tbin" ] && run_logged "$LOGS/launch/bench_launch_trace.log" 120 "$tbin"
+  if command -v ncu >/dev/null 2>&1; then
+    run_logged "$LOGS/launch/ncu.exec.log" 150 ncu --set full -k regex:bench_exec -s 10 -c 2 "$bin" --ncu
+    record launch ncu.exec "$(status_of $?)" "$(grep -m2 -E 'Duration' "$LOGS/launch/ncu.exec.log" | tr -s ' ' | tr '\n' ';')"
+    run_logged "$LOGS/launch/ncu.empty.log" 90 ncu --section SpeedOfLight --section LaunchStats -k regex:empty -s 4 -c 2 "$bin" --ncu
+  else
+    record launch ncu SKIP "no ncu on this machine"
+  fi
 }
 
 # ---- micro: the NVLink microbenchmarks (a person reads logs/micro) -----------------------------
@@ -729,7 +916,7 @@ stage_diag() {
 
 # ---- stages -----------------------------------------------------------------------------------
 LOSSES_LINE=""
-for stage in unit exec nccltests micro perf torch diag; do # diag last: optional, it gets what time is left
+for stage in unit exec nccltests onegpu launch micro perf torch diag; do # diag last: optional, it gets what time is left
   selected "$stage" || continue
   stage_begin "$stage"
   if [ "$BUILD_OK" != 1 ]; then
@@ -770,11 +957,15 @@ stage_counts() {
   echo
   echo "== Baton GPU verification: commit $COMMIT, ${NGPUS}x ${GPU_NAME:-?}, $(elapsed)s (budget ${BUDGET_S}s), FULL=$FULL"
   printf '%-10s %-5s %5s  %s\n' stage res secs notes
-  for st in build unit exec nccltests micro perf torch diag; do
+  for st in build unit exec nccltests onegpu launch micro perf torch diag; do
     [ "$st" = build ] || selected "$st" || continue
     printf '%-10s %-5s %5s  %s\n' "$st" "$(stage_status "$st")" "${STAGE_SECS[$st]:--}" "$(stage_counts "$st")"
   done
   awk -F'\t' '$1 == "build" { print "  build " $2 ": " $3 ", " $4 }' "$RESULTS"
+  if [ -f "$LOGS/onegpu/compare.log" ]; then
+    echo "-- one rank, ours vs stock (onegpu.md has the tables)"
+    sed -n '/^SUMMARY$/,$p' "$LOGS/onegpu/compare.log" | tail -n +2
+  fi
   if [ -n "$COMPARE_OUT" ]; then
     echo "-- ours/stock (perf.md has the tables)"
     sed -n '/^SUMMARY$/,$p' <<<"$COMPARE_OUT" | tail -n +2

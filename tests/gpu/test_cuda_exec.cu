@@ -7,8 +7,9 @@
  * and compares every output element with a host reference in double (integers exactly); outputs
  * are poisoned beforehand and guard bytes around them checked.
  *
- * Cases: AllReduce (ring, tree, one-shot; every rank's result bit-identical), ReduceScatter,
- * AllGather, Broadcast, Reduce (roots 0 and R-1) x Simple, LL, LL128 x float, half, bfloat16,
+ * Cases: AllReduce (ring, tree, OneShot, TwoShot; every rank's result bit-identical),
+ * ReduceScatter, AllGather, Broadcast (ring; OneShot, LL only), Reduce (roots 0 and R-1) x Simple,
+ * LL, LL128 x float, half, bfloat16,
  * int32, fp8 e4m3, double x sum, prod, min, max, premulsum (host and device scalar), sumpostdiv x
  * counts 0, 1, 7, 1000, 2^20+3 x in and out of place, some with user buffers off 16-byte alignment
  * or a small chunk; point-to-point all-to-all including sends to self; plans with many items (the
@@ -52,6 +53,10 @@ extern "C" {
   } while (0)
 
 static int g_checks = 0, g_fail = 0, g_errors = 0;
+/* What the planner knows and this test plays: each protocol's slot payload and each channel's
+ * ring (the same on every rank), set by world_init. */
+static size_t g_slot_bytes[PROTO_COUNT];
+static int g_ring[NCH][MAXR];
 static bool g_verbose = false;
 static bool g_dead = false; /* a watchdog fired: connections are out of step, stop testing */
 
@@ -182,8 +187,10 @@ static double rand_val(int t, int op) {
       return r; /* fp8 */
   }
 }
-static double premul_scalar(int t) {
-  return t == ncclInt32 ? 3.0 : t == ncclFloat8e4m3 ? 2.0 : 0.5;
+/* Rank q's PreMulSum scalar: each rank passes its own (it scales that rank's input only). */
+static double premul_scalar(int t, int q) {
+  const double b = t == ncclInt32 ? 3.0 : t == ncclFloat8e4m3 ? 2.0 : 0.5;
+  return t == ncclInt32 ? b + q % 2 : q % 2 ? b / 2 : b;
 }
 static double tol_rel(int t) {
   switch (t) {
@@ -307,6 +314,7 @@ static void topology(world_t& w) {
       rank_t& rk = w.r[q];
       dev_channel_t& ch = rk.ch[c];
       memcpy(rk.ring[c], order, sizeof(order));
+      memcpy(g_ring[c], order, sizeof(order));
       ch.id = c;
       ch.ring_ranks = rk.ring[c];
       for (int i = 0; i < R; i++)
@@ -337,6 +345,10 @@ static void world_init(world_t& w, int R, int ngpu, bool interop) {
   w.buff_bytes[PROTO_SIMPLE] = 8 * 32768;
   w.buff_bytes[PROTO_LL] = 8 * 4096;
   w.buff_bytes[PROTO_LL128] = interop ? 0 : 8 * 16384;
+  g_slot_bytes[PROTO_SIMPLE] = (size_t)w.buff_bytes[PROTO_SIMPLE] / NCCL_STEPS;
+  g_slot_bytes[PROTO_LL] = (size_t)w.buff_bytes[PROTO_LL] / NCCL_STEPS / sizeof(ll_line_t) * 8;
+  g_slot_bytes[PROTO_LL128] =
+      (size_t)w.buff_bytes[PROTO_LL128] / NCCL_STEPS / LL128_LINE_BYTES * LL128_DATA_BYTES;
   for (int q = 0; q < R; q++) {
     rank_t& rk = w.r[q];
     memset((void*)&rk, 0, sizeof(rk));
@@ -372,8 +384,9 @@ static void world_init(world_t& w, int R, int ngpu, bool interop) {
     CK(cudaSetDevice(rk.dev));
     CK(cudaStreamCreateWithFlags(&rk.stream, cudaStreamNonBlocking));
     /* odd GPU ranks keep the abort flag in plain host memory: the executor maps its page */
-    if (q % 2 == 1) {
-      rk.abort_flag = (volatile uint32_t*)calloc(1, 64);
+    if (q % 2 == 1) { /* a page of its own, as the library's (core/comm.c) */
+      rk.abort_flag = (volatile uint32_t*)aligned_alloc(4096, 4096);
+      memset((void*)rk.abort_flag, 0, 4096);
     } else {
       CK(cudaHostAlloc((void**)&rk.abort_flag, 64, cudaHostAllocMapped | cudaHostAllocPortable));
       rk.abort_pinned = true;
@@ -497,6 +510,7 @@ static void poison_rank(rank_t& rk, void* p, size_t n) {
 struct plan_buf {
   plan_t plan;
   std::vector<work_t> w[PLAN_MAX_CHANNELS];
+  std::vector<local_op_t> local;
   void finish() {
     memset(&plan, 0, sizeof(plan));
     for (int c = 0; c < PLAN_MAX_CHANNELS; c++) {
@@ -504,6 +518,8 @@ struct plan_buf {
       plan.works[c] = w[c].empty() ? nullptr : w[c].data();
       if (!w[c].empty()) plan.nchannels = c + 1;
     }
+    plan.nlocal = (int)local.size();
+    plan.local = local.empty() ? nullptr : local.data();
   }
 };
 
@@ -531,9 +547,14 @@ struct coll_t {
   size_t chunk; /* 0: a slot's worth */
 };
 
-static work_t make_work(int func, int algo, int proto, int dtype, const dev_redop_t* op,
+/* A work item as the planner decides it: the step (want 0: a slot's worth) clamped to the slot,
+ * the root's position in channel c's ring; point-to-point in bytes. */
+static work_t make_work(int c, int func, int algo, int proto, int dtype, const dev_redop_t* op,
                         const void* sb, void* rb, size_t count, size_t off, size_t n, size_t chunk,
                         int root, int nranks) {
+  const bool p2p = func == FUNC_SEND || func == FUNC_RECV;
+  const size_t unit = p2p ? 1 : tsize(dtype);
+  const size_t cap = g_slot_bytes[proto] / unit;
   work_t w;
   memset(&w, 0, sizeof(w));
   w.func = (uint8_t)func;
@@ -546,8 +567,12 @@ static work_t make_work(int func, int algo, int proto, int dtype, const dev_redo
   w.count = count;
   w.chan_off = off;
   w.chan_count = n;
-  w.chunk = chunk;
+  w.chunk = chunk == 0 || chunk > cap ? cap : chunk;
   w.root = root;
+  w.root_idx = -1;
+  if (!p2p)
+    for (int i = 0; i < nranks; i++)
+      if (g_ring[c][i] == root) w.root_idx = i;
   w.nranks = nranks;
   return w;
 }
@@ -559,15 +584,35 @@ static void plan_coll(plan_buf& pb, const coll_t& t, int nranks, int nch) {
     size_t off, n;
     split(t.count, nch, c, align, &off, &n);
     if (n == 0) continue;
-    pb.w[c].push_back(make_work(t.func, t.algo, t.proto, t.dtype, &t.op, t.sendbuff, t.recvbuff,
+    pb.w[c].push_back(make_work(c, t.func, t.algo, t.proto, t.dtype, &t.op, t.sendbuff, t.recvbuff,
                                 t.count, off, n, t.chunk, t.root, nranks));
   }
 }
 
-/* As the planner: channels by size (one per 16 KB), slices on 64-byte boundaries. */
+/* As the planner: channels by size (one per 16 KB), slices on 64-byte boundaries, in bytes. A
+ * message to self is a local copy (plan.local), made once, by the send. */
 static void plan_p2p(plan_buf& pb, int func, int proto, int dtype, const void* sb, void* rb,
-                     size_t count, int peer, int nranks, int nch) {
+                     size_t count, int peer, int nranks, int nch, int me) {
   size_t es = tsize(dtype), bytes = count * es;
+  if (bytes == 0) return;
+  if (peer == me) {
+    if (func == FUNC_SEND) {
+      local_op_t l;
+      memset(&l, 0, sizeof(l));
+      l.src = sb;
+      l.count = bytes;
+      l.dtype = ncclInt8;
+      l.op.kind = DEV_OP_SUM;
+      pb.local.push_back(l);
+    } else { /* the receive gives the copy its destination: sends and receives pair in order */
+      for (local_op_t& l : pb.local)
+        if (l.dst == nullptr) {
+          l.dst = rb;
+          break;
+        }
+    }
+    return;
+  }
   int use = (int)((bytes + 16383) / 16384);
   if (use < 1) use = 1;
   if (use > nch) use = nch;
@@ -575,8 +620,8 @@ static void plan_p2p(plan_buf& pb, int func, int proto, int dtype, const void* s
     size_t boff, bn;
     split(bytes, use, c, 64, &boff, &bn);
     if (bn == 0) continue;
-    pb.w[c].push_back(make_work(func, ALGO_RING, proto, dtype, nullptr, sb, rb, count, boff / es,
-                                bn / es, 0, peer, nranks));
+    pb.w[c].push_back(make_work(c, func, ALGO_RING, proto, dtype, nullptr, sb, rb, count, boff, bn,
+                                0, peer, nranks));
   }
 }
 
@@ -678,9 +723,9 @@ struct ccase {
 static std::string case_name(const ccase& c) {
   char b[256];
   snprintf(b, sizeof(b), "%s/%s/%s %s %s count=%zu %s root=%d mis=%d%s chunk=%zu", fname(c.func),
-           c.func != FUNC_ALLREDUCE ? "ring"
-           : c.algo == ALGO_TREE    ? "tree"
+           c.algo == ALGO_TREE      ? "tree"
            : c.algo == ALGO_ONESHOT ? "oneshot"
+           : c.algo == ALGO_TWOSHOT ? "twoshot"
                                     : "ring",
            pname(c.proto), tname(c.dtype), oname(c.op), c.count,
            c.inplace ? "in-place" : "out-of-place", c.root, c.misalign,
@@ -694,12 +739,12 @@ static bool reduces(int f) {
 
 /* Reference of one reduced element from the R contributions v[q]; mag: a scale for the error. */
 static void ref_reduce(int t, int op, const double* v, int R, double* ref, double* mag) {
-  const double s = premul_scalar(t);
   if (is_int(t)) { /* int32, wrapping */
     int64_t acc = 0;
     for (int q = 0; q < R; q++) {
       int64_t x = (int64_t)v[q];
-      if (op == DEV_OP_PREMULSUM) x = (int32_t)(uint32_t)((uint64_t)x * (uint64_t)(int64_t)s);
+      const int64_t s = (int64_t)premul_scalar(t, q);
+      if (op == DEV_OP_PREMULSUM) x = (int32_t)(uint32_t)((uint64_t)x * (uint64_t)s);
       if (q == 0) {
         acc = x;
         continue;
@@ -726,7 +771,7 @@ static void ref_reduce(int t, int op, const double* v, int R, double* ref, doubl
   }
   double acc = 0, m = 0;
   for (int q = 0; q < R; q++) {
-    double x = op == DEV_OP_PREMULSUM ? v[q] * s : v[q];
+    double x = op == DEV_OP_PREMULSUM ? v[q] * premul_scalar(t, q) : v[q];
     m += fabs(x);
     if (q == 0) {
       acc = x;
@@ -804,7 +849,7 @@ static void run_coll_case(world_t& w, const ccase& cs) {
     memset(&op, 0, sizeof(op));
     op.kind = (uint8_t)cs.op;
     if (cs.op == DEV_OP_PREMULSUM) {
-      op.scalar = scalar_bits(t, premul_scalar(t));
+      op.scalar = scalar_bits(t, premul_scalar(t, q));
       if (cs.scalar_dev) {
         uint64_t b = op.scalar;
         op.scalar_on_device = 1;
@@ -934,8 +979,8 @@ static void run_alltoall(world_t& w, int proto, int dtype, size_t cnt, int msgs)
       int to = (q + d) % R, from = (q - d + R) % R;
       for (int m = 0; m < msgs; m++) {
         size_t so = ((size_t)to * msgs + m) * blk, ro = ((size_t)from * msgs + m) * blk;
-        plan_p2p(plans[q], FUNC_SEND, proto, dtype, rk.sbuf + so, nullptr, cnt, to, R, NCH);
-        plan_p2p(plans[q], FUNC_RECV, proto, dtype, nullptr, rk.rbuf + ro, cnt, from, R, NCH);
+        plan_p2p(plans[q], FUNC_SEND, proto, dtype, rk.sbuf + so, nullptr, cnt, to, R, NCH, q);
+        plan_p2p(plans[q], FUNC_RECV, proto, dtype, nullptr, rk.rbuf + ro, cnt, from, R, NCH, q);
       }
     }
   }
@@ -965,11 +1010,12 @@ static void run_alltoall(world_t& w, int proto, int dtype, size_t cnt, int msgs)
 }
 
 /* ---- Many small AllReduces in one plan, alternating channels and algorithms ----------------- */
-static void run_many_allreduce(world_t& w, int proto, int nops) {
+static void run_many_allreduce(world_t& w, int proto, int nops, bool direct) {
   const int R = w.R;
   const size_t n = 7, stride = 16; /* elements */
   char what[128];
-  snprintf(what, sizeof(what), "Fused %d x AllReduce/%s float count=7", nops, pname(proto));
+  snprintf(what, sizeof(what), "Fused %d x AllReduce/%s%s float count=7", nops, pname(proto),
+           direct ? " OneShot/TwoShot" : "");
   ensure_bufs(w, (size_t)nops * stride * 4 + 64);
   g_checks++;
   std::vector<std::vector<float>> in(R);
@@ -986,11 +1032,13 @@ static void run_many_allreduce(world_t& w, int proto, int nops) {
     for (int k = 0; k < nops; k++) {
       char* sb = rk.sbuf + (size_t)k * stride * 4;
       char* rb = rk.rbuf + (size_t)k * stride * 4;
-      const int algo = k % 3 == 2                                 ? ALGO_TREE
-                       : k % 5 == 4 && R <= TREE_MAX_CHILDREN + 1 ? ALGO_ONESHOT
-                                                                  : ALGO_RING;
-      plans[q].w[k % 2].push_back(
-          make_work(FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op, sb, rb, n, 0, n, 0, 0, R));
+      /* a plan's collectives are all direct or none (the planner's rule): the direct ones
+       * alternate OneShot and TwoShot in a plan of their own */
+      const int algo = direct       ? (k % 2 ? ALGO_TWOSHOT : ALGO_ONESHOT)
+                       : k % 3 == 2 ? ALGO_TREE
+                                    : ALGO_RING;
+      plans[q].w[k % 2].push_back(make_work(k % 2, FUNC_ALLREDUCE, algo, proto, ncclFloat32, &op,
+                                            sb, rb, n, 0, n, 0, 0, R));
     }
   }
   bool ok = run_plans(w, plans, what);
@@ -1023,21 +1071,25 @@ static void run_matrix(world_t& w, bool full) {
   struct fa {
     int func, algo;
   };
-  const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},    {FUNC_ALLREDUCE, ALGO_TREE},
-                      {FUNC_ALLREDUCE, ALGO_ONESHOT}, {FUNC_REDUCESCATTER, ALGO_RING},
-                      {FUNC_ALLGATHER, ALGO_RING},    {FUNC_BROADCAST, ALGO_RING},
+  const fa funcs[] = {{FUNC_ALLREDUCE, ALGO_RING},     {FUNC_ALLREDUCE, ALGO_TREE},
+                      {FUNC_ALLREDUCE, ALGO_ONESHOT},  {FUNC_ALLREDUCE, ALGO_TWOSHOT},
+                      {FUNC_REDUCESCATTER, ALGO_RING}, {FUNC_REDUCESCATTER, ALGO_ONESHOT},
+                      {FUNC_ALLGATHER, ALGO_RING},     {FUNC_ALLGATHER, ALGO_ONESHOT},
+                      {FUNC_BROADCAST, ALGO_RING},     {FUNC_BROADCAST, ALGO_ONESHOT},
                       {FUNC_REDUCE, ALGO_RING}};
   int idx = 0;
   for (const fa& f : funcs) {
-    /* one-shot: the CUDA executor only, at most TREE_MAX_CHILDREN + 1 ranks, no PreMulSum */
-    if (f.algo == ALGO_ONESHOT && (w.interop || w.R > TREE_MAX_CHILDREN + 1)) continue;
+    /* the direct algorithms: LL, up to DIRECT_MAX_RANKS ranks; with the interop pass, the host
+     * executor's ranks run the same steps over the same FIFOs */
+    const bool direct = f.algo == ALGO_ONESHOT || f.algo == ALGO_TWOSHOT;
+    if (direct && w.R > DIRECT_MAX_RANKS) continue;
     for (int proto = 0; proto < PROTO_COUNT; proto++) {
       if (w.interop && proto == PROTO_LL128) continue;
+      if (direct && proto != PROTO_LL) continue;
       for (int t : types) {
         if (w.interop && !full && t != ncclFloat32 && t != ncclFloat16 && t != ncclInt32) continue;
         const int nops = reduces(f.func) ? DEV_OP_COUNT : 1;
         for (int op = 0; op < nops; op++) {
-          if (f.algo == ALGO_ONESHOT && op == DEV_OP_PREMULSUM) continue;
           for (size_t count : counts) {
             const bool big = count > 100000;
             if (!full && big && (op != DEV_OP_SUM || w.interop)) continue;
@@ -1092,8 +1144,12 @@ static void run_all(world_t& w, bool full) {
     if (!g_dead) run_alltoall(w, p, ncclFloat32, 70001, 1);
     if (w.interop) continue;
     if (!g_dead) run_alltoall(w, p, ncclFloat16, 33, 120); /* too many items: split by key */
-    if (!g_dead) run_many_allreduce(w, p, 40);             /* the large parameter block */
-    if (!g_dead) run_many_allreduce(w, p, 450);            /* split over launches */
+    if (!g_dead) run_many_allreduce(w, p, 40, false);      /* the large parameter block */
+    if (!g_dead) run_many_allreduce(w, p, 450, false);     /* split over launches */
+    if (p == PROTO_LL && w.R <= DIRECT_MAX_RANKS) {        /* the direct kernel's rounds */
+      if (!g_dead) run_many_allreduce(w, p, 40, true);
+      if (!g_dead) run_many_allreduce(w, p, 450, true);
+    }
   }
 }
 

@@ -469,6 +469,45 @@ static int rank_bad_calls(int rank, int n, void* arg) {
   return 0;
 }
 
+/* Registration handles are looked up in the communicator's own table before use: a wild pointer,
+ * a second deregistration, another communicator's handle and a window passed as a buffer handle
+ * are all ncclInvalidArgument with a WARN, and nothing crashes (the records of the valid handles
+ * stay usable). */
+START_TEST(test_register_args) {
+  ncclComm_t a = unit_one_rank_comm(), b = unit_one_rank_comm();
+  static char buf[4096];
+  void* ha = NULL;
+  void* hb = NULL;
+  ncclWindow_t wa = NULL;
+  ck_assert_int_eq(ncclCommRegister(a, buf, sizeof(buf), &ha), ncclSuccess);
+  ck_assert_int_eq(ncclCommRegister(b, buf, sizeof(buf), &hb), ncclSuccess);
+  ck_assert_int_eq(ncclCommWindowRegister(a, buf, sizeof(buf), &wa, NCCL_WIN_DEFAULT), ncclSuccess);
+  EXPECT_ERR(ncclCommRegister(a, buf, sizeof(buf), NULL), ncclInvalidArgument, a, "handle");
+  /* a wild pointer (unmapped), the buffer itself, NULL */
+  EXPECT_ERR(ncclCommDeregister(a, (void*)(uintptr_t)0x10), ncclInvalidArgument, a,
+             "was not returned by ncclCommRegister");
+  EXPECT_ERR(ncclCommDeregister(a, buf), ncclInvalidArgument, a, "ncclCommDeregister");
+  EXPECT_ERR(ncclCommDeregister(a, NULL), ncclInvalidArgument, a, "ncclCommDeregister");
+  /* another communicator's handle, a window as a handle, a handle as a window */
+  EXPECT_ERR(ncclCommDeregister(a, hb), ncclInvalidArgument, a, "belongs to the communicator");
+  EXPECT_ERR(ncclCommDeregister(a, (void*)wa), ncclInvalidArgument, a, "ncclCommDeregister");
+  EXPECT_ERR(ncclCommWindowDeregister(a, (ncclWindow_t)ha), ncclInvalidArgument, a,
+             "ncclCommWindowRegister");
+  EXPECT_ERR(ncclCommWindowDeregister(b, wa), ncclInvalidArgument, b, "ncclCommWindowDeregister");
+  /* the valid ones still work, once */
+  ck_assert_int_eq(ncclCommDeregister(a, ha), ncclSuccess);
+  EXPECT_ERR(ncclCommDeregister(a, ha), ncclInvalidArgument, a, "deregistered already");
+  ck_assert_int_eq(ncclCommWindowDeregister(a, wa), ncclSuccess);
+  EXPECT_ERR(ncclCommWindowDeregister(a, wa), ncclInvalidArgument, a, "deregistered already");
+  ck_assert_int_eq(ncclCommDeregister(b, hb), ncclSuccess);
+  /* left registered at destroy: released by the communicator */
+  ck_assert_int_eq(ncclCommRegister(a, buf, sizeof(buf), &ha), ncclSuccess);
+  check_still_works(a);
+  ck_assert_int_eq(ncclCommDestroy(a), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(b), ncclSuccess);
+}
+END_TEST
+
 START_TEST(test_comm_works_after_bad_calls) {
   ncclUniqueId id;
   ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
@@ -498,6 +537,7 @@ int main(void) {
   tcase_add_test(tc, test_lifecycle_args);
   tcase_add_test(tc, test_use_after_destroy);
   tcase_add_test(tc, test_comm_works_after_bad_calls);
+  tcase_add_test(tc, test_register_args);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }

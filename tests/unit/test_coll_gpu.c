@@ -157,6 +157,32 @@ START_TEST(test_params_pcie_and_alone) {
 }
 END_TEST
 
+/* NCCL_MULTI_RANK_GPU_ENABLE: ranks sharing a GPU (same host and bus id) and the channel cap that
+ * keeps all their blocks resident together. */
+START_TEST(test_shared_gpu) {
+  topo_system_t* sys = parse(nvs4_xml);
+  peer_info_t peers[4];
+  const int host[4] = {0, 0, 0, 1};
+  const int64_t bus[4] = {nvs4_bus[0], nvs4_bus[0], nvs4_bus[1], nvs4_bus[0]};
+  make_peers(peers, 4, host, bus);
+  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 0), 2); /* rank 3: same bus id, other host */
+  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 1), 2);
+  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 2), 1);
+  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 3), 1);
+  /* the pair on one GPU is a local path: P2P may join it */
+  ck_assert_int_eq(topo_system_path(sys, bus[0], bus[1]), TOPO_PATH_LOC);
+  transport_ctx_t ctx = {.rank = 0, .nranks = 4, .peers = peers, .cuda_exec = true, .topo = sys};
+  ck_assert_int_eq(transport_p2p_policy(&ctx, &peers[0], &peers[1]), P2P_OK);
+  /* alone: untouched; 4 ranks on 132 SMs: 33 each; never below 1 */
+  ck_assert_int_eq(coll_shared_gpu_channels(62, 1, 132), 62);
+  ck_assert_int_eq(coll_shared_gpu_channels(62, 4, 132), 33);
+  ck_assert_int_eq(coll_shared_gpu_channels(4, 4, 132), 4);
+  ck_assert_int_eq(coll_shared_gpu_channels(8, 16, 4), 1);
+  ck_assert_int_eq(coll_shared_gpu_channels(8, 2, 0), 8); /* SM count unknown */
+  topo_system_free(sys);
+}
+END_TEST
+
 START_TEST(test_params_merge) {
   coll_gpu_params_t all[3] = {
       {.nchannels = 24, .ll128 = 1, .pair_bw_gbs = 370.8, .intra_lat_us = 0.8},
@@ -408,6 +434,7 @@ static Suite* gpu_suite(void) {
   tcase_add_test(tc, test_params_nvswitch);
   tcase_add_test(tc, test_params_pcie_and_alone);
   tcase_add_test(tc, test_params_merge);
+  tcase_add_test(tc, test_shared_gpu);
   tcase_add_test(tc, test_mem_registry);
   suite_add_tcase(s, tc);
   tc = tcase_create("agree");

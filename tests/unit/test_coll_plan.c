@@ -202,56 +202,87 @@ static coll_task_t allreduce_task(size_t count, int op) {
   return t;
 }
 
-/* One-shot AllReduce: small messages on 3-4 NVLink GPUs, never under NCCL_ALGO, NCCL_PROTO without
- * LL, PreMulSum, two ranks, more than four, without NVLink or past the size limit. */
-START_TEST(test_oneshot_rule) {
+/* The direct algorithms (OneShot, TwoShot): the model offers them for small operations of 2 to
+ * DIRECT_MAX_RANKS GPU ranks that all reach each other by P2P (direct_ok), with LL, any op;
+ * NCCL_ALGO names them (and forces them at any size, and on the host executor too); NCCL_PROTO
+ * without LL, more ranks, no P2P, Reduce, or TwoShot for anything but AllReduce: never. */
+static coll_task_t func_task(int func, size_t count, int op) {
+  coll_task_t t = allreduce_task(count, op);
+  t.func = (uint8_t)func;
+  return t;
+}
+
+static int choose(struct coll_comm* cc, coll_task_t t) {
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  if (t.algo == ALGO_ONESHOT || t.algo == ALGO_TWOSHOT) {
+    ck_assert_int_eq(t.proto, PROTO_LL);
+    ck_assert_int_le(t.nchannels, COLL_DIRECT_MAX_CHANNELS);
+  }
+  return t.algo;
+}
+
+static bool is_direct(int algo) {
+  return algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT;
+}
+
+START_TEST(test_direct_choice) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   param_reload();
-  struct {
-    int nranks;
-    bool nvlink;
-    size_t bytes;
-    int op;
-    bool want;
-  } cases[] = {
-      {4, true, 8, DEV_OP_SUM, true},
-      {3, true, 64 << 10, DEV_OP_MAX, true},
-      {4, true, COLL_ONESHOT_MAX_BYTES, DEV_OP_SUMPOSTDIV, true},
-      {4, true, COLL_ONESHOT_MAX_BYTES + 4, DEV_OP_SUM, false},
-      {4, true, 8, DEV_OP_PREMULSUM, false},
-      {2, true, 8, DEV_OP_SUM, false},
-      {5, true, 8, DEV_OP_SUM, false},
-      {4, false, 8, DEV_OP_SUM, false},
-  };
-  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    struct coll_comm* cc = plan_comm(cases[i].nranks, cases[i].nvlink);
-    coll_task_t t = allreduce_task(cases[i].bytes / 4, cases[i].op);
-    ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-    ck_assert_msg((t.algo == ALGO_ONESHOT) == cases[i].want, "case %zu: algo %d", i, t.algo);
-    if (cases[i].want) {
-      ck_assert_int_eq(t.proto, PROTO_LL);
-      ck_assert_int_le(t.nchannels, COLL_ONESHOT_MAX_CHANNELS);
-    }
-    free(cc);
-  }
-  setenv("NCCL_ALGO", "ring", 1);
-  param_reload();
   struct coll_comm* cc = plan_comm(4, true);
-  coll_task_t t = allreduce_task(2, DEV_OP_SUM);
-  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-  ck_assert_int_eq(t.algo, ALGO_RING);
+  cc->gpu = true;
+  cc->direct_ok = true;
+  static const int ops[] = {DEV_OP_SUM, DEV_OP_MAX, DEV_OP_PREMULSUM, DEV_OP_SUMPOSTDIV};
+  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+    ck_assert(is_direct(choose(cc, allreduce_task(2, ops[i])))); /* 8 bytes: one hop */
+  ck_assert(is_direct(choose(cc, func_task(FUNC_ALLGATHER, 2, DEV_OP_SUM))));
+  ck_assert(is_direct(choose(cc, func_task(FUNC_BROADCAST, 2, DEV_OP_SUM))));
+  ck_assert(!is_direct(choose(cc, func_task(FUNC_REDUCE, 2, DEV_OP_SUM))));
+  ck_assert(!is_direct(choose(cc, allreduce_task((COLL_DIRECT_MAX_BYTES + 16) / 4, DEV_OP_SUM))));
+  cc->direct_ok = false; /* some pair without P2P */
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
-  unsetenv("NCCL_ALGO");
+  cc = plan_comm(4, true); /* the host executor: only when NCCL_ALGO names them */
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
+  free(cc);
+
+  setenv("NCCL_ALGO", "TwoShot", 1);
+  param_reload();
+  cc = plan_comm(4, true);
+  ck_assert_int_eq(choose(cc, allreduce_task(1 << 20, DEV_OP_SUM)), ALGO_TWOSHOT); /* any size */
+  ck_assert(!is_direct(choose(cc, func_task(FUNC_ALLGATHER, 2, DEV_OP_SUM))));     /* none for it */
+  free(cc);
+  setenv("NCCL_ALGO", "allreduce:OneShot;broadcast:oneshot;reducescatter:OneShot", 1);
+  param_reload();
+  cc = plan_comm(8, true);
+  ck_assert_int_eq(choose(cc, allreduce_task(100000, DEV_OP_PREMULSUM)), ALGO_ONESHOT);
+  ck_assert_int_eq(choose(cc, func_task(FUNC_BROADCAST, 7, DEV_OP_SUM)), ALGO_ONESHOT);
+  ck_assert_int_eq(choose(cc, func_task(FUNC_REDUCESCATTER, 7, DEV_OP_SUM)), ALGO_ONESHOT);
+  free(cc);
+  cc = plan_comm(DIRECT_MAX_RANKS + 1, true); /* too many ranks: the model's choice */
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
+  free(cc);
+  setenv("NCCL_ALGO", "^ring,tree", 1); /* OneShot and TwoShot remain; without LL, nothing */
   setenv("NCCL_PROTO", "Simple", 1);
   param_reload();
   cc = plan_comm(4, true);
-  t = allreduce_task(2, DEV_OP_SUM);
-  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
-  ck_assert_int_ne(t.algo, ALGO_ONESHOT);
+  cc->gpu = true;
+  cc->direct_ok = true;
+  ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
+  setenv("NCCL_ALGO", "ring", 1);
   unsetenv("NCCL_PROTO");
   param_reload();
+  cc = plan_comm(4, true);
+  cc->gpu = true;
+  cc->direct_ok = true;
+  ck_assert_int_eq(choose(cc, allreduce_task(2, DEV_OP_SUM)), ALGO_RING);
+  free(cc);
+  unsetenv("NCCL_ALGO");
+  param_reload();
+  ck_assert_int_eq(coll_algo_name_index(ALGO_ONESHOT), TOPO_ALGO_ONESHOT);
+  ck_assert_str_eq(topo_algo_names[coll_algo_name_index(ALGO_TWOSHOT)], "TwoShot");
+  ck_assert_str_eq(topo_algo_names[coll_algo_name_index(ALGO_RING)], "Ring");
 }
 END_TEST
 
@@ -293,6 +324,238 @@ START_TEST(test_scalar_bits) {
 }
 END_TEST
 
+/* ---- Whole plans (coll_plan_build): the planner decides every item ------------------------- */
+/* A communicator of n ranks as the planner sees it, this being rank `rank`: 4 channels whose rings
+ * are rotations of 0..n-1 (channel c starts at rank c), nothing connected yet, the default FIFO
+ * sizes' slots. */
+typedef struct plan_world {
+  struct coll_comm* cc;
+  int* rings;
+  dev_channel_t* ch;
+  conn_fifo_t** tabs;
+} plan_world_t;
+
+static plan_world_t world_make(int n, int rank) {
+  plan_world_t w;
+  w.cc = plan_comm(n, false);
+  struct coll_comm* cc = w.cc;
+  cc->rank = rank;
+  cc->nchannels = 4;
+  cc->tuning.nchannels = 4;
+  cc->gpu = false;
+  w.rings = calloc((size_t)(4 * n), sizeof(int));
+  w.ch = calloc(4, sizeof(dev_channel_t));
+  w.tabs = calloc((size_t)(4 * 2 * n), sizeof(conn_fifo_t*));
+  cc->conn_mark = calloc((size_t)(4 * 2 * n), 1);
+  ck_assert(w.rings && w.ch && w.tabs && cc->conn_mark);
+  for (int c = 0; c < 4; c++) {
+    int* ring = w.rings + c * n;
+    for (int i = 0; i < n; i++) ring[i] = (c + i) % n;
+    w.ch[c].ring_ranks = ring;
+    w.ch[c].ring_index = (rank - c % n + n) % n;
+    w.ch[c].ring_prev = ring[(w.ch[c].ring_index + n - 1) % n];
+    w.ch[c].ring_next = ring[(w.ch[c].ring_index + 1) % n];
+    w.ch[c].tree_up = -1;
+    for (int k = 0; k < TREE_MAX_CHILDREN; k++) w.ch[c].tree_down[k] = -1;
+    w.ch[c].send = w.tabs + (size_t)c * 2 * n;
+    w.ch[c].recv = w.ch[c].send + n;
+  }
+  cc->channels = w.ch;
+  cc->slot_data_bytes[PROTO_SIMPLE] = (4 << 20) / NCCL_STEPS;
+  cc->slot_data_bytes[PROTO_LL] = (512 << 10) / NCCL_STEPS / 16 * 8;
+  cc->slot_data_bytes[PROTO_LL128] = 0;
+  return w;
+}
+
+static void world_free(plan_world_t* w) {
+  struct coll_comm* cc = w->cc;
+  free(cc->works);
+  free(cc->reqs);
+  free(cc->order);
+  free(cc->locals);
+  free(cc->conn_mark);
+  free(cc);
+  free(w->rings);
+  free(w->ch);
+  free(w->tabs);
+}
+
+static coll_task_t task(int func, int dtype, size_t count, const void* sb, void* rb, int root,
+                        int op) {
+  coll_task_t t;
+  memset(&t, 0, sizeof(t));
+  t.func = (uint8_t)func;
+  t.dtype = (uint8_t)dtype;
+  t.count = count;
+  t.sendbuff = sb;
+  t.recvbuff = rb;
+  t.root = root;
+  t.op.kind = (uint8_t)op;
+  if (op == DEV_OP_PREMULSUM) t.op.scalar = coll_scalar_bits(0.5, (ncclDataType_t)dtype);
+  return t;
+}
+
+static ncclResult_t build(plan_world_t* w, coll_task_t* tasks, int n) {
+  coll_task_list_t list = {.items = tasks, .n = n, .cap = n};
+  int nreqs = -1;
+  return coll_plan_build(w->cc, &list, &nreqs);
+}
+
+START_TEST(test_step_units_and_ring_index) {
+  ck_assert_uint_eq(coll_step_units(4096, 4, 0), 1024);  /* a slot's worth */
+  ck_assert_uint_eq(coll_step_units(4096, 4, 100), 100); /* a pipeline's chunk fits */
+  ck_assert_uint_eq(coll_step_units(4096, 4, 5000), 1024);
+  ck_assert_uint_eq(coll_step_units(4096, 8, 0), 512);
+  ck_assert_uint_eq(coll_step_units(4, 8, 0), 0); /* a slot below one element */
+  const int ring[4] = {2, 0, 3, 1};
+  ck_assert_int_eq(coll_ring_index(ring, 4, 3), 2);
+  ck_assert_int_eq(coll_ring_index(ring, 4, 2), 0);
+  ck_assert_int_eq(coll_ring_index(ring, 4, 5), -1);
+  ck_assert_int_eq(coll_ring_index(NULL, 4, 0), -1);
+}
+END_TEST
+
+/* Collective items: every slice non-empty and covered once, steps within the slot, the root's
+ * position in each channel's own ring. */
+START_TEST(test_plan_items_decided) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static float a[300000], b[300000];
+  for (int root = 0; root < 4; root++) {
+    plan_world_t w = world_make(4, 1);
+    coll_task_t t[2] = {task(FUNC_BROADCAST, ncclFloat32, 300000, a, b, root, DEV_OP_SUM),
+                        task(FUNC_ALLREDUCE, ncclFloat64, 1001, a, b, -1, DEV_OP_SUM)};
+    ck_assert_int_eq(build(&w, t, 2), ncclSuccess);
+    const plan_t* p = &w.cc->plan;
+    ck_assert_int_eq(p->nlocal, 0);
+    size_t covered[2] = {0, 0};
+    for (int c = 0; c < p->nchannels; c++) {
+      for (int i = 0; i < p->nwork[c]; i++) {
+        const work_t* x = &p->works[c][i];
+        size_t es = x->dtype == ncclFloat64 ? 8 : 4;
+        ck_assert_uint_gt(x->chan_count, 0);
+        ck_assert_uint_gt(x->chunk, 0);
+        ck_assert_uint_le(x->chunk * es, w.cc->slot_data_bytes[x->proto]);
+        covered[x->func == FUNC_ALLREDUCE] += x->chan_count;
+        if (x->func == FUNC_BROADCAST) {
+          ck_assert_int_eq(x->root, root);
+          ck_assert_int_eq(w.ch[c].ring_ranks[x->root_idx], root);
+        }
+      }
+    }
+    ck_assert_uint_eq(covered[0], 300000);
+    ck_assert_uint_eq(covered[1], 1001);
+    world_free(&w);
+  }
+}
+END_TEST
+
+/* Point-to-point: items in bytes (a pair that posted different datatypes cuts alike), never to
+ * self; sends to self paired with receives from self in posting order become copies, none for a
+ * copy onto itself; mismatched or unpaired ones are refused. */
+START_TEST(test_plan_p2p_and_self) {
+  static char s0[4096], s1[4096], r0[4096], r1[4096];
+  plan_world_t w = world_make(3, 0);
+  coll_task_t t[6] = {task(FUNC_SEND, ncclFloat32, 100, s0, NULL, 0, 0),
+                      task(FUNC_RECV, ncclInt8, 400, NULL, r0, 0, 0),
+                      task(FUNC_SEND, ncclFloat64, 1000, s1, NULL, 2, 0),
+                      task(FUNC_RECV, ncclFloat16, 36, NULL, r1, 0, 0),
+                      task(FUNC_SEND, ncclInt8, 72, s1, NULL, 0, 0),
+                      task(FUNC_SEND, ncclFloat32, 10, r1, NULL, 0, 0)};
+  t[5].func = FUNC_RECV; /* a receive from self into the buffer it is sent from: in place */
+  t[5].sendbuff = NULL;
+  t[5].recvbuff = r1;
+  coll_task_t self_in_place = task(FUNC_SEND, ncclFloat32, 10, r1, NULL, 0, 0);
+  coll_task_t all[7] = {t[0], t[1], t[2], t[3], t[4], self_in_place, t[5]};
+  ck_assert_int_eq(build(&w, all, 7), ncclSuccess);
+  const plan_t* p = &w.cc->plan;
+  ck_assert_int_eq(p->nlocal, 2); /* s0 -> r0 (400 bytes), s1 -> r1 (72 bytes); r1 -> r1 none */
+  ck_assert_ptr_eq(p->local[0].src, s0);
+  ck_assert_ptr_eq(p->local[0].dst, r0);
+  ck_assert_uint_eq(p->local[0].count * 1, 400);
+  ck_assert_int_eq(p->local[0].dtype, ncclInt8);
+  ck_assert_int_ne(p->local[0].op.kind, DEV_OP_PREMULSUM);
+  ck_assert_ptr_eq(p->local[1].src, s1);
+  ck_assert_ptr_eq(p->local[1].dst, r1);
+  ck_assert_uint_eq(p->local[1].count, 72);
+  size_t bytes = 0;
+  for (int c = 0; c < p->nchannels; c++)
+    for (int i = 0; i < p->nwork[c]; i++) {
+      const work_t* x = &p->works[c][i];
+      ck_assert_int_eq(x->func, FUNC_SEND);
+      ck_assert_int_eq(x->root, 2);
+      ck_assert_uint_le(x->chunk, w.cc->slot_data_bytes[x->proto]);
+      ck_assert_uint_eq(x->chan_off % 64, 0);
+      bytes += x->chan_count;
+    }
+  ck_assert_uint_eq(bytes, 8000); /* bytes, not elements */
+  /* a size mismatch, a send to self without its receive */
+  coll_task_t bad[2] = {task(FUNC_SEND, ncclFloat32, 100, s0, NULL, 0, 0),
+                        task(FUNC_RECV, ncclFloat32, 99, NULL, r0, 0, 0)};
+  ck_assert_int_eq(build(&w, bad, 2), ncclInvalidUsage);
+  ck_assert_int_eq(build(&w, bad, 1), ncclInvalidUsage);
+  ck_assert_int_eq(build(&w, bad + 1, 1), ncclInvalidUsage);
+  world_free(&w);
+}
+END_TEST
+
+/* One rank: every collective is a copy, a scaling (PreMulSum) or nothing (in place, count 0), and
+ * no item needs a connection. */
+START_TEST(test_plan_one_rank) {
+  static float a[1000], b[1000];
+  plan_world_t w = world_make(1, 0);
+  static const int funcs[5] = {FUNC_BROADCAST, FUNC_REDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER,
+                               FUNC_ALLREDUCE};
+  for (int f = 0; f < 5; f++) {
+    for (int op = DEV_OP_SUM; op <= DEV_OP_PREMULSUM; op += DEV_OP_PREMULSUM - DEV_OP_SUM) {
+      bool scales =
+          op == DEV_OP_PREMULSUM && funcs[f] != FUNC_BROADCAST && funcs[f] != FUNC_ALLGATHER;
+      coll_task_t t[3] = {task(funcs[f], ncclFloat32, 1000, a, b, 0, op),
+                          task(funcs[f], ncclFloat32, 1000, a, a, 0, op),
+                          task(funcs[f], ncclFloat32, 0, a, b, 0, op)};
+      ck_assert_int_eq(build(&w, t, 3), ncclSuccess);
+      const plan_t* p = &w.cc->plan;
+      for (int c = 0; c < w.cc->nchannels; c++) ck_assert_int_eq(p->nwork[c], 0);
+      ck_assert_int_eq(p->nlocal, scales ? 2 : 1); /* in place: only when it scales */
+      ck_assert_ptr_eq(p->local[0].src, a);
+      ck_assert_ptr_eq(p->local[0].dst, b);
+      ck_assert_uint_eq(p->local[0].count, 1000);
+      ck_assert_int_eq(p->local[0].op.kind == DEV_OP_PREMULSUM, scales);
+      if (scales) ck_assert_ptr_eq(p->local[1].dst, a);
+      ck_assert(coll_local_changes_data(funcs[f], &t[0].op) == scales);
+    }
+  }
+  world_free(&w);
+}
+END_TEST
+
+/* A group whose collectives the model would run partly direct runs none of them direct: the
+ * direct kernel runs a plan's collectives apart from the others (plan.c); alone, each is direct. */
+START_TEST(test_direct_all_or_none) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static float a[1 << 20], b[1 << 20];
+  plan_world_t w = world_make(4, 1);
+  w.cc->gpu = true;
+  w.cc->direct_ok = true;
+  coll_task_t t[2] = {task(FUNC_ALLREDUCE, ncclFloat32, 2, a, b, -1, DEV_OP_SUM),
+                      task(FUNC_ALLREDUCE, ncclFloat32, 1 << 20, a, b, -1, DEV_OP_SUM)};
+  ck_assert_int_eq(build(&w, t, 1), ncclSuccess);
+  ck_assert(is_direct(t[0].algo));
+  ck_assert_int_eq(build(&w, t, 2), ncclSuccess);
+  ck_assert(!is_direct(t[0].algo) && !is_direct(t[1].algo));
+  for (int c = 0; c < w.cc->plan.nchannels; c++)
+    for (int i = 0; i < w.cc->plan.nwork[c]; i++)
+      ck_assert(!is_direct(w.cc->plan.works[c][i].algo));
+  coll_task_t two[2] = {t[0], t[0]}; /* both small: both direct */
+  ck_assert_int_eq(build(&w, two, 2), ncclSuccess);
+  ck_assert(is_direct(two[0].algo) && is_direct(two[1].algo));
+  world_free(&w);
+}
+END_TEST
+
 static Suite* plan_suite(void) {
   Suite* s = suite_create("coll_plan");
   TCase* tc = tcase_create("plan");
@@ -305,8 +568,13 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_task_bytes);
   tcase_add_test(tc, test_filter_rows);
   tcase_add_test(tc, test_scalar_bits);
-  tcase_add_test(tc, test_oneshot_rule);
+  tcase_add_test(tc, test_direct_choice);
   tcase_add_test(tc, test_ring_part);
+  tcase_add_test(tc, test_step_units_and_ring_index);
+  tcase_add_test(tc, test_plan_items_decided);
+  tcase_add_test(tc, test_plan_p2p_and_self);
+  tcase_add_test(tc, test_plan_one_rank);
+  tcase_add_test(tc, test_direct_all_or_none);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -18,15 +18,6 @@
 #include "base/base.h"
 #include "unit.h"
 
-/* Variables owned by work in progress on other branches (issues 17 and 19), which will add
- * their rows. They may be missing from both lists, and must not be marked unsupported here.
- * Remove a line when the branch that owns it is merged. */
-static const char* const pending_work[] = {
-    "NCCL_MULTI_RANK_GPU_ENABLE", /* issue 17 */
-    "NCCL_GRAPH_REGISTER",        /* issue 17: registration */
-    "NCCL_LOCAL_REGISTER",        /* issue 17 */
-};
-
 /* Rows of Baton's own that stock does not have (besides the NCCL_BATON_* prefix). */
 static const char* const baton_only[] = {
     "NCCL_BOOTSTRAP_TIMEOUT_MS", /* how long bootstrap waits for a peer */
@@ -48,8 +39,6 @@ static bool in_patterns(const char* name, const char* const* list, size_t n) {
     if (fnmatch(list[i], name, 0) == 0) return true;
   return false;
 }
-#define PENDING(name) \
-  in_patterns((name), pending_work, sizeof(pending_work) / sizeof(*pending_work))
 
 static bool is_row(const char* name) {
   for (int i = 0; i < PARAM_COUNT; i++)
@@ -99,10 +88,6 @@ static void check_stock_file(const char* file, int* accounted) {
   for (char* name = strtok_r(text, "\n", &save); name; name = strtok_r(NULL, "\n", &save)) {
     bool row = is_row(name), unsupported = is_unsupported(name);
     ck_assert_msg(!(row && unsupported), "%s is both a row and unsupported", name);
-    if (PENDING(name)) {
-      ck_assert_msg(!unsupported, "%s is owned by pending work: do not mark it unsupported", name);
-      continue;
-    }
     ck_assert_msg(row || unsupported,
                   "%s (stock, %s) is neither a row of param_table.h nor in param_unsupported.h",
                   name, file);
@@ -127,7 +112,6 @@ START_TEST(test_unsupported_list_is_stock_sorted_and_apart) {
     const char* name = param_unsupported_name(i);
     ck_assert_msg(in_stock(name), "%s is not a stock variable", name);
     ck_assert_msg(!is_row(name), "%s is also a row", name);
-    ck_assert_msg(!PENDING(name), "%s belongs to pending work", name);
     if (i > 0)
       ck_assert_msg(strcmp(param_unsupported_name(i - 1), name) < 0, "%s is out of order", name);
   }
@@ -198,7 +182,6 @@ START_TEST(test_every_row_is_read) {
   ck_assert_ptr_nonnull(used_tokens);
   for (int i = 0; i < PARAM_COUNT; i++) {
     const char* name = param_describe((param_id_t)i)->name;
-    if (PENDING(name)) continue;
     /* PARAM_<ID>: the row's id is its name less "NCCL_" (NCCL_BATON_X: id X). */
     const char* id = name + 5;
     if (strncmp(id, "BATON_", 6) == 0) id += 6;

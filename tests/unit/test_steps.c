@@ -5,8 +5,9 @@
  *  - coverage: every element a rank must output is written by exactly one of its steps, and
  *    nothing else is.
  * Rings of 1..6 ranks (Broadcast and Reduce from every root, AllGather, ReduceScatter, AllReduce
- * with Simple and with LL, whose 2-rank form is the exchange), binary trees, one-shot and
- * point-to-point, over slices and chunks that do and do not divide. */
+ * with Simple and with LL, whose 2-rank form is the exchange), binary trees, the direct lanes
+ * (OneShot: AllReduce, AllGather, ReduceScatter, Broadcast from every root; TwoShot AllReduce)
+ * and point-to-point, over slices and chunks that do and do not divide. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,8 @@
 #include "device/steps.h"
 #include "unit.h"
 
-#define MAXN 6
+#define MAXN 8      /* direct lanes: up to DIRECT_MAX_RANKS */
+#define MAXN_RING 6 /* rings and trees */
 #define MAXSTEPS 4096
 #define UNIT 4
 
@@ -32,14 +34,18 @@ static void collect(const step_lane_t* ln, int role, bool send, seq_t* q) {
   for (size_t k = 0; k < nops; k++) {
     step_t st;
     steps_plan(ln, k, &st);
-    ck_assert_int_le(st.nrecv, TREE_MAX_CHILDREN);
-    ck_assert_int_le(st.nsend, TREE_MAX_CHILDREN);
+    ck_assert_int_le(st.nrecv, ln->kind == LANE_DIRECT ? STEP_MAX_PEERS : TREE_MAX_CHILDREN);
+    ck_assert_int_le(st.nsend, ln->kind == LANE_DIRECT ? STEP_MAX_PEERS : TREE_MAX_CHILDREN);
     const int* roles = send ? st.send : st.recv;
     const int cnt = send ? st.nsend : st.nrecv;
     int seen = 0;
     for (int j = 0; j < cnt; j++) seen += roles[j] == role;
     ck_assert_int_le(seen, 1); /* a step uses a connection once */
-    if (seen) q->nelem[q->n++] = st.nelem;
+    if (!seen) continue;
+    size_t n = st.nelem, off;
+    if (ln->kind == LANE_DIRECT && steps_per_peer(&st)) /* what goes to / comes from that rank */
+      steps_peer_span(&st, steps_other_rank(ln->rank, role), &off, &n);
+    q->nelem[q->n++] = n;
   }
 }
 
@@ -72,7 +78,7 @@ static step_lane_t ring_lane(int func, int proto, int n, int r, int root, size_t
                              size_t cnt, size_t chunk) {
   step_lane_t ln;
   memset(&ln, 0, sizeof(ln));
-  ln.kind = n == 1 ? LANE_LOCAL : LANE_RING;
+  ln.kind = LANE_RING;
   ln.func = (uint8_t)func;
   ln.proto = (uint8_t)proto;
   ln.unit = UNIT;
@@ -101,6 +107,21 @@ static void expected_outputs(int func, int n, int r, int root, size_t count, siz
     for (size_t i = off; i < off + cnt; i++) want[(size_t)b * count + i] = 1;
 }
 
+typedef void (*marker_fn)(const step_lane_t* ln, unsigned char* hits, size_t out_units);
+
+/* Every output unit of rank r's lane written exactly as often as expected_outputs says. */
+static void check_outputs(const step_lane_t* me, marker_fn mark, int func, int n, int r, int root,
+                          size_t count, size_t off, size_t cnt, const char* what) {
+  static unsigned char want[MAXN * 1000], hits[MAXN * 1000];
+  size_t out_units;
+  expected_outputs(func, n, r, root, count, off, cnt, want, &out_units);
+  memset(hits, 0, out_units);
+  mark(me, hits, out_units);
+  for (size_t i = 0; i < out_units; i++)
+    ck_assert_msg(hits[i] == want[i], "%s rank %d: unit %zu written %d times, expected %d", what, r,
+                  i, hits[i], want[i]);
+}
+
 START_TEST(test_ring_lockstep_and_coverage) {
   static const int funcs[] = {FUNC_BROADCAST, FUNC_REDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER,
                               FUNC_ALLREDUCE};
@@ -110,7 +131,7 @@ START_TEST(test_ring_lockstep_and_coverage) {
   for (int n = 1; n <= MAXN; n++) g_ring[n - 1] = n - 1;
   for (size_t fi = 0; fi < sizeof(funcs) / sizeof(funcs[0]); fi++)
     for (int proto = PROTO_LL; proto <= PROTO_SIMPLE; proto += PROTO_SIMPLE - PROTO_LL)
-      for (int n = 1; n <= MAXN; n++)
+      for (int n = 2; n <= MAXN_RING; n++)
         for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
           for (int root = 0; root < n; root++) {
             const int func = funcs[fi];
@@ -120,17 +141,9 @@ START_TEST(test_ring_lockstep_and_coverage) {
             char what[128];
             for (int r = 0; r < n; r++) {
               step_lane_t me = ring_lane(func, proto, n, r, root, count, off, cnt, chunk);
-              static unsigned char want[MAXN * 1000], hits[MAXN * 1000];
-              size_t out_units;
-              expected_outputs(func, n, r, root, count, off, cnt, want, &out_units);
-              memset(hits, 0, out_units);
-              mark_outputs(&me, hits, out_units);
-              for (size_t i = 0; i < out_units; i++)
-                ck_assert_msg(hits[i] == want[i],
-                              "func %d proto %d n %d root %d shape %zu rank %d: unit %zu written "
-                              "%d times, expected %d",
-                              func, proto, n, root, si, r, i, hits[i], want[i]);
-              if (n == 1) continue;
+              snprintf(what, sizeof(what), "func %d proto %d n %d root %d shape %zu", func, proto,
+                       n, root, si);
+              check_outputs(&me, mark_outputs, func, n, r, root, count, off, cnt, what);
               step_lane_t next =
                   ring_lane(func, proto, n, (r + 1) % n, root, count, off, cnt, chunk);
               seq_t sent, got;
@@ -155,7 +168,7 @@ static step_lane_t tree_lane(int kind, int n, int r, size_t cnt, size_t chunk) {
 
 START_TEST(test_tree_lockstep_and_coverage) {
   static const size_t shapes[][2] = {{1, 1}, {10, 3}, {1000, 64}, {999, 1000}};
-  for (int n = 2; n <= MAXN; n++)
+  for (int n = 2; n <= MAXN_RING; n++)
     for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
       const size_t cnt = shapes[si][0], chunk = shapes[si][1];
       for (int r = 0; r < n; r++) {
@@ -186,32 +199,87 @@ START_TEST(test_tree_lockstep_and_coverage) {
 }
 END_TEST
 
-START_TEST(test_oneshot_and_p2p) {
+/* What a direct lane writes to the output, per-peer spans included. */
+static void mark_direct(const step_lane_t* ln, unsigned char* hits, size_t out_units) {
+  const size_t nops = steps_count(ln);
+  for (size_t k = 0; k < nops; k++) {
+    step_t st;
+    steps_plan(ln, k, &st);
+    if (st.out == NULL) continue;
+    const size_t at = (size_t)(st.out - ln->recvbuff) / ln->unit;
+    if (steps_per_peer(&st)) {
+      for (int j = 0; j < st.nrecv; j++) {
+        size_t off, n;
+        steps_peer_span(&st, steps_other_rank(ln->rank, st.recv[j]), &off, &n);
+        ck_assert_uint_le(at + off + n, out_units);
+        for (size_t i = 0; i < n; i++) hits[at + off + i]++;
+      }
+      continue;
+    }
+    ck_assert_msg(at + st.nelem <= out_units, "step %zu writes [%zu, %zu) of %zu", k, at,
+                  at + st.nelem, out_units);
+    for (size_t i = 0; i < st.nelem; i++) hits[at + i]++;
+  }
+}
+
+static step_lane_t direct_lane(int func, int algo, int n, int r, int root, size_t count, size_t off,
+                               size_t cnt, size_t chunk) {
+  step_lane_t ln = ring_lane(func, PROTO_LL, n, r, root, count, off, cnt, chunk);
+  ln.kind = LANE_DIRECT;
+  ln.algo = (uint8_t)algo;
+  ln.root_idx = root; /* a direct Broadcast's root: its rank */
+  return ln;
+}
+
+START_TEST(test_direct_lanes) {
+  static const int kinds[][2] = {{FUNC_ALLREDUCE, ALGO_ONESHOT},
+                                 {FUNC_ALLREDUCE, ALGO_TWOSHOT},
+                                 {FUNC_ALLGATHER, ALGO_ONESHOT},
+                                 {FUNC_REDUCESCATTER, ALGO_ONESHOT},
+                                 {FUNC_BROADCAST, ALGO_ONESHOT}};
+  static const size_t shapes[][4] = {/* count, off, cnt, chunk */
+                                     {1, 0, 1, 1},      {7, 2, 5, 2},          {100, 0, 100, 16},
+                                     {333, 33, 300, 7}, {1000, 0, 1000, 1000}, {64, 0, 64, 40}};
+  for (size_t ki = 0; ki < sizeof(kinds) / sizeof(kinds[0]); ki++)
+    for (int n = 2; n <= MAXN; n++)
+      for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+        for (int root = 0; root < n; root++) {
+          const int func = kinds[ki][0], algo = kinds[ki][1];
+          if (root > 0 && func != FUNC_BROADCAST) break;
+          const size_t count = shapes[si][0], off = shapes[si][1], cnt = shapes[si][2],
+                       chunk = shapes[si][3];
+          char what[160];
+          for (int r = 0; r < n; r++) {
+            step_lane_t me = direct_lane(func, algo, n, r, root, count, off, cnt, chunk);
+            snprintf(what, sizeof(what), "func %d algo %d n %d root %d shape %zu", func, algo, n,
+                     root, si);
+            check_outputs(&me, mark_direct, func, n, r, root, count, off, cnt, what);
+            for (int p = 0; p < n; p++) { /* what r sends p, p receives from r, step for step */
+              if (p == r) continue;
+              step_lane_t other = direct_lane(func, algo, n, p, root, count, off, cnt, chunk);
+              seq_t sent, got;
+              collect(&me, steps_peer_index(r, p), true, &sent);
+              collect(&other, steps_peer_index(p, r), false, &got);
+              snprintf(what, sizeof(what), "func %d algo %d n %d root %d shape %zu: %d -> %d", func,
+                       algo, n, root, si, r, p);
+              assert_same(&sent, &got, what);
+            }
+            /* a reducing step combines in rank order, every contribution pre-op'd */
+            for (size_t k = 0; k < steps_count(&me); k++) {
+              step_t st;
+              steps_plan(&me, k, &st);
+              if (st.reduce) ck_assert_int_eq(st.local_pos, r);
+              ck_assert(st.nrecv <= n - 1 && st.nsend <= n - 1);
+            }
+          }
+        }
+}
+END_TEST
+
+START_TEST(test_p2p) {
   static const size_t shapes[][2] = {{1, 1}, {100, 7}, {4096, 4096}};
   for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
     const size_t cnt = shapes[si][0], chunk = shapes[si][1];
-    for (int n = 2; n <= TREE_MAX_CHILDREN + 1; n++)
-      for (int r = 0; r < n; r++) {
-        step_lane_t snd = ring_lane(FUNC_ALLREDUCE, PROTO_LL, n, r, 0, cnt, 0, cnt, chunk);
-        step_lane_t rcv = snd;
-        snd.kind = LANE_ONESHOT_SEND;
-        rcv.kind = LANE_ONESHOT_RECV;
-        for (int j = 0; j < n - 1; j++) { /* every other rank, both directions, same steps */
-          seq_t a, b;
-          collect(&snd, j, true, &a);
-          collect(&rcv, j, false, &b);
-          assert_same(&a, &b, "one-shot");
-        }
-        static unsigned char hits[4096];
-        memset(hits, 0, cnt);
-        mark_outputs(&rcv, hits, cnt);
-        mark_outputs(&snd, hits, cnt); /* the send lane writes no output */
-        for (size_t i = 0; i < cnt; i++) ck_assert_int_eq(hits[i], 1);
-        step_t st;
-        steps_plan(&rcv, 0, &st);
-        ck_assert_int_eq(st.local_pos, r); /* combined in rank order */
-        ck_assert(st.reduce && st.postop);
-      }
     /* point-to-point: a send lane and the matching receive lane cut the same steps */
     step_lane_t s = ring_lane(FUNC_SEND, PROTO_SIMPLE, 2, 0, 0, cnt, 0, cnt, chunk);
     step_lane_t r = ring_lane(FUNC_RECV, PROTO_SIMPLE, 2, 1, 0, cnt, 0, cnt, chunk);
@@ -226,35 +294,13 @@ START_TEST(test_oneshot_and_p2p) {
 }
 END_TEST
 
-START_TEST(test_local_and_self) {
-  step_lane_t ln = ring_lane(FUNC_REDUCESCATTER, PROTO_SIMPLE, 1, 0, 0, 10, 2, 8, 3);
-  ck_assert_uint_eq(steps_count(&ln), 1);
-  step_t st;
-  steps_plan(&ln, 0, &st);
-  ck_assert(st.reduce && st.postop);
-  ck_assert_uint_eq(st.nelem, 8);
-  ck_assert_ptr_eq(st.local, g_send[0] + 2 * UNIT);
-  ck_assert_ptr_eq(st.out, g_recv[0] + 2 * UNIT);
-  ck_assert_int_eq(st.nrecv + st.nsend, 0);
-  ln.kind = LANE_SELF;
-  ln.self_out = g_recv[1];
-  ln.unit = 1;
-  steps_plan(&ln, 0, &st);
-  ck_assert_ptr_eq(st.out, g_recv[1]);
-  ck_assert_ptr_eq(st.local, g_send[0] + 2);
-  ck_assert(!st.reduce);
-  ln.cnt = 0; /* a receive from self matched by a send: nothing left */
-  ck_assert_uint_eq(steps_count(&ln), 0);
-}
-END_TEST
-
 static Suite* steps_suite(void) {
   Suite* s = suite_create("steps");
   TCase* tc = tcase_create("steps");
   tcase_add_test(tc, test_ring_lockstep_and_coverage);
   tcase_add_test(tc, test_tree_lockstep_and_coverage);
-  tcase_add_test(tc, test_oneshot_and_p2p);
-  tcase_add_test(tc, test_local_and_self);
+  tcase_add_test(tc, test_direct_lanes);
+  tcase_add_test(tc, test_p2p);
   suite_add_tcase(s, tc);
   return s;
 }

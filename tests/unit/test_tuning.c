@@ -26,9 +26,11 @@ static topo_tuning_t one_host(int nranks, bool gpu) {
                          .gpu = gpu};
 }
 
-static bool supported(int func, int algo, int proto, bool gpu) {
-  if (algo == ALGO_TREE && func != FUNC_ALLREDUCE) return false;
+static bool supported(int func, int algo, int proto, bool gpu, const topo_tuning_t* t) {
+  if ((algo == ALGO_TREE || algo == ALGO_TWOSHOT) && func != FUNC_ALLREDUCE) return false;
   if (proto == PROTO_LL128 && !gpu) return false;
+  if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) /* LL, one host, two ranks or more */
+    return proto == PROTO_LL && t->nhosts <= 1 && t->nranks > 1 && func != FUNC_REDUCE;
   return true;
 }
 
@@ -41,7 +43,12 @@ START_TEST(test_monotonic_in_bytes) {
       for (int f = 0; f < NFUNCS; f++)
         for (int a = 0; a < ALGO_COUNT; a++)
           for (int p = 0; p < PROTO_COUNT; p++) {
-            if (!supported(coll_funcs[f], a, p, gpu)) continue;
+            if (!supported(coll_funcs[f], a, p, gpu, &t)) {
+              ck_assert_msg(topo_model_time_us(&t, coll_funcs[f], a, p, 8) < 0,
+                            "n=%d func %d algo %d proto %d: modelled, but not supported", sizes[si],
+                            coll_funcs[f], a, p);
+              continue;
+            }
             double prev = topo_model_time_us(&t, coll_funcs[f], a, p, 0);
             ck_assert_msg(prev > 0, "n=%d func %d algo %d proto %d: %g at 0 bytes", sizes[si],
                           coll_funcs[f], a, p, prev);
@@ -108,12 +115,35 @@ START_TEST(test_small_ll_large_simple) {
 }
 END_TEST
 
+/* The direct algorithms: one hop (TwoShot two) beats the ring's 2(n-1) for a small AllReduce on
+ * one host; their traffic ((n-1) x the buffer for OneShot) loses to the ring at large sizes. */
+START_TEST(test_direct) {
+  for (int n = 2; n <= 8; n++) {
+    topo_tuning_t t = one_host(n, true);
+    const double ring = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL, 8);
+    const double one = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_LL, 8);
+    const double two = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TWOSHOT, PROTO_LL, 8);
+    ck_assert_msg(one > 0 && one < ring && one < two, "n=%d: one %g two %g ring %g", n, one, two,
+                  ring);
+    const size_t big = (size_t)1 << 30;
+    ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, big) <
+              topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_LL, big));
+    if (n > 2)
+      ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TWOSHOT, PROTO_LL, big) <
+                topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_LL, big));
+    ck_assert(topo_model_time_us(&t, FUNC_REDUCE, ALGO_ONESHOT, PROTO_LL, 8) < 0);
+    ck_assert(topo_model_time_us(&t, FUNC_ALLGATHER, ALGO_TWOSHOT, PROTO_LL, 8) < 0);
+    ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_SIMPLE, 8) < 0);
+  }
+}
+END_TEST
+
 START_TEST(test_tree_vs_ring) {
   for (int gpu = 0; gpu < 2; gpu++) {
     for (int p = 0; p < PROTO_COUNT; p++) {
-      if (!supported(FUNC_ALLREDUCE, ALGO_RING, p, gpu)) continue;
       /* many ranks over many hosts, small message: tree's log2(n) hops win */
       topo_tuning_t t = one_host(128, gpu);
+      if (!supported(FUNC_ALLREDUCE, ALGO_RING, p, gpu, &t)) continue;
       t.nhosts = 16;
       ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TREE, p, 4096) <
                 topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, p, 4096));
@@ -146,6 +176,11 @@ START_TEST(test_scaling) {
   topo_tuning_t c = b;
   c.nhosts = 4;
   for (int algo = 0; algo < ALGO_COUNT; algo++) {
+    if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) { /* one host only */
+      ck_assert(topo_model_time_us(&a, FUNC_ALLREDUCE, algo, PROTO_LL, 8) > 0);
+      ck_assert(topo_model_time_us(&b, FUNC_ALLREDUCE, algo, PROTO_LL, 8) < 0);
+      continue;
+    }
     const double t1 = topo_model_time_us(&a, FUNC_ALLREDUCE, algo, PROTO_LL, 8);
     const double t2 = topo_model_time_us(&b, FUNC_ALLREDUCE, algo, PROTO_LL, 8);
     const double t4 = topo_model_time_us(&c, FUNC_ALLREDUCE, algo, PROTO_LL, 8);
@@ -219,6 +254,7 @@ static int proto_mask(const char* spec, const char* func) {
 #define TREE (1 << ALGO_TREE)
 #define RING (1 << ALGO_RING)
 #define ALL_ALGOS ((1 << TOPO_ALGO_NAMES_COUNT) - 1)
+#define DIRECT ((1 << TOPO_ALGO_ONESHOT) | (1 << TOPO_ALGO_TWOSHOT))
 #define LL (1 << PROTO_LL)
 #define LL128 (1 << PROTO_LL128)
 #define SIMPLE (1 << PROTO_SIMPLE)
@@ -246,7 +282,10 @@ START_TEST(test_filter_lists) {
   ck_assert_int_eq(algo_mask("^", "AllGather"), ALL_ALGOS);
   /* names Baton does not implement are accepted (and simply never available) */
   ck_assert_int_eq(algo_mask("nvls,collnetdirect,CollNetChain,NVLSTree,pat", "AllReduce"),
-                   ALL_ALGOS & ~(TREE | RING));
+                   ALL_ALGOS & ~(TREE | RING | DIRECT));
+  /* Baton's own names */
+  ck_assert_int_eq(algo_mask("OneShot,twoshot", "AllReduce"), DIRECT);
+  ck_assert_int_eq(algo_mask("^oneshot", "AllGather"), ALL_ALGOS & ~(1 << TOPO_ALGO_ONESHOT));
   ck_assert_int_eq(proto_mask("LL", "AllReduce"), LL);
   ck_assert_int_eq(proto_mask("ll128,simple", "AllReduce"), LL128 | SIMPLE);
   ck_assert_int_eq(proto_mask("^LL128", "ReduceScatter"), LL | SIMPLE);
@@ -324,6 +363,7 @@ static Suite* tuning_suite(void) {
   tcase_add_test(model, test_monotonic_in_bytes);
   tcase_add_test(model, test_small_ll_large_simple);
   tcase_add_test(model, test_tree_vs_ring);
+  tcase_add_test(model, test_direct);
   tcase_add_test(model, test_scaling);
   tcase_add_test(model, test_unsupported);
   suite_add_tcase(s, model);

@@ -203,7 +203,7 @@ static void chan_current(const exec_comm_t* comm, int c, const conn_fifo_t** cur
     peer[CUDA_CC_DOWN_SEND + k] = peer[CUDA_CC_DOWN_RECV + k] = dc->tree_down[j];
     k++;
   }
-  if (comm->nranks <= TREE_MAX_CHILDREN + 1) { /* one-shot: the other ranks, in rank order */
+  if (comm->nranks <= DIRECT_MAX_RANKS) { /* direct algorithms: the other ranks, in rank order */
     k = 0;
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
@@ -253,6 +253,8 @@ ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c) {
   for (int k = 0; k < TREE_MAX_CHILDREN; k++) {
     e->down_send[k] = dev[CUDA_CC_DOWN_SEND + k];
     e->down_recv[k] = dev[CUDA_CC_DOWN_RECV + k];
+  }
+  for (int k = 0; k < DIRECT_MAX_PEERS; k++) {
     e->peer_send[k] = dev[CUDA_CC_PEER_SEND + k];
     e->peer_recv[k] = dev[CUDA_CC_PEER_RECV + k];
   }

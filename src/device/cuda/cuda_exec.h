@@ -6,10 +6,14 @@
  *   conns.c      device mirrors of the transport's conn_fifo_t (one per channel, peer and
  *                direction; conn->step lives on in device memory across launches) and the
  *                per-channel table the kernel reads
- *   pack.c       work_t -> cuda_work_t (chunk clamping, root index, self pairs), and the split of
- *                a large plan into several launches that cannot deadlock
+ *   pack.c       work_t -> cuda_work_t (the planner decided everything: this looks up the
+ *                connections' device mirrors), and the split of a large plan into several
+ *                launches that cannot deadlock
+ *   local.c      plan.local: copies to self and one-rank collectives, as cudaMemcpyAsync or the
+ *                many-block scaling kernel (kernel_local.cu), beside the channels' kernel
  *   kernel_*.cu  the kernel's entry points, one per parameter block size, each its own
- *                translation unit (they compile in parallel); kernel.cu hands them to exec.c
+ *                translation unit (they compile in parallel); kernel.cu hands them to exec.c;
+ *                kernel_direct.cu the direct algorithms' kernel (direct_device.cuh)
  *   exec_block_device.cuh  the kernel: one block per channel walking its list of items
  *   *_device.cuh device code included by the kernel_*.cu only (steps, FIFO primitives,
  *                reductions)
@@ -111,16 +115,14 @@ typedef struct cuda_chan {
   cuda_conn_t* up_recv;                      /* from tree_up */
   cuda_conn_t* down_send[TREE_MAX_CHILDREN]; /* to the present children, in tree_down order */
   cuda_conn_t* down_recv[TREE_MAX_CHILDREN];
-  /* One-shot (nranks <= TREE_MAX_CHILDREN + 1): to and from every other rank, in rank order */
-  cuda_conn_t* peer_send[TREE_MAX_CHILDREN];
-  cuda_conn_t* peer_recv[TREE_MAX_CHILDREN];
+  /* Direct algorithms (nranks <= DIRECT_MAX_RANKS): to and from every other rank, in rank order */
+  cuda_conn_t* peer_send[DIRECT_MAX_PEERS];
+  cuda_conn_t* peer_recv[DIRECT_MAX_PEERS];
 } cuda_chan_t;
 
 /* ---- One work item as the kernel sees it ------------------------------------------------------
- * Units are elements for collectives and bytes for point-to-point (as the host executor). The
- * chunk is already clamped to the connections' slots, so both executors cut the same steps. */
-#define CUDA_WORK_SELF 0x1 /* a send to self: copy to self_dst (its paired receive is a no-op) */
-#define CUDA_WORK_SKIP 0x2 /* nothing to do (empty, or a receive from self done by its send) */
+ * work_t as the planner decided it: units are elements for collectives and bytes for
+ * point-to-point, the chunk fits every slot the item uses, root is the ring position. */
 typedef struct cuda_work {
   uint8_t func;  /* func_t */
   uint8_t algo;  /* ALGO_* */
@@ -128,9 +130,9 @@ typedef struct cuda_work {
   uint8_t dtype; /* ncclDataType_t */
   uint8_t op;    /* dev_op_kind_t */
   uint8_t scalar_on_device;
-  uint8_t flags;  /* CUDA_WORK_* */
+  uint8_t pad;
   uint8_t esize;  /* datatype size */
-  int32_t root;   /* Broadcast/Reduce: the root's index in the channel's ring */
+  int32_t root;   /* Broadcast/Reduce: the root's index in the channel's ring; Send/Recv: peer */
   uint32_t chunk; /* units per step (a slot holds at most INT_MAX bytes) */
   uint64_t count; /* work_t.count (elements) */
   uint64_t off;   /* the channel's slice, in units */
@@ -141,7 +143,6 @@ typedef struct cuda_work {
     uint64_t scalar;        /* collectives: PREMULSUM's scalar bits; SUMPOSTDIV: the divisor */
     const void* scalar_ptr; /* collectives: PREMULSUM with scalar_on_device */
     cuda_conn_t* conn;      /* point-to-point: the connection to or from the peer */
-    char* self_dst;         /* CUDA_WORK_SELF */
   } u;
 } cuda_work_t;
 
@@ -176,9 +177,8 @@ typedef struct cuda_progress {
 /* ---- Kernel parameters -------------------------------------------------------------------------
  * Blocks walk works[first[b], first[b+1]) on channel chan_id[b]. The kernels share one body and
  * differ in the size of their parameter block (CUDA_KERN_*, below). */
-/* A launch has a block per channel with work, and a second one for a channel whose list holds
- * copies to self (AlltoAll's own block): those run beside the transfers, on other SMs. */
-#define CUDA_MAX_BLOCKS (2 * PLAN_MAX_CHANNELS)
+/* A launch has a block per channel with work (copies to self run beside it: local.c). */
+#define CUDA_MAX_BLOCKS PLAN_MAX_CHANNELS
 typedef struct cuda_args_hdr {
   const cuda_chan_t* chans;
   const volatile uint32_t* abort_flag; /* device view of the communicator's abort flag */
@@ -239,6 +239,21 @@ extern "C" {
 /* kernel.cu: the kernels' entry points for cudaLaunchKernel (CUDA_KERN_*, kernel_*.cu; wide: the
  * CUDA_EXEC_WIDE_THREADS build, kernel_*_wide.cu). */
 const void* cuda_exec_kernel(int which, bool wide);
+/* kernel_local.cu: the scaling kernel of plan.local (PreMulSum on one rank): dst = src * scalar
+ * over count elements of dtype, with every thread of the grid. */
+typedef struct cuda_local_args {
+  const void* src;
+  void* dst;
+  uint64_t count;
+  uint64_t scalar;        /* the scalar's bits in the datatype */
+  const void* scalar_ptr; /* non-NULL: read the scalar here (ncclScalarDevice) */
+  int32_t dtype;          /* -1: a plain copy of count bytes (local.c: small eager copies) */
+} cuda_local_args_t;
+const void* cuda_local_kernel(void);
+/* kernel_direct.cu: the direct algorithms' kernel (a cuda_args_small_t parameter block, the narrow
+ * block: CUDA_EXEC_NARROW_THREADS). */
+const void* cuda_direct_kernel(void);
+#define CUDA_LOCAL_THREADS 512
 #ifdef __cplusplus
 }
 #endif
@@ -279,8 +294,8 @@ enum {
   CUDA_CC_DOWN_SEND,                                         /* + child index */
   CUDA_CC_DOWN_RECV = CUDA_CC_DOWN_SEND + TREE_MAX_CHILDREN, /* + child index */
   CUDA_CC_PEER_SEND = CUDA_CC_DOWN_RECV + TREE_MAX_CHILDREN, /* + index among the other ranks */
-  CUDA_CC_PEER_RECV = CUDA_CC_PEER_SEND + TREE_MAX_CHILDREN, /* + index among the other ranks */
-  CUDA_CC_COUNT = CUDA_CC_PEER_RECV + TREE_MAX_CHILDREN
+  CUDA_CC_PEER_RECV = CUDA_CC_PEER_SEND + DIRECT_MAX_PEERS,  /* + index among the other ranks */
+  CUDA_CC_COUNT = CUDA_CC_PEER_RECV + DIRECT_MAX_PEERS
 };
 
 typedef struct cuda_chan_host {
@@ -321,13 +336,18 @@ typedef struct cuda_exec {
   uint64_t launched;                    /* launches issued (b_launch numbers them) */
   uint64_t max_started, max_done;       /* the largest numbers read from h_progress */
   const void* kern[2][CUDA_KERN_COUNT]; /* [wide][CUDA_KERN_*] */
+  const void* kern_direct;              /* cuda_direct_kernel() */
   int wide_mode;                        /* CUDA_WIDE_*: from NCCL_NTHREADS */
   cudaEvent_t done;                     /* recorded after each launch outside stream capture */
   cudaStream_t last;                    /* the stream of that launch */
   bool have_last;
   cuda_split_t split;
+  /* local.c: plan.local beside a kernel runs on local_stream, forked from and joined to the
+   * launch stream with these events (made on first use) */
+  cudaStream_t local_stream;
+  cudaEvent_t local_fork, local_join;
+  int local_max_blocks;   /* the scaling kernel's grid limit (a few blocks per SM) */
   cuda_args_large_t args; /* the parameter block being filled (copied by each launch) */
-  cuda_work_t self_tmp[CUDA_LARGE_WORKS]; /* pack.c: a channel's copies to self, moved last */
 } cuda_exec_t;
 #define CUDA_POOL_BLOCK 128
 
@@ -343,6 +363,14 @@ ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c);
 ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cuda_conn_t** out);
 /* Waits for the writes issued by the two calls above (before a launch reads them). */
 ncclResult_t cuda_conns_flush(cuda_exec_t* ex);
+
+/* ---- local.c ------------------------------------------------------------------------------- */
+/* Runs plan.local on stream: alone (no kernel) straight on it (eager: not being captured), else
+ * on the local stream between cuda_local_fork (before the kernel's launch) and cuda_local_join. */
+ncclResult_t cuda_local_fork(cuda_exec_t* ex, cudaStream_t stream);
+ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream, bool eager);
+ncclResult_t cuda_local_join(cuda_exec_t* ex, cudaStream_t stream);
+void cuda_local_fini(cuda_exec_t* ex);
 
 /* ---- pack.c -------------------------------------------------------------------------------- */
 /* Packs plan into one or more launches on stream (see pack.c for the split rule). */

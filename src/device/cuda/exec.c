@@ -227,14 +227,26 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
       goto fail;
     }
   }
+  { /* the direct algorithms' kernel, loaded now too (not inside a later stream capture) */
+    struct cudaFuncAttributes attr;
+    ex->kern_direct = cuda_direct_kernel();
+    cudaError_t err = cudaFuncGetAttributes(&attr, ex->kern_direct);
+    if (err != cudaSuccess || attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
+      WARN("CUDA executor: the direct kernel does not load on device %d: %s", ex->device,
+           err != cudaSuccess ? cudaGetErrorString(err) : "too few threads per block");
+      res = ncclUnhandledCudaError;
+      goto fail;
+    }
+  }
   const int64_t nt = param_int(PARAM_NTHREADS);
   ex->wide_mode = nt == CUDA_EXEC_WIDE_THREADS     ? CUDA_WIDE_ALWAYS
                   : nt == CUDA_EXEC_NARROW_THREADS ? CUDA_WIDE_NEVER
                                                    : CUDA_WIDE_AUTO;
   if (nt != 0 && ex->wide_mode == CUDA_WIDE_AUTO)
-    WARN("NCCL_NTHREADS=%lld: Baton's kernels run %d or %d threads a block; ignoring it (each "
-         "launch chooses)",
-         (long long)nt, CUDA_EXEC_NARROW_THREADS, CUDA_EXEC_WIDE_THREADS);
+    WARN(
+        "NCCL_NTHREADS=%lld: Baton's kernels run %d or %d threads a block; ignoring it (each "
+        "launch chooses)",
+        (long long)nt, CUDA_EXEC_NARROW_THREADS, CUDA_EXEC_WIDE_THREADS);
   CHECK_GOTO(cuda_conns_init(ex), res, fail);
   INFO(NCCL_INIT,
        "CUDA executor: rank %d on device %d, %d channels, %d threads per block (%d when every "
@@ -293,14 +305,29 @@ static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool captu
 
 static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
   cuda_exec_t* ex = state;
-  if (plan == NULL || plan->nchannels <= 0) return ncclSuccess;
+  if (plan == NULL) return ncclSuccess;
+  bool kernel = false;
+  for (int c = 0; c < plan->nchannels; c++) kernel |= plan->nwork[c] > 0;
+  const bool local = plan->nlocal > 0;
+  if (!kernel && !local) return ncclSuccess; /* nothing to do: nothing is launched */
   CHECK(status_check(ex));
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
   if (cur != ex->device) CUDA_EXEC_CHECK(cudaSetDevice(ex->device));
+  if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusActive; /* unknown: as captured */
+    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+    ncclResult_t res = cuda_local_run(ex, plan, stream, cs == cudaStreamCaptureStatusNone);
+    if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
+    return res;
+  }
   bool capturing = false;
   ncclResult_t res = order_before(ex, stream, &capturing);
+  /* work without peers beside the kernel: forked before its launch, joined after */
+  if (res == ncclSuccess && local) res = cuda_local_fork(ex, stream);
   if (res == ncclSuccess) res = cuda_plan_launch(ex, plan, stream);
+  if (res == ncclSuccess && local) res = cuda_local_run(ex, plan, ex->local_stream, false);
+  if (res == ncclSuccess && local) res = cuda_local_join(ex, stream);
   if (res == ncclSuccess) res = order_after(ex, stream, capturing);
   if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
   return res;
@@ -313,6 +340,7 @@ static ncclResult_t cuda_exec_fini(void* state) {
   int cur = -1;
   if (cudaGetDevice(&cur) == cudaSuccess && cur != ex->device) (void)cudaSetDevice(ex->device);
   if (ex->side != NULL) (void)cudaStreamSynchronize(ex->side);
+  cuda_local_fini(ex);
   cuda_conns_fini(ex); /* cudaFree waits for kernels still running */
   if (ex->h_status != NULL) {
     if (!ex->status_reported && ex->h_status->error == CUDA_ERR_SIZE) res = status_check(ex);
@@ -330,7 +358,9 @@ static ncclResult_t cuda_exec_fini(void* state) {
 }
 
 /* Launches of one communicator run one after the other (order_before), so the last one recorded
- * finishing means all of them have. Launches captured into graphs are the graph's business. */
+ * finishing means all of them have. Launches captured into graphs are the graph's business, and
+ * plans of local copies alone (one rank, copies to self) use no resource of the communicator: the
+ * user's stream orders them. */
 static ncclResult_t cuda_exec_wait(void* state) {
   cuda_exec_t* ex = state;
   if (ex == NULL || !ex->have_last) return ncclSuccess;

@@ -7,8 +7,7 @@
  *    up step k through a shared-memory counter.
  *  - A run of consecutive point-to-point items splits the block into a send half and a receive
  *    half, each walking its own items in order, so a rank's send to A and its receive from B
- *    progress together. Sends to self were paired with their receives on the host: a copy, in
- *    a block of its own that the whole block copies (pack.c puts them there).
+ *    progress together. Copies to self never come here (plan.local: local.c).
  *  - After each item (or run) the block meets at a barrier that also tells every thread whether
  *    some group stopped (abort flag, or an error reported to the host); then the block returns.
  * Each connection's position (step) is loaded into shared memory when an item starts and written
@@ -259,61 +258,47 @@ static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t
   ln.ring = ch->ring_ranks;
   ln.has_up = ch->tree_up >= 0;
   ln.ndown = ch->ndown;
-  ln.self_out = nullptr; /* (a host executor lane) */
   return ln;
 }
 
 static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_args_hdr_t* hdr,
                                 const cuda_chan_t* ch, const cuda_work_t* w) {
   cuda_conn_t* src[GRP_CONNS] = {nullptr, nullptr, nullptr, nullptr};
-  if (hdr->nranks == 1 || w->algo == ALGO_RING) {
+  if (w->algo == ALGO_RING) {
     const grp_t g = group_all(sm);
     grp_shared_t& gs = sm.gs[0];
-    const bool local = hdr->nranks == 1;
     if (g.tid == 0) {
-      gs.ln = item_lane(hdr, ch, w, local ? LANE_LOCAL : LANE_RING);
+      gs.ln = item_lane(hdr, ch, w, LANE_RING);
       gs.r = item_red(w);
     }
-    if (!local) {
-      src[CONN_RING_RECV] = ch->ring_recv;
-      src[CONN_RING_SEND] = ch->ring_send;
-    }
+    src[CONN_RING_RECV] = ch->ring_recv;
+    src[CONN_RING_SEND] = ch->ring_send;
     conns_load(k, g, sm.home[0], src); /* also publishes gs to the group */
-    bool ok = lane_run(k, g, sm, gs, local ? PROTO_SIMPLE : w->proto, false, false);
+    bool ok = lane_run(k, g, sm, gs, w->proto, false, false);
     conns_store(g, sm.home[0]);
     return ok;
   }
   /* tree: up lane on the first half, down lane on the second (the root's down lane waits for
-   * its up lane); one-shot: send lane on the first half, receive lane on the second (which waits
-   * for the send of the same chunk: in place, the receive overwrites what the send reads) */
+   * its up lane) */
   if (threadIdx.x == 0) sm.up_done = 0;
   __syncthreads();
   int half;
   const grp_t g = group_half(sm, half);
   grp_shared_t& gs = sm.gs[half];
-  const bool oneshot = w->algo == ALGO_ONESHOT;
-  const bool ordered = oneshot || ch->tree_up < 0; /* the second half waits for the first */
+  const bool ordered = ch->tree_up < 0; /* the root's down half waits for its up half */
   if (g.tid == 0) {
-    const int kind = oneshot ? (half == 0 ? LANE_ONESHOT_SEND : LANE_ONESHOT_RECV)
-                             : (half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
-    gs.ln = item_lane(hdr, ch, w, kind);
+    gs.ln = item_lane(hdr, ch, w, half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
     gs.r = item_red(w);
   }
-  if (oneshot) {
-    for (int j = 0; j < hdr->nranks - 1; j++)
-      src[j] = half == 0 ? ch->peer_send[j] : ch->peer_recv[j];
-  } else {
-    for (int j = 0; j < ch->ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
-    if (ch->tree_up >= 0) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
-  }
+  for (int j = 0; j < ch->ndown; j++) src[j] = half == 0 ? ch->down_recv[j] : ch->down_send[j];
+  if (ch->tree_up >= 0) src[CONN_TREE_UP] = half == 0 ? ch->up_send : ch->up_recv;
   conns_load(k, g, sm.home[half], src);
   bool ok = lane_run(k, g, sm, gs, w->proto, half == 1 && ordered, half == 0 && ordered);
   conns_store(g, sm.home[half]);
   return ok;
 }
 
-/* A run of point-to-point items: sends on the first half, receives on the second. A send to self
- * is copied by the receive half, so the send half starts on the other peers at once (AlltoAll). */
+/* A run of point-to-point items: sends on the first half, receives on the second. */
 static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_args_hdr_t* hdr,
                                const cuda_chan_t* ch, const cuda_work_t* works, int nwork) {
   int half;
@@ -322,13 +307,7 @@ static __device__ bool p2p_run(const kctx_t& k, block_smem_t& sm, const cuda_arg
   const int mine = half == 0 ? FUNC_SEND : FUNC_RECV;
   for (int i = 0; i < nwork; i++) {
     const cuda_work_t* w = &works[i];
-    const bool self = (w->flags & CUDA_WORK_SELF) != 0;
-    if ((self ? FUNC_RECV : w->func) != mine) continue;
-    if (self) {
-      char* dst = w->u.self_dst;
-      copy_multi(w->sendbuff + w->off, &dst, 1, w->cnt, g.tid, g.nth);
-      continue;
-    }
+    if (w->func != mine) continue;
     if (g.tid == 0) {
       gs.ln = item_lane(hdr, ch, w, half == 0 ? LANE_SEND : LANE_RECV);
       gs.r.dtype = w->dtype;
@@ -378,21 +357,8 @@ static __device__ __noinline__ void exec_block(const cuda_args_hdr_t* hdr,
     const int func = works[i].func;
     if (func == FUNC_SEND || func == FUNC_RECV) {
       int j = i + 1;
-      bool all_self = (works[i].flags & CUDA_WORK_SELF) != 0;
-      while (j < end && (works[j].func == FUNC_SEND || works[j].func == FUNC_RECV)) {
-        all_self &= (works[j].flags & CUDA_WORK_SELF) != 0;
-        j++;
-      }
-      if (all_self) { /* a block of copies to self (pack.c): the whole block copies */
-        for (int q = i; q < j; q++) {
-          char* dst = works[q].u.self_dst;
-          copy_multi(works[q].sendbuff + works[q].off, &dst, 1, works[q].cnt, threadIdx.x,
-                     CUDA_EXEC_THREADS);
-        }
-        ok = true;
-      } else {
-        ok = p2p_run(k, sm, hdr, ch, works + i, j - i);
-      }
+      while (j < end && (works[j].func == FUNC_SEND || works[j].func == FUNC_RECV)) j++;
+      ok = p2p_run(k, sm, hdr, ch, works + i, j - i);
       i = j;
     } else {
       ok = coll_run(k, sm, hdr, ch, &works[i]);

@@ -1,11 +1,9 @@
 /* From a plan to kernel launches: work_t -> cuda_work_t, and the split of a plan too large for
  * one parameter block into several launches on the same stream.
  *
- * Packing decides on the host what the host executor decides per lane (lanes.c), so both
- * executors cut a connection into the same steps: a collective step carries at most work.chunk
- * elements (0: a slot's worth), clamped to the smallest slot of the connections the item uses;
- * a point-to-point step carries at most work.chunk * datatype size bytes, clamped to the slot;
- * sends to self are paired with receives from self, in order, within a channel's list.
+ * The planner decided every item (steps clamped to the slots, the root's ring position,
+ * point-to-point in bytes; copies to self are plan.local, run by local.c): packing looks up the
+ * device mirrors of the connections an item uses, checking that each exists and holds a step.
  *
  * Splitting (rare: more than CUDA_LARGE_WORKS items). Launches on one stream run one after the
  * other, so a split must never put an item in a later launch than an item some peer needs to
@@ -27,10 +25,16 @@ static bool func_is_p2p(int func) {
   return func == FUNC_SEND || func == FUNC_RECV;
 }
 
+static bool work_is_direct(const work_t* w) {
+  return !func_is_p2p(w->func) && (w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT);
+}
+
 /* ---- One item ----------------------------------------------------------------------------------
  */
-static ncclResult_t conn_cap(cuda_exec_t* ex, int c, int peer, int is_send, int proto, size_t* cap,
-                             bool* net) {
+/* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of
+ * step_bytes. */
+static ncclResult_t conn_check(cuda_exec_t* ex, int c, int peer, int is_send, int proto,
+                               size_t step_bytes, bool* net) {
   const dev_channel_t* dc = &ex->comm->channels[c];
   conn_fifo_t** tab = is_send ? dc->send : dc->recv;
   const conn_fifo_t* f = tab != NULL ? tab[peer] : NULL;
@@ -41,34 +45,22 @@ static ncclResult_t conn_cap(cuda_exec_t* ex, int c, int peer, int is_send, int 
         ex->comm->rank, is_send ? "to" : "from", peer, c);
     return ncclInternalError;
   }
-  size_t n = cuda_fifo_capacity(f, proto);
-  if (n < *cap) *cap = n;
-  if (f->flags & CONN_FLAG_NET) *net = true;
-  return ncclSuccess;
-}
-
-/* Units per step: want (0: no preference) clamped to the slot capacity cap_bytes. */
-static ncclResult_t item_chunk(const cuda_exec_t* ex, int c, const work_t* w, size_t unit,
-                               size_t want, size_t cap_bytes, cuda_work_t* o) {
-  size_t cap = cap_bytes / unit;
-  if (cap == 0) {
+  size_t cap = cuda_fifo_capacity(f, proto);
+  if (step_bytes > cap) {
     WARN(
-        "CUDA executor: rank %d channel %d: a %s FIFO slot of %zu data bytes cannot hold one "
-        "element of %zu bytes%s",
-        ex->comm->rank, c,
-        w->proto == PROTO_LL      ? "LL"
-        : w->proto == PROTO_LL128 ? "LL128"
-                                  : "Simple",
-        cap_bytes, unit,
-        w->proto == PROTO_LL128 && cap_bytes == 0
-            ? " (the connection has no LL128 buffer: LL128 needs one on every connection it uses; "
-              "set NCCL_PROTO to exclude LL128)"
-            : "; raise NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE");
+        "CUDA executor: rank %d channel %d: a step of %zu bytes does not fit the %s slot of %zu "
+        "bytes %s rank %d%s",
+        ex->comm->rank, c, step_bytes,
+        proto == PROTO_LL      ? "LL"
+        : proto == PROTO_LL128 ? "LL128"
+                               : "Simple",
+        cap, is_send ? "to" : "from", peer,
+        proto == PROTO_LL128 && cap == 0
+            ? " (the connection has no LL128 buffer: set NCCL_PROTO to exclude LL128)"
+            : "");
     return ncclInternalError;
   }
-  size_t chunk = want == 0 || want > cap ? cap : want;
-  if (chunk > UINT32_MAX) chunk = UINT32_MAX;
-  o->chunk = (uint32_t)chunk;
+  if (f->flags & CONN_FLAG_NET) *net = true;
   return ncclSuccess;
 }
 
@@ -77,11 +69,12 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
   const dev_channel_t* dc = &comm->channels[c];
   size_t esize = datatype_size((ncclDataType_t)w->dtype);
   if (esize == 0 || w->func >= FUNC_COUNT || w->proto >= PROTO_COUNT ||
-      w->op.kind >= DEV_OP_COUNT) {
+      w->op.kind >= DEV_OP_COUNT || w->chan_count == 0 || w->chunk == 0 || w->chunk > UINT32_MAX ||
+      comm->nranks < 2) {
     WARN(
-        "CUDA executor: work item with function %d, protocol %d, datatype %d, operation %d on "
-        "channel %d is invalid",
-        w->func, w->proto, w->dtype, w->op.kind, c);
+        "CUDA executor: work item with function %d, protocol %d, datatype %d, operation %d, "
+        "%zu units in steps of %zu on channel %d of a communicator of %d ranks is invalid",
+        w->func, w->proto, w->dtype, w->op.kind, w->chan_count, w->chunk, c, comm->nranks);
     return ncclInternalError;
   }
   memset(o, 0, sizeof(*o));
@@ -92,96 +85,76 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
   o->op = w->op.kind;
   o->scalar_on_device = w->op.scalar_on_device && w->op.scalar_ptr != NULL;
   o->esize = (uint8_t)esize;
-  o->root = -1;
+  o->root = w->root_idx;
   o->count = w->count;
+  o->off = w->chan_off;
+  o->cnt = w->chan_count;
+  o->chunk = (uint32_t)w->chunk;
   o->sendbuff = (const char*)w->sendbuff;
   o->recvbuff = (char*)w->recvbuff;
-  if (w->count == 0 || w->chan_count == 0) {
-    o->flags = CUDA_WORK_SKIP;
-    return ncclSuccess;
-  }
 
   if (func_is_p2p(w->func)) { /* point-to-point counts in bytes */
     int is_send = w->func == FUNC_SEND;
-    o->off = w->chan_off * esize;
-    o->cnt = w->chan_count * esize;
-    if (w->root < 0 || w->root >= comm->nranks) {
-      WARN("CUDA executor: %s peer %d is not a rank of this communicator of %d ranks",
-           is_send ? "send" : "receive", w->root, comm->nranks);
+    if (w->root < 0 || w->root >= comm->nranks || w->root == comm->rank) {
+      WARN("CUDA executor: %s peer %d on rank %d of %d (copies to self are local operations)",
+           is_send ? "send" : "receive", w->root, comm->rank, comm->nranks);
       return ncclInternalError;
     }
     o->root = w->root;
-    if (w->root == comm->rank) { /* paired by the caller */
-      o->flags = is_send ? CUDA_WORK_SELF : CUDA_WORK_SKIP;
-      return ncclSuccess;
-    }
-    size_t cap = SIZE_MAX;
-    CHECK(conn_cap(ex, c, w->root, is_send, w->proto, &cap, net));
-    CHECK(item_chunk(ex, c, w, 1, w->chunk * esize, cap, o));
+    CHECK(conn_check(ex, c, w->root, is_send, w->proto, w->chunk, net));
     return cuda_conn_mirror(ex, c, w->root, is_send, &o->u.conn);
   }
 
-  o->off = w->chan_off;
-  o->cnt = w->chan_count;
   if (o->scalar_on_device)
     o->u.scalar_ptr = w->op.scalar_ptr;
   else
     o->u.scalar = w->op.scalar;
-  if (comm->nranks == 1) { /* one local step */
-    o->chunk = 0;
-    return ncclSuccess;
-  }
-  size_t cap = SIZE_MAX;
+  const size_t step = w->chunk * esize;
   if (w->algo == ALGO_RING) {
-    CHECK(conn_cap(ex, c, dc->ring_next, 1, w->proto, &cap, net));
-    CHECK(conn_cap(ex, c, dc->ring_prev, 0, w->proto, &cap, net));
-    if (w->func == FUNC_BROADCAST || w->func == FUNC_REDUCE) {
-      for (int i = 0; i < comm->nranks && dc->ring_ranks != NULL; i++)
-        if (dc->ring_ranks[i] == w->root) o->root = i;
-      if (o->root < 0) {
-        WARN("CUDA executor: root rank %d is not in channel %d's ring of %d ranks", w->root, c,
-             comm->nranks);
-        return ncclInternalError;
-      }
+    CHECK(conn_check(ex, c, dc->ring_next, 1, w->proto, step, net));
+    CHECK(conn_check(ex, c, dc->ring_prev, 0, w->proto, step, net));
+    if ((w->func == FUNC_BROADCAST || w->func == FUNC_REDUCE) &&
+        (w->root_idx < 0 || w->root_idx >= comm->nranks)) {
+      WARN("CUDA executor: channel %d: ring position %d of the root is not one of %d ranks", c,
+           w->root_idx, comm->nranks);
+      return ncclInternalError;
     }
   } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE) {
-    if (dc->tree_up >= 0) {
-      CHECK(conn_cap(ex, c, dc->tree_up, 1, w->proto, &cap, net));
-      CHECK(conn_cap(ex, c, dc->tree_up, 0, w->proto, &cap, net));
-    }
-    for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
-      if (dc->tree_down[j] < 0) continue;
-      CHECK(conn_cap(ex, c, dc->tree_down[j], 1, w->proto, &cap, net));
-      CHECK(conn_cap(ex, c, dc->tree_down[j], 0, w->proto, &cap, net));
-    }
-    if (cap == SIZE_MAX) {
+    bool linked = dc->tree_up >= 0;
+    for (int j = 0; j < TREE_MAX_CHILDREN; j++) linked |= dc->tree_down[j] >= 0;
+    if (!linked) {
       WARN(
           "CUDA executor: rank %d is alone in channel %d's tree of %d ranks (no parent, no "
           "children)",
           comm->rank, c, comm->nranks);
       return ncclInternalError;
     }
-  } else if (w->algo == ALGO_ONESHOT && w->func == FUNC_ALLREDUCE) {
-    if (comm->nranks > TREE_MAX_CHILDREN + 1 || w->op.kind == DEV_OP_PREMULSUM) {
-      WARN(
-          "CUDA executor: one-shot AllReduce runs on 2 to %d ranks without PreMulSum (got %d "
-          "ranks, op %d)",
-          TREE_MAX_CHILDREN + 1, comm->nranks, w->op.kind);
-      return ncclInternalError;
+    if (dc->tree_up >= 0) {
+      CHECK(conn_check(ex, c, dc->tree_up, 1, w->proto, step, net));
+      CHECK(conn_check(ex, c, dc->tree_up, 0, w->proto, step, net));
     }
+    for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
+      if (dc->tree_down[j] < 0) continue;
+      CHECK(conn_check(ex, c, dc->tree_down[j], 1, w->proto, step, net));
+      CHECK(conn_check(ex, c, dc->tree_down[j], 0, w->proto, step, net));
+    }
+  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) &&
+             comm->nranks <= DIRECT_MAX_RANKS && w->proto == PROTO_LL && w->func != FUNC_REDUCE &&
+             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+    o->root = w->root; /* a direct Broadcast's root: its rank */
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
-      CHECK(conn_cap(ex, c, p, 1, w->proto, &cap, net));
-      CHECK(conn_cap(ex, c, p, 0, w->proto, &cap, net));
+      CHECK(conn_check(ex, c, p, 1, w->proto, step, net));
+      CHECK(conn_check(ex, c, p, 0, w->proto, step, net));
     }
   } else {
     WARN(
-        "CUDA executor: algorithm %d cannot run function %d (tree and one-shot run AllReduce "
-        "only)",
-        w->algo, w->func);
+        "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
+        "and TwoShot run AllReduce only; the direct algorithms LL, up to %d ranks, no Reduce)",
+        w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS);
     return ncclInternalError;
   }
-  return item_chunk(ex, c, w, esize, w->chunk, cap, o);
+  return ncclSuccess;
 }
 
 /* ---- Building one launch ----------------------------------------------------------------------
@@ -189,21 +162,18 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
 typedef struct builder {
   int nblocks;
   int nworks;
-  int chan_first; /* first item of the channel being filled */
-  bool net;       /* some item uses a connection the proxy drives */
+  int chan_first;  /* first item of the channel being filled */
+  bool net;        /* some item uses a connection the proxy drives */
   bool not_simple; /* some item runs LL or LL128: the launch takes the narrow kernel */
-  int self_recv;  /* next self receive to pair within the channel being filled */
+  bool direct;     /* the items are direct ones: the launch takes the direct kernel */
 } builder_t;
 
 static void b_reset(builder_t* b) {
   *b = (builder_t){.nblocks = 0};
 }
 
-static void b_open(cuda_exec_t* ex, builder_t* b, int c) {
-  (void)c;
+static void b_open(builder_t* b) {
   b->chan_first = b->nworks;
-  b->self_recv = b->nworks;
-  (void)ex;
 }
 
 static ncclResult_t b_item(cuda_exec_t* ex, builder_t* b, int c, const work_t* w) {
@@ -211,72 +181,23 @@ static ncclResult_t b_item(cuda_exec_t* ex, builder_t* b, int c, const work_t* w
     WARN("CUDA executor: internal error: a launch of more than %d items", CUDA_LARGE_WORKS);
     return ncclInternalError;
   }
+  if (b->nworks > 0 && work_is_direct(w) != b->direct) {
+    WARN("CUDA executor: internal error: a launch mixing direct and other items");
+    return ncclInternalError;
+  }
   CHECK(pack_item(ex, c, w, &ex->args.works[b->nworks], &b->net));
   b->not_simple |= w->proto != PROTO_SIMPLE;
+  b->direct = work_is_direct(w);
   b->nworks++;
   return ncclSuccess;
 }
 
-/* Pairs the channel's sends to self with its receives from self (in order), drops what has
- * nothing to do, and closes the channel's block. */
-static ncclResult_t b_close(cuda_exec_t* ex, builder_t* b, int c) {
-  cuda_work_t* works = ex->args.works;
-  int r = b->chan_first;
-  for (int s = b->chan_first; s < b->nworks; s++) {
-    cuda_work_t* sw = &works[s];
-    if (!(sw->flags & CUDA_WORK_SELF)) continue;
-    while (r < b->nworks && !(works[r].func == FUNC_RECV && works[r].root == ex->comm->rank &&
-                              works[r].cnt > 0 && works[r].u.self_dst == NULL))
-      r++;
-    if (r == b->nworks) goto unmatched;
-    if (works[r].cnt != sw->cnt) {
-      WARN(
-          "CUDA executor: rank %d channel %d: a send to self of %llu bytes is paired with a "
-          "receive from self of %llu bytes",
-          ex->comm->rank, c, (unsigned long long)sw->cnt, (unsigned long long)works[r].cnt);
-      return ncclInvalidUsage;
-    }
-    sw->u.self_dst = works[r].recvbuff + works[r].off;
-    works[r].u.self_dst = sw->u.self_dst; /* marks it paired */
-    r++;
-  }
-  for (int i = b->chan_first; i < b->nworks; i++) {
-    const cuda_work_t* w = &works[i];
-    if (w->func == FUNC_RECV && w->root == ex->comm->rank && w->cnt > 0 && w->u.self_dst == NULL)
-      goto unmatched;
-  }
-  /* compact: drop items with nothing to do; copies to self go last, in a block of their own
-   * (they wait for nobody, so they run beside the channel's transfers instead of before them) */
-  int k = b->chan_first, nself = 0;
-  for (int i = b->chan_first; i < b->nworks; i++) {
-    if (works[i].flags & CUDA_WORK_SKIP) continue;
-    if (works[i].flags & CUDA_WORK_SELF) {
-      ex->self_tmp[nself++] = works[i];
-      continue;
-    }
-    if (k != i) works[k] = works[i];
-    k++;
-  }
-  const int self_first = k;
-  for (int i = 0; i < nself; i++) works[k++] = ex->self_tmp[i];
-  b->nworks = k;
-  if (self_first > b->chan_first) {
-    ex->args.hdr.first[b->nblocks] = (uint16_t)b->chan_first;
-    ex->args.hdr.chan_id[b->nblocks] = (uint8_t)c;
-    b->nblocks++;
-  }
-  if (nself > 0) {
-    ex->args.hdr.first[b->nblocks] = (uint16_t)self_first;
-    ex->args.hdr.chan_id[b->nblocks] = (uint8_t)c;
-    b->nblocks++;
-  }
-  return ncclSuccess;
-unmatched:
-  WARN(
-      "CUDA executor: rank %d channel %d: a send to self and a receive from self must come in "
-      "pairs in the same channel's list",
-      ex->comm->rank, c);
-  return ncclInvalidUsage;
+/* Closes the channel's block: a block of the launch walks the items packed since b_open. */
+static void b_close(cuda_exec_t* ex, builder_t* b, int c) {
+  if (b->nworks == b->chan_first) return;
+  ex->args.hdr.first[b->nblocks] = (uint16_t)b->chan_first;
+  ex->args.hdr.chan_id[b->nblocks] = (uint8_t)c;
+  b->nblocks++;
 }
 
 static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream) {
@@ -299,12 +220,22 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
                     : b->nworks <= CUDA_MEDIUM_WORKS ? CUDA_KERN_MEDIUM
                                                      : CUDA_KERN_LARGE;
   void* params[] = {&ex->args};
-  const bool wide = ex->wide_mode == CUDA_WIDE_ALWAYS ||
-                    (ex->wide_mode == CUDA_WIDE_AUTO && !b->not_simple);
+  const bool wide =
+      ex->wide_mode == CUDA_WIDE_ALWAYS || (ex->wide_mode == CUDA_WIDE_AUTO && !b->not_simple);
   dim3 grid = {(unsigned)b->nblocks, 1, 1};
   dim3 block = {CUDA_EXEC_BLOCK_THREADS(wide), 1, 1};
-  cudaError_t err =
-      cudaLaunchKernel(ex->kern[wide][which], grid, block, params, CUDA_EXEC_STAGE_BYTES, stream);
+  const void* kern = ex->kern[wide][which];
+  size_t smem = CUDA_EXEC_STAGE_BYTES;
+  if (b->direct) { /* the small parameter block (the caller keeps to it), the narrow block */
+    if (b->nworks > CUDA_SMALL_WORKS) {
+      WARN("CUDA executor: internal error: a direct launch of %d items", b->nworks);
+      return ncclInternalError;
+    }
+    kern = ex->kern_direct;
+    block.x = CUDA_EXEC_NARROW_THREADS;
+    smem = 0;
+  }
+  cudaError_t err = cudaLaunchKernel(kern, grid, block, params, smem, stream);
   if (err != cudaSuccess) {
     WARN("CUDA executor: rank %d: launching the kernel (%d blocks, %d items) failed: %s",
          ex->comm->rank, b->nblocks, b->nworks, cudaGetErrorString(err));
@@ -366,13 +297,39 @@ static void p2p_keys(const cuda_exec_t* ex, const work_t* works, int lo, int n, 
   }
 }
 
+/* The collectives (the first ncoll[c] items of each channel) in launches of at most cap items:
+ * launch r takes items [r*q, (r+1)*q) of every channel, q the same on every rank, so every rank's
+ * launch r holds exactly the partners of its items. */
+static ncclResult_t launch_rounds(cuda_exec_t* ex, const plan_t* plan, const int* ncoll, int cap,
+                                  cudaStream_t stream) {
+  int nchan_coll = 0, max_coll = 0;
+  for (int c = 0; c < plan->nchannels; c++) {
+    if (ncoll[c] > 0) nchan_coll++;
+    if (ncoll[c] > max_coll) max_coll = ncoll[c];
+  }
+  if (nchan_coll == 0) return ncclSuccess;
+  builder_t b;
+  b_reset(&b);
+  const int q = cap / nchan_coll;
+  for (int lo = 0; lo < max_coll; lo += q) {
+    for (int c = 0; c < plan->nchannels; c++) {
+      int hi = lo + q < ncoll[c] ? lo + q : ncoll[c];
+      if (lo >= hi) continue;
+      b_open(&b);
+      for (int i = lo; i < hi; i++) CHECK(b_item(ex, &b, c, &plan->works[c][i]));
+      b_close(ex, &b, c);
+    }
+    CHECK(b_launch(ex, &b, stream));
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t launch_split(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream,
                                  size_t total) {
   cuda_split_t* s = &ex->split;
   CHECK(split_reserve(s, total));
   int ncoll[PLAN_MAX_CHANNELS];
   size_t base[PLAN_MAX_CHANNELS];
-  int nchan_coll = 0, max_coll = 0;
   size_t at = 0;
   for (int c = 0; c < plan->nchannels; c++) {
     const work_t* ws = plan->works[c];
@@ -388,27 +345,12 @@ static ncclResult_t launch_split(cuda_exec_t* ex, const plan_t* plan, cudaStream
         return ncclInternalError;
       }
     }
-    if (i > 0) nchan_coll++;
-    if (i > max_coll) max_coll = i;
     base[c] = at;
     at += (size_t)n;
   }
   builder_t b;
   b_reset(&b);
-  /* Collectives: the same rounds on every rank. */
-  if (nchan_coll > 0) {
-    int q = CUDA_LARGE_WORKS / nchan_coll;
-    for (int lo = 0; lo < max_coll; lo += q) {
-      for (int c = 0; c < plan->nchannels; c++) {
-        int hi = lo + q < ncoll[c] ? lo + q : ncoll[c];
-        if (lo >= hi) continue;
-        b_open(ex, &b, c);
-        for (int i = lo; i < hi; i++) CHECK(b_item(ex, &b, c, &plan->works[c][i]));
-        CHECK(b_close(ex, &b, c));
-      }
-      CHECK(b_launch(ex, &b, stream));
-    }
-  }
+  CHECK(launch_rounds(ex, plan, ncoll, CUDA_LARGE_WORKS, stream));
   /* Point-to-point: key ranges over all channels. */
   size_t nkeys = 0;
   for (int c = 0; c < plan->nchannels; c++) {
@@ -434,11 +376,11 @@ static ncclResult_t launch_split(cuda_exec_t* ex, const plan_t* plan, cudaStream
       for (int i = ncoll[c]; i < plan->nwork[c]; i++) {
         uint64_t key = s->keys[base[c] + (size_t)i];
         if (key < k0 || key > k1) continue;
-        if (!open) b_open(ex, &b, c);
+        if (!open) b_open(&b);
         open = true;
         CHECK(b_item(ex, &b, c, &plan->works[c][i]));
       }
-      if (open) CHECK(b_close(ex, &b, c));
+      if (open) b_close(ex, &b, c);
     }
     CHECK(b_launch(ex, &b, stream));
     k = end;
@@ -460,17 +402,39 @@ ncclResult_t cuda_plan_launch(cuda_exec_t* ex, const plan_t* plan, cudaStream_t 
     total += (size_t)plan->nwork[c];
     bool coll = false;
     for (int i = 0; i < plan->nwork[c] && !coll; i++) coll = !func_is_p2p(plan->works[c][i].func);
-    if (coll && ex->comm->nranks > 1) CHECK(cuda_chan_sync(ex, c));
+    if (coll) CHECK(cuda_chan_sync(ex, c));
   }
   if (total == 0) return ncclSuccess;
+  /* Direct collectives (all of the plan's collectives or none: plan.c) go first, in the direct
+   * kernel; then the point-to-point items, as on every rank. */
+  int ncoll[PLAN_MAX_CHANNELS];
+  bool direct = false;
+  for (int c = 0; c < plan->nchannels; c++) {
+    ncoll[c] = 0;
+    while (ncoll[c] < plan->nwork[c] && !func_is_p2p(plan->works[c][ncoll[c]].func)) ncoll[c]++;
+    for (int i = 0; i < ncoll[c]; i++) direct |= work_is_direct(&plan->works[c][i]);
+  }
+  plan_t rest;
+  if (direct) {
+    CHECK(launch_rounds(ex, plan, ncoll, CUDA_SMALL_WORKS, stream));
+    rest = *plan;
+    total = 0;
+    for (int c = 0; c < plan->nchannels; c++) {
+      rest.works[c] = plan->works[c] + ncoll[c];
+      rest.nwork[c] = plan->nwork[c] - ncoll[c];
+      total += (size_t)rest.nwork[c];
+    }
+    if (total == 0) return ncclSuccess;
+    plan = &rest;
+  }
   if (total > (size_t)CUDA_LARGE_WORKS) return launch_split(ex, plan, stream, total);
   builder_t b;
   b_reset(&b);
   for (int c = 0; c < plan->nchannels; c++) {
     if (plan->nwork[c] <= 0) continue;
-    b_open(ex, &b, c);
+    b_open(&b);
     for (int i = 0; i < plan->nwork[c]; i++) CHECK(b_item(ex, &b, c, &plan->works[c][i]));
-    CHECK(b_close(ex, &b, c));
+    b_close(ex, &b, c);
   }
   return b_launch(ex, &b, stream);
 }

@@ -250,6 +250,24 @@ static ncclResult_t exec_drain_net_sends(host_exec_t* ex, const plan_t* plan) {
   return ncclSuccess;
 }
 
+/* Work without peers, on the launching thread: copies (memmove: in place never reaches here, but a
+ * user's overlapping buffers stay defined) and PreMulSum scalings. */
+static ncclResult_t exec_local_run(const plan_t* plan) {
+  for (int i = 0; i < plan->nlocal; i++) {
+    const local_op_t* l = &plan->local[i];
+    size_t esize = datatype_size((ncclDataType_t)l->dtype);
+    if (esize == 0) {
+      WARN("Host executor: a local operation of datatype %d is invalid", l->dtype);
+      return ncclInternalError;
+    }
+    if (l->op.kind == DEV_OP_PREMULSUM)
+      host_reduce(l->dst, l->src, NULL, l->count, l->dtype, &l->op);
+    else
+      memmove(l->dst, l->src, l->count * esize);
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t exec_run(host_exec_t* ex, const plan_t* plan);
 
 /* Counts the launch in and out (fini waits for launches inside) and numbers it for the progress
@@ -283,6 +301,7 @@ static ncclResult_t exec_run(host_exec_t* ex, const plan_t* plan) {
          comm->nchannels);
     return ncclInternalError;
   }
+  CHECK(exec_local_run(plan));
   if (comm->proxy_wake != NULL && plan_uses_net(comm, plan)) comm->proxy_wake(comm->arg);
   for (int c = 1; c < plan->nchannels; c++)
     if (plan->nwork[c] > 0) CHECK(chan_start(ex, c));

@@ -7,9 +7,9 @@
  *   steps.c  the step math of device/steps.h (shared with the CUDA executor), roles to peers
  *   prims.c  one step over the FIFOs: readiness, Simple and LL slots, reduce, publish
  *
- * A step receives at most one slot from each of up to TREE_MAX_CHILDREN peers, combines it with
+ * A step receives at most one slot from each of up to STEP_MAX_PEERS peers, combines it with
  * this rank's data, writes the user's output and fills one slot to each of up to
- * TREE_MAX_CHILDREN peers. A step runs only when all of its connections are ready, so it never
+ * STEP_MAX_PEERS peers. A step runs only when all of its connections are ready, so it never
  * blocks: a channel progresses all its active lanes round-robin and waits only when none moved. */
 #ifndef BATON_DEVICE_HOST_EXEC_H
 #define BATON_DEVICE_HOST_EXEC_H
@@ -31,10 +31,12 @@ typedef struct host_step {
   char* out;         /* the user's output for the step (NULL: none) */
   size_t nelem;      /* elements (bytes for point-to-point) */
   int nrecv, nsend;
-  int recv_peer[TREE_MAX_CHILDREN];
-  int send_peer[TREE_MAX_CHILDREN];
+  int recv_peer[STEP_MAX_PEERS];
+  int send_peer[STEP_MAX_PEERS];
   bool reduce; /* combine local and received data with the op (local gets the pre-op); else copy */
   bool postop; /* the result is final: apply host_postop before writing and sending it */
+  int local_pos;            /* step_t's: >= 0, every source pre-op'd, combined in rank order */
+  size_t part, peer_stride; /* step_t's per-peer spans (steps_peer_span) */
 } host_step_t;
 
 /* ---- Lanes ------------------------------------------------------------------------------------
@@ -50,17 +52,18 @@ typedef struct host_lane {
   int up;                       /* tree parent (HOST_NO_PEER at the root) */
   int down[TREE_MAX_CHILDREN];  /* tree children, geo.ndown of them */
   int peer;                     /* point-to-point */
+  int dpeer[STEP_MAX_PEERS];    /* direct lanes: the other ranks, in rank order */
   const struct host_lane* gate; /* step k waits until gate->pos > k (tree root: down after up) */
   int pred;                     /* index in the segment of a lane that must finish first, -1 */
   /* The peers the last blocked attempt waited on (every not-ready connection of the step). */
   int nwait;
-  int wait_peers[2 * TREE_MAX_CHILDREN];
+  int wait_peers[2 * STEP_MAX_PEERS];
 } host_lane_t;
 
 /* ---- Channels and the executor ----------------------------------------------------------------
  */
-#define HOST_STAGES (TREE_MAX_CHILDREN + 1) /* LL: one per received slot, one for the send data */
-#define HOST_STAGE_SEND TREE_MAX_CHILDREN
+#define HOST_STAGES (STEP_MAX_PEERS + 1) /* LL: one per received slot, one for the send data */
+#define HOST_STAGE_SEND STEP_MAX_PEERS
 
 struct host_exec;
 typedef struct host_chan {

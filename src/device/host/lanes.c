@@ -4,13 +4,11 @@
  * down, the root's down lane gated on its up lane); it runs to completion before the next item.
  * A run of consecutive point-to-point items becomes one lane each, all progressed together, so
  * a rank may post its send to A before its receive from B while A does the opposite. Items to the
- * same peer in the same direction share a connection and stay in posting order; a send to self
- * is paired with the receive from self at the same position among the segment's self receives.
+ * same peer in the same direction share a connection and stay in posting order.
  *
- * Chunking (both ends of a connection must agree): a collective step carries at most
- * work.chunk elements (0: as many as a slot holds), clamped to the smallest slot of the
- * connections the item uses; a point-to-point step carries at most work.chunk * datatype size
- * bytes, clamped to the slot. */
+ * The planner decided everything about each item (steps of work.chunk units, clamped to the slots;
+ * the root's ring position; point-to-point in bytes; copies to self are plan.local, not items):
+ * this file only checks that the connections it needs exist and hold a step. */
 #include <stdlib.h>
 
 #include "device/host/host_exec.h"
@@ -50,10 +48,11 @@ static ncclResult_t work_check(const host_chan_t* ch, const work_t* w, size_t* e
   return ncclSuccess;
 }
 
-/* Smallest slot (bytes) over the connections to and from the listed peers; a missing one fails. */
-static ncclResult_t conns_capacity(const host_chan_t* ch, int proto, const int* peers, int npeers,
-                                   bool send, bool recv, size_t* cap) {
+/* Every connection to and from the listed peers exists and a slot holds a step of the lane. */
+static ncclResult_t conns_check(host_chan_t* ch, host_lane_t* ln, const int* peers, int npeers,
+                                bool send, bool recv) {
   const dev_channel_t* dc = host_chan_dev(ch);
+  const size_t step_bytes = ln->geo.chunk * ln->geo.unit;
   for (int j = 0; j < npeers; j++) {
     for (int dir = 0; dir < 2; dir++) {
       if (!(dir == 0 ? send : recv)) continue;
@@ -65,26 +64,17 @@ static ncclResult_t conns_capacity(const host_chan_t* ch, int proto, const int* 
             ch->ex->comm->rank, dir == 0 ? "to" : "from", peers[j], ch->id);
         return ncclInternalError;
       }
-      size_t c = host_fifo_capacity(f, proto);
-      if (c < *cap) *cap = c;
+      if (step_bytes == 0 || step_bytes > host_fifo_capacity(f, ln->geo.proto)) {
+        WARN(
+            "Host executor: channel %d: a step of %zu bytes does not fit a %s slot of %zu bytes "
+            "(the planner sizes steps to the slots)",
+            ch->id, step_bytes, ln->geo.proto == PROTO_LL ? "LL" : "Simple",
+            host_fifo_capacity(f, ln->geo.proto));
+        return ncclInternalError;
+      }
     }
   }
-  return ncclSuccess;
-}
-
-/* Step size in units: want (0: no preference) clamped to cap_bytes. */
-static ncclResult_t lane_set_chunk(host_chan_t* ch, host_lane_t* ln, size_t want,
-                                   size_t cap_bytes) {
-  size_t cap = cap_bytes / ln->geo.unit;
-  if (cap == 0) {
-    WARN(
-        "Host executor: channel %d: a %s FIFO slot of %zu bytes cannot hold one element of %zu "
-        "bytes; raise NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE",
-        ch->id, ln->geo.proto == PROTO_LL ? "LL" : "Simple", cap_bytes, ln->geo.unit);
-    return ncclInternalError;
-  }
-  ln->geo.chunk = want == 0 || want > cap ? cap : want;
-  if (ln->geo.proto == PROTO_LL) CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
+  if (ln->geo.proto == PROTO_LL) CHECK(host_chan_stage_reserve(ch, step_bytes));
   return ncclSuccess;
 }
 
@@ -98,8 +88,10 @@ static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, s
                               .count = w->count,
                               .off = w->chan_off,
                               .cnt = w->chan_count,
+                              .chunk = w->chunk,
                               .n = comm->nranks,
-                              .rank = comm->rank},
+                              .rank = comm->rank,
+                              .root_idx = w->root_idx},
                       .dtype = w->dtype,
                       .op = &w->op,
                       .prev = HOST_NO_PEER,
@@ -156,19 +148,6 @@ static ncclResult_t lanes_run(host_chan_t* ch, host_lane_t* lanes, int nlanes) {
   return ncclSuccess;
 }
 
-static ncclResult_t ring_root_index(const host_chan_t* ch, const host_lane_t* ln, int root,
-                                    int* idx) {
-  for (int i = 0; i < ln->geo.n; i++) {
-    if (ln->geo.ring[i] == root) {
-      *idx = i;
-      return ncclSuccess;
-    }
-  }
-  WARN("Host executor: root rank %d is not in channel %d's ring of %d ranks", root, ch->id,
-       ln->geo.n);
-  return ncclInternalError;
-}
-
 ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   const dev_channel_t* dc = host_chan_dev(ch);
   size_t esize;
@@ -178,85 +157,53 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   host_lane_t* ln = &ch->lanes[0];
   lane_init(ln, ch, w, esize);
   int nlanes = 1;
-  if (ln->geo.n == 1) {
-    ln->geo.kind = LANE_LOCAL;
-  } else if (w->algo == ALGO_RING) {
+  if (w->algo == ALGO_RING && ln->geo.n > 1) {
     ln->geo.kind = LANE_RING;
     ln->geo.ring = dc->ring_ranks;
     ln->geo.idx = dc->ring_index;
     ln->prev = dc->ring_prev;
     ln->next = dc->ring_next;
-    if (w->func == FUNC_BROADCAST || w->func == FUNC_REDUCE)
-      CHECK(ring_root_index(ch, ln, w->root, &ln->geo.root_idx));
-    size_t cap = SIZE_MAX;
-    CHECK(conns_capacity(ch, w->proto, &ln->next, 1, true, false, &cap));
-    CHECK(conns_capacity(ch, w->proto, &ln->prev, 1, false, true, &cap));
-    CHECK(lane_set_chunk(ch, ln, w->chunk, cap));
-  } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE) {
+    CHECK(conns_check(ch, ln, &ln->next, 1, true, false));
+    CHECK(conns_check(ch, ln, &ln->prev, 1, false, true));
+  } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE && ln->geo.n > 1) {
     ln->geo.kind = LANE_TREE_UP;
     ln->up = dc->tree_up;
     ln->geo.has_up = ln->up >= 0;
     for (int j = 0; j < TREE_MAX_CHILDREN; j++)
       if (dc->tree_down[j] >= 0) ln->down[ln->geo.ndown++] = dc->tree_down[j];
-    size_t cap = SIZE_MAX;
-    if (ln->up >= 0) CHECK(conns_capacity(ch, w->proto, &ln->up, 1, true, true, &cap));
-    CHECK(conns_capacity(ch, w->proto, ln->down, ln->geo.ndown, true, true, &cap));
-    if (cap == SIZE_MAX) {
+    if (ln->up < 0 && ln->geo.ndown == 0) {
       WARN(
           "Host executor: rank %d is alone in channel %d's tree of %d ranks (no parent, no "
           "children)",
           ln->geo.rank, ch->id, ln->geo.n);
       return ncclInternalError;
     }
-    CHECK(lane_set_chunk(ch, ln, w->chunk, cap));
+    if (ln->up >= 0) CHECK(conns_check(ch, ln, &ln->up, 1, true, true));
+    CHECK(conns_check(ch, ln, ln->down, ln->geo.ndown, true, true));
     ch->lanes[1] = *ln;
     ch->lanes[1].geo.kind = LANE_TREE_DOWN;
     if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
     nlanes = 2;
-  } else if (w->algo == ALGO_ONESHOT) {
-    WARN(
-        "Host executor: one-shot AllReduce is not implemented here (the planner picks it only for "
-        "GPUs joined by NVLink, which the CUDA executor drives)");
-    return ncclInternalError;
+  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) && ln->geo.n > 1 &&
+             ln->geo.n <= DIRECT_MAX_RANKS && w->func != FUNC_REDUCE &&
+             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+    ln->geo.kind = LANE_DIRECT;
+    ln->geo.algo = w->algo;
+    ln->geo.root_idx = w->root; /* Broadcast: the root's rank */
+    for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
+    CHECK(conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true));
+    /* an in-place combination in rank order builds in the send staging (prims.c) */
+    CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
   } else {
-    WARN("Host executor: algorithm %d cannot run function %d (tree runs AllReduce only)", w->algo,
-         w->func);
+    WARN(
+        "Host executor: algorithm %d cannot run function %d on %d ranks (the planner runs "
+        "one-rank work locally; tree and TwoShot run AllReduce only, the direct algorithms up "
+        "to %d ranks and not Reduce)",
+        w->algo, w->func, ln->geo.n, DIRECT_MAX_RANKS);
     return ncclInternalError;
   }
   for (int i = 0; i < nlanes; i++) ch->lanes[i].nops = host_lane_nops(&ch->lanes[i]);
   return lanes_run(ch, ch->lanes, nlanes);
-}
-
-/* Pairs sends to self with receives from self in posting order: each pair becomes one copy. */
-static ncclResult_t p2p_pair_self(host_chan_t* ch, host_lane_t* lanes, int nlanes) {
-  int rank = ch->ex->comm->rank;
-  int r = 0;
-  for (int s = 0; s < nlanes; s++) {
-    if (lanes[s].geo.kind != LANE_SEND || lanes[s].peer != rank) continue;
-    while (r < nlanes && !(lanes[r].geo.kind == LANE_RECV && lanes[r].peer == rank)) r++;
-    if (r == nlanes) goto unmatched;
-    if (lanes[r].geo.cnt != lanes[s].geo.cnt) {
-      WARN(
-          "Host executor: rank %d channel %d: a send to self of %zu bytes is paired with a "
-          "receive from self of %zu bytes",
-          rank, ch->id, lanes[s].geo.cnt, lanes[r].geo.cnt);
-      return ncclInvalidUsage;
-    }
-    lanes[s].geo.kind = LANE_SELF;
-    lanes[s].geo.self_out = lanes[r].geo.recvbuff + lanes[r].geo.off;
-    lanes[r].geo.kind = LANE_SELF;
-    lanes[r].geo.cnt = 0; /* done: its data arrives through the send's copy */
-    r++;
-  }
-  for (; r < nlanes; r++)
-    if (lanes[r].geo.kind == LANE_RECV && lanes[r].peer == rank) goto unmatched;
-  return ncclSuccess;
-unmatched:
-  WARN(
-      "Host executor: rank %d channel %d: a send to self and a receive from self must come in "
-      "pairs in the same channel's list",
-      rank, ch->id);
-  return ncclInvalidUsage;
 }
 
 ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork) {
@@ -264,40 +211,29 @@ ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork) {
   CHECK(lanes_reserve(ch, nwork));
   host_lane_t* lanes = ch->lanes;
   int nlanes = 0;
-  bool has_self = false;
   for (int i = 0; i < nwork; i++) {
     const work_t* w = &works[i];
     size_t esize;
     if (w->count == 0 || w->chan_count == 0) continue;
     CHECK(work_check(ch, w, &esize));
-    if (w->root < 0 || w->root >= comm->nranks) {
-      WARN("Host executor: %s peer %d is not a rank of this communicator of %d ranks",
-           w->func == FUNC_SEND ? "send" : "receive", w->root, comm->nranks);
+    if (w->root < 0 || w->root >= comm->nranks || w->root == comm->rank) {
+      WARN("Host executor: %s peer %d on rank %d of %d (copies to self are local operations)",
+           w->func == FUNC_SEND ? "send" : "receive", w->root, comm->rank, comm->nranks);
       return ncclInternalError;
     }
     host_lane_t* ln = &lanes[nlanes];
     lane_init(ln, ch, w, 1); /* point-to-point counts in bytes */
     ln->geo.kind = w->func == FUNC_SEND ? LANE_SEND : LANE_RECV;
     ln->peer = w->root;
-    ln->geo.off = w->chan_off * esize;
-    ln->geo.cnt = w->chan_count * esize;
-    if (ln->peer == comm->rank) {
-      has_self = true;
-    } else {
-      size_t cap = SIZE_MAX;
-      CHECK(conns_capacity(ch, w->proto, &ln->peer, 1, ln->geo.kind == LANE_SEND,
-                           ln->geo.kind == LANE_RECV, &cap));
-      CHECK(lane_set_chunk(ch, ln, w->chunk * esize, cap));
-      for (int j = nlanes - 1; j >= 0; j--) { /* same connection: wait for the earlier item */
-        if (lanes[j].geo.kind == ln->geo.kind && lanes[j].peer == ln->peer) {
-          ln->pred = j;
-          break;
-        }
+    CHECK(conns_check(ch, ln, &ln->peer, 1, ln->geo.kind == LANE_SEND, ln->geo.kind == LANE_RECV));
+    for (int j = nlanes - 1; j >= 0; j--) { /* same connection: wait for the earlier item */
+      if (lanes[j].geo.kind == ln->geo.kind && lanes[j].peer == ln->peer) {
+        ln->pred = j;
+        break;
       }
     }
     nlanes++;
   }
-  if (has_self) CHECK(p2p_pair_self(ch, lanes, nlanes));
   for (int i = 0; i < nlanes; i++) lanes[i].nops = host_lane_nops(&lanes[i]);
   return lanes_run(ch, lanes, nlanes);
 }

@@ -104,13 +104,61 @@ static ncclResult_t simple_check_size(const host_chan_t* ch, const conn_fifo_t* 
   return ncclInternalError;
 }
 
+/* What a step moves on its j-th receive or send: bytes, and where in out (receives) or local
+ * (sends) it goes or comes from, per peer for direct steps that do not reduce. */
+static size_t step_span(const host_lane_t* ln, const host_step_t* st, bool per_peer, int peer,
+                        size_t* off_bytes) {
+  *off_bytes = 0;
+  if (!per_peer) return st->nelem * ln->geo.unit;
+  step_t s = {.nelem = st->nelem, .part = st->part, .peer_stride = st->peer_stride};
+  size_t off, n;
+  steps_peer_span(&s, peer, &off, &n);
+  *off_bytes = off * ln->geo.unit;
+  return n * ln->geo.unit;
+}
+
+/* dst = the sources combined in rank order: the received ones, already pre-op'd by the ranks that
+ * sent them (direct_contribution), with local, pre-op'd here, at position local_pos. In place (dst
+ * is local) the combination builds in the send staging first, since local is read after dst is
+ * first written. */
+static void reduce_rank_order(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, char* dst,
+                              const char* const* in) {
+  const char* src[STEP_MAX_PEERS + 1] = {st->local};
+  int n = 0;
+  for (int j = 0; j <= st->nrecv; j++) {
+    if (j == st->local_pos) src[n++] = st->local;
+    if (j < st->nrecv) src[n++] = in[j];
+  }
+  char* acc = dst;
+  if (dst == st->local && st->local_pos > 0) acc = ch->stage[HOST_STAGE_SEND];
+  for (int k = 0; k < n; k++) {
+    const void* prev = k == 0 ? NULL : acc;
+    if (src[k] == st->local)
+      host_reduce(acc, src[k], prev, st->nelem, ln->dtype, ln->op);
+    else
+      host_reduce_partials(acc, src[k], prev, st->nelem, ln->dtype, ln->op);
+  }
+  if (acc != dst) memcpy(dst, acc, st->nelem * ln->geo.unit);
+}
+
+/* A direct step that sends this rank's own input to a reduction: it leaves pre-op'd, since a
+ * PreMulSum scalar is the sending rank's (each rank may pass its own). */
+static bool direct_contribution(const host_lane_t* ln, const host_step_t* st) {
+  return ln->geo.kind == LANE_DIRECT && !st->reduce && ln->op->kind == DEV_OP_PREMULSUM &&
+         (ln->geo.func == FUNC_ALLREDUCE || ln->geo.func == FUNC_REDUCESCATTER);
+}
+
 ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, bool* ran) {
   const dev_channel_t* dc = host_chan_dev(ch);
-  conn_fifo_t* rf[TREE_MAX_CHILDREN];
-  conn_fifo_t* sf[TREE_MAX_CHILDREN];
-  const char* in[TREE_MAX_CHILDREN];
-  size_t nbytes = st->nelem * ln->geo.unit;
-  int proto = ln->geo.proto;
+  conn_fifo_t* rf[STEP_MAX_PEERS];
+  conn_fifo_t* sf[STEP_MAX_PEERS];
+  const char* in[STEP_MAX_PEERS];
+  size_t rbytes[STEP_MAX_PEERS], roff[STEP_MAX_PEERS], sbytes[STEP_MAX_PEERS], soff[STEP_MAX_PEERS];
+  const size_t nbytes = st->nelem * ln->geo.unit;
+  const int proto = ln->geo.proto;
+  step_t span = {
+      .nelem = st->nelem, .part = st->part, .peer_stride = st->peer_stride, .reduce = st->reduce};
+  const bool per_peer = steps_per_peer(&span);
   *ran = false;
 
   /* Ready? Nothing is consumed or published until every connection is. Every connection that
@@ -119,20 +167,22 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   for (int j = 0; j < st->nrecv; j++) {
     rf[j] = dc->recv[st->recv_peer[j]];
     if (rf[j] == NULL) return conn_missing(ch, st->recv_peer[j], false);
-    if (!fifo_recv_ready(rf[j], proto, nbytes)) ln->wait_peers[ln->nwait++] = st->recv_peer[j];
+    rbytes[j] = step_span(ln, st, per_peer, st->recv_peer[j], &roff[j]);
+    if (!fifo_recv_ready(rf[j], proto, rbytes[j])) ln->wait_peers[ln->nwait++] = st->recv_peer[j];
   }
   for (int j = 0; j < st->nsend; j++) {
     sf[j] = dc->send[st->send_peer[j]];
     if (sf[j] == NULL) return conn_missing(ch, st->send_peer[j], true);
+    sbytes[j] = step_span(ln, st, per_peer, st->send_peer[j], &soff[j]);
     if (!fifo_send_ready(sf[j])) ln->wait_peers[ln->nwait++] = st->send_peer[j];
   }
   if (ln->nwait > 0) return ncclSuccess;
   for (int j = 0; j < st->nrecv; j++) {
     if (proto == PROTO_SIMPLE) {
-      CHECK(simple_check_size(ch, rf[j], st->recv_peer[j], nbytes));
+      CHECK(simple_check_size(ch, rf[j], st->recv_peer[j], rbytes[j]));
       in[j] = fifo_slot(rf[j], PROTO_SIMPLE, rf[j]->step);
     } else {
-      if (!ll_unpack(rf[j], ch->stage[j], nbytes)) {
+      if (!ll_unpack(rf[j], ch->stage[j], rbytes[j])) {
         ln->wait_peers[ln->nwait++] = st->recv_peer[j];
         return ncclSuccess;
       }
@@ -141,7 +191,7 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   }
 
   /* The step's result: reduced into the output, or into the first send slot (Simple) or the
-   * send staging (LL); a copy is just its source. */
+   * send staging (LL); a copy is just its source (per peer: each receive to its own place). */
   const char* res;
   if (st->reduce) {
     char* dst = st->out;
@@ -150,30 +200,48 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
                                   : ch->stage[HOST_STAGE_SEND];
     }
     if (st->nelem > 0) {
-      if (st->local != NULL) {
-        host_reduce(dst, st->local, st->nrecv > 0 ? in[0] : NULL, st->nelem, ln->dtype, ln->op);
-      } else if (dst != in[0]) {
-        memmove(dst, in[0], nbytes);
+      if (st->local_pos >= 0) {
+        reduce_rank_order(ch, ln, st, dst, in);
+      } else {
+        if (st->local != NULL) {
+          host_reduce(dst, st->local, st->nrecv > 0 ? in[0] : NULL, st->nelem, ln->dtype, ln->op);
+        } else if (dst != in[0]) {
+          memmove(dst, in[0], nbytes);
+        }
+        for (int j = 1; j < st->nrecv; j++)
+          host_reduce_partials(dst, dst, in[j], st->nelem, ln->dtype, ln->op);
       }
-      for (int j = 1; j < st->nrecv; j++)
-        host_reduce_partials(dst, dst, in[j], st->nelem, ln->dtype, ln->op);
       if (st->postop) host_postop(dst, st->nelem, ln->dtype, ln->op);
     }
     res = dst;
+  } else if (per_peer) {
+    res = st->local;
+    for (int j = 0; j < st->nrecv; j++)
+      if (rbytes[j] > 0) memmove(st->out + roff[j], in[j], rbytes[j]);
   } else {
     res = st->local != NULL ? st->local : in[0];
     if (st->out != NULL && st->out != res && nbytes > 0) memmove(st->out, res, nbytes);
   }
 
   /* Publish: fill and post every send slot, then free every received slot. */
+  const bool scale = direct_contribution(ln, st);
   for (int j = 0; j < st->nsend; j++) {
     conn_fifo_t* f = sf[j];
+    const char* data = res + soff[j];
     if (proto == PROTO_SIMPLE) {
       char* slot = fifo_slot(f, PROTO_SIMPLE, f->step);
-      if (slot != res && nbytes > 0) memcpy(slot, res, nbytes);
-      f->sizes[f->step % NCCL_STEPS] = (int)nbytes;
+      if (scale)
+        host_reduce(slot, data, NULL, sbytes[j] / ln->geo.unit, ln->dtype, ln->op);
+      else if (slot != data && sbytes[j] > 0)
+        memcpy(slot, data, sbytes[j]);
+      f->sizes[f->step % NCCL_STEPS] = (int)sbytes[j];
     } else {
-      ll_pack(f, res, nbytes);
+      if (scale) {
+        host_reduce(ch->stage[HOST_STAGE_SEND], data, NULL, sbytes[j] / ln->geo.unit, ln->dtype,
+                    ln->op);
+        data = ch->stage[HOST_STAGE_SEND];
+      }
+      ll_pack(f, data, sbytes[j]);
     }
     counter_store(f->tail, ++f->step);
   }

@@ -12,7 +12,9 @@ static int role_peer(const host_lane_t* ln, int role) {
       return ln->up;
     case STEP_ROLE_P2P_PEER:
       return ln->peer;
-    default: /* the role-th tree child */
+    default: /* the role-th other rank (direct lanes), or the role-th tree child */
+      if (ln->geo.kind == LANE_DIRECT)
+        return role >= 0 && role < ln->geo.n - 1 ? ln->dpeer[role] : HOST_NO_PEER;
       return role >= 0 && role < ln->geo.ndown ? ln->down[role] : HOST_NO_PEER;
   }
 }
@@ -30,8 +32,11 @@ void host_lane_step(const host_lane_t* ln, size_t k, host_step_t* st) {
                       .nrecv = s.nrecv,
                       .nsend = s.nsend,
                       .reduce = s.reduce,
-                      .postop = s.postop};
-  for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
+                      .postop = s.postop,
+                      .local_pos = s.local_pos,
+                      .part = s.part,
+                      .peer_stride = s.peer_stride};
+  for (int j = 0; j < STEP_MAX_PEERS; j++) {
     st->recv_peer[j] = j < s.nrecv ? role_peer(ln, s.recv[j]) : HOST_NO_PEER;
     st->send_peer[j] = j < s.nsend ? role_peer(ln, s.send[j]) : HOST_NO_PEER;
   }

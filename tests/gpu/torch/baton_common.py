@@ -29,7 +29,9 @@ class Ctx:
         self.world = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
         self.cpu = CPU
-        self.device = torch.device("cpu") if CPU else torch.device("cuda", self.local_rank)
+        # Ranks beyond the GPU count share GPUs (NCCL_MULTI_RANK_GPU_ENABLE=1, run.sh SHARE_GPU=1).
+        self.device = (torch.device("cpu") if CPU else
+                       torch.device("cuda", self.local_rank % max(1, torch.cuda.device_count())))
         self.checks = 0
         self.failures = []
         self.seed = 0

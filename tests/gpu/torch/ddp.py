@@ -76,7 +76,7 @@ def run(ctx):
     model = make_model().to(ctx.device)
     replica = copy.deepcopy(model) if ctx.rank == 0 else None
 
-    ddp_model = DDP(model, device_ids=None if ctx.cpu else [ctx.local_rank], bucket_cap_mb=1,
+    ddp_model = DDP(model, device_ids=None if ctx.cpu else [ctx.device.index], bucket_cap_mb=1,
                     gradient_as_bucket_view=True)
     opt = torch.optim.SGD(ddp_model.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler(ctx.device.type)

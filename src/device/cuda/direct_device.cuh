@@ -1,0 +1,413 @@
+/* The direct algorithms on the GPU (device.h's ALGO_ONESHOT, ALGO_TWOSHOT; device/steps.h's
+ * LANE_DIRECT has their steps): the whole block, every thread carrying its own LL lines from start
+ * to end. Device code of the kernel_*.cu only.
+ *
+ * A chunk's data travels as LL lines (data and flag in one 16-byte store) in the connection FIFOs
+ * to and from every other rank, the same slots, steps and flags the host executor's lanes use, so
+ * nothing but the line itself says that data has arrived. Each thread takes lines i, i + nth, ...:
+ * it loads its words of the input, writes them into every peer's slot, then polls the lines of
+ * the same index that the peers wrote to it and combines them with its own word in rank order (so
+ * every rank computes the same bits), and stores its words of the output. No thread waits for
+ * another thread of its block: the only block-wide meetings are before a chunk (the leader has
+ * checked that every send slot is free) and after it (the leader publishes head, tail and sizes),
+ * so a small operation costs one pass of loads, stores and polls. Every poll is bounded and looks
+ * at the abort flag (should_stop).
+ *
+ * Per chunk and connection: OneShot one step each way (Broadcast: one step from the root);
+ * TwoShot two: the reduce-scatter part, then the combined part from its owner.
+ *
+ * Direct items run in a kernel of their own (kernel_direct.cu: a plan's direct collectives are
+ * all or none of its collectives, plan.c), launched before the plan's point-to-point items, the
+ * same way on every rank; the datatype is a template parameter, the op a run-time one. */
+#ifndef BATON_DEVICE_CUDA_DIRECT_DEVICE_CUH
+#define BATON_DEVICE_CUDA_DIRECT_DEVICE_CUH
+
+#include "device/cuda/prims_device.cuh"
+
+namespace baton {
+
+/* What direct_run keeps in shared memory: the mirrors of every connection it drives. */
+struct direct_smem_t {
+  cuda_conn_t send[DIRECT_MAX_PEERS];
+  cuda_conn_t recv[DIRECT_MAX_PEERS];
+};
+
+/* 8 bytes seen as elements. */
+template <typename T>
+union pack8 {
+  uint64_t u;
+  T e[8 / sizeof(T)];
+};
+
+/* One 8-byte word's elements combined, the op chosen at run time (a uniform branch per word: the
+ * direct kernel is instantiated once per datatype, not per datatype and op). */
+template <typename O>
+struct wrules {
+  typedef typename O::elem_t T;
+  enum { N = 8 / sizeof(T) };
+  /* a contribution as it counts: PreMulSum multiplies it by the scalar */
+  static __device__ __forceinline__ T pre(T x, int op, T s) {
+    return op == DEV_OP_PREMULSUM ? O::mul(x, s) : x;
+  }
+  /* a rank's own word as it counts; the scalar is that rank's, so a rank pre-ops only its own
+   * input (before sending it, or where it combines it) */
+  static __device__ __forceinline__ uint64_t first(uint64_t x, int op, T s) {
+    if (op != DEV_OP_PREMULSUM) return x;
+    pack8<T> a;
+    a.u = x;
+#pragma unroll
+    for (int i = 0; i < N; i++) a.e[i] = pre(a.e[i], op, s);
+    return a.u;
+  }
+  /* x (op) acc, x already counted (first): the host executor's order */
+  static __device__ __forceinline__ uint64_t next(uint64_t acc, uint64_t x, int op) {
+    pack8<T> a, b;
+    a.u = x;
+    b.u = acc;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+      const T v = a.e[i];
+      a.e[i] = op == DEV_OP_PROD  ? O::mul(v, b.e[i])
+               : op == DEV_OP_MIN ? O::min(v, b.e[i])
+               : op == DEV_OP_MAX ? O::max(v, b.e[i])
+                                  : O::add(v, b.e[i]);
+    }
+    return a.u;
+  }
+  static __device__ __forceinline__ uint64_t post(uint64_t acc, int op, uint64_t div) {
+    if (op != DEV_OP_SUMPOSTDIV || div <= 1) return acc;
+    pack8<T> a;
+    a.u = acc;
+#pragma unroll
+    for (int i = 0; i < N; i++) a.e[i] = O::div(a.e[i], div);
+    return a.u;
+  }
+};
+
+/* The geometry of one direct item, as steps_direct cuts it (units: elements). */
+struct direct_item_t {
+  const char* local;
+  char* out;
+  size_t unit, count, off, cnt, chunk;
+  int func, algo, n, rank, root, op;
+  uint64_t scalar, div;
+};
+
+/* Polls line i of c's slot at step c.step + dstep until its flags are there; false on a stop. */
+static __device__ __forceinline__ bool dline_read(const kctx_t& k, const cuda_conn_t& c, int dstep,
+                                                  size_t i, uint64_t& word) {
+  const uint64_t step = c.step + (uint64_t)dstep;
+  const size_t slot = (size_t)(c.buff_bytes[PROTO_LL] / NCCL_STEPS);
+  const char* p = c.buffs[PROTO_LL] + (size_t)(step % NCCL_STEPS) * slot + i * sizeof(ll_line_t);
+  const uint32_t flag = (uint32_t)(step + 1);
+  int n = 0, checks = 0;
+  for (;;) {
+    const uint4 v = ld_volatile_v4(p);
+    if (v.y == flag && v.w == flag) {
+      word = (uint64_t)v.x | (uint64_t)v.z << 32;
+      return true;
+    }
+    if (++n == SPIN_CHECK) {
+      n = 0;
+      if (should_stop(k, checks)) return false;
+    }
+  }
+}
+
+static __device__ __forceinline__ void dline_write(const cuda_conn_t& c, int dstep, size_t i,
+                                                   uint64_t word) {
+  const uint64_t step = c.step + (uint64_t)dstep;
+  const size_t slot = (size_t)(c.buff_bytes[PROTO_LL] / NCCL_STEPS);
+  char* p = c.buffs[PROTO_LL] + (size_t)(step % NCCL_STEPS) * slot + i * sizeof(ll_line_t);
+  const uint32_t flag = (uint32_t)(step + 1);
+  st_volatile_v4(p, make_uint4((uint32_t)word, flag, (uint32_t)(word >> 32), flag));
+}
+
+static __device__ __forceinline__ size_t dlines(size_t nbytes) {
+  return nbytes == 0 ? 1 : (nbytes + 7) / 8;
+}
+
+/* A thread's loop over its lines of a span of nbytes: fn(line, valid bytes of the line). */
+template <typename F>
+static __device__ __forceinline__ bool dlines_for(size_t nbytes, F fn) {
+  const size_t nl = dlines(nbytes);
+  for (size_t i = threadIdx.x; i < nl; i += CUDA_EXEC_THREADS) {
+    const int valid = nbytes > i * 8 ? (int)dev_min(nbytes - i * 8, 8) : 0;
+    if (!fn(i, valid)) return false;
+  }
+  return true;
+}
+
+/* Sends nbytes of src to peer j's slot at step dstep (a zero line when empty). */
+static __device__ __forceinline__ void dsend(const direct_smem_t& d, int j, int dstep,
+                                             const char* src, size_t nbytes) {
+  dlines_for(nbytes, [&](size_t i, int valid) {
+    dline_write(d.send[j], dstep, i, valid > 0 ? low_bytes(load8(src + i * 8, valid), valid) : 0);
+    return true;
+  });
+}
+
+/* Sends nbytes of this rank's input to a reduction: each word as it counts (W::first). */
+template <typename O>
+static __device__ __forceinline__ void dsend_own(const direct_smem_t& d, const direct_item_t& it,
+                                                 int j, const char* src, size_t nbytes) {
+  typedef typename O::elem_t T;
+  const T s = O::from_bits(it.scalar);
+  dlines_for(nbytes, [&](size_t i, int valid) {
+    const uint64_t w = valid > 0 ? low_bytes(load8(src + i * 8, valid), valid) : 0;
+    dline_write(d.send[j], 0, i, low_bytes(wrules<O>::first(w, it.op, s), valid));
+    return true;
+  });
+}
+
+/* Receives nbytes from peer j's step dstep into dst. */
+static __device__ __forceinline__ bool drecv(const kctx_t& k, const direct_smem_t& d, int j,
+                                             int dstep, char* dst, size_t nbytes) {
+  return dlines_for(nbytes, [&](size_t i, int valid) {
+    uint64_t w;
+    if (!dline_read(k, d.recv[j], dstep, i, w)) return false;
+    if (valid > 0) store8(dst + i * 8, w, valid);
+    return true;
+  });
+}
+
+/* dst = the n ranks' words of a span (mine from src, pre-op'd here; the others' from their step
+ * dstep, pre-op'd by their senders), combined in rank order and finished; also sent on to every
+ * peer at send step sstep (sstep < 0: not). */
+template <typename O>
+static __device__ bool dreduce(const kctx_t& k, const direct_smem_t& d, const direct_item_t& it,
+                               int dstep, const char* src, char* dst, size_t nbytes, int sstep) {
+  typedef typename O::elem_t T;
+  typedef wrules<O> W;
+  const T s = O::from_bits(it.scalar);
+  return dlines_for(nbytes, [&](size_t i, int valid) {
+    uint64_t acc = 0;
+    for (int r = 0; r < it.n; r++) {
+      uint64_t x;
+      if (r == it.rank) {
+        x = W::first(valid > 0 ? low_bytes(load8(src + i * 8, valid), valid) : 0, it.op, s);
+      } else if (!dline_read(k, d.recv[steps_peer_index(it.rank, r)], dstep, i, x)) {
+        return false;
+      }
+      acc = r == 0 ? x : W::next(acc, x, it.op);
+    }
+    acc = low_bytes(W::post(acc, it.op, it.div), valid);
+    if (valid > 0) store8(dst + i * 8, acc, valid);
+    if (sstep >= 0)
+      for (int j = 0; j < it.n - 1; j++) dline_write(d.send[j], sstep, i, acc);
+    return true;
+  });
+}
+
+/* One chunk [x, x + c) of the item: every step of it, with the block's threads. */
+template <typename O>
+static __device__ bool direct_chunk(const kctx_t& k, const direct_smem_t& d,
+                                    const direct_item_t& it, size_t x, size_t c) {
+  const size_t u = it.unit, nb = c * u;
+  const int peers = it.n - 1;
+  switch (it.func) {
+    case FUNC_BROADCAST:
+      if (it.rank == it.root) {
+        for (int j = 0; j < peers; j++) dsend(d, j, 0, it.local + x * u, nb);
+        return dlines_for(nb, [&](size_t i, int valid) {
+          if (valid > 0 && it.out != it.local)
+            store8(it.out + x * u + i * 8, load8(it.local + x * u + i * 8, valid), valid);
+          return true;
+        });
+      }
+      return drecv(k, d, steps_peer_index(it.rank, it.root), 0, it.out + x * u, nb);
+    case FUNC_ALLGATHER: {
+      const char* src = it.local + x * u;
+      char* mine = it.out + ((size_t)it.rank * it.count + x) * u;
+      for (int j = 0; j < peers; j++) dsend(d, j, 0, src, nb);
+      dlines_for(nb, [&](size_t i, int valid) {
+        if (valid > 0 && mine != src) store8(mine + i * 8, load8(src + i * 8, valid), valid);
+        return true;
+      });
+      for (int j = 0; j < peers; j++) {
+        const int p = steps_other_rank(it.rank, j);
+        if (!drecv(k, d, j, 0, it.out + ((size_t)p * it.count + x) * u, nb)) return false;
+      }
+      return true;
+    }
+    case FUNC_REDUCESCATTER:
+      for (int j = 0; j < peers; j++) {
+        const int p = steps_other_rank(it.rank, j);
+        dsend_own<O>(d, it, j, it.local + ((size_t)p * it.count + x) * u, nb);
+      }
+      return dreduce<O>(k, d, it, 0, it.local + ((size_t)it.rank * it.count + x) * u,
+                        it.out + x * u, nb, -1);
+    default: /* AllReduce */
+      if (it.algo != ALGO_TWOSHOT) {
+        for (int j = 0; j < peers; j++) dsend_own<O>(d, it, j, it.local + x * u, nb);
+        return dreduce<O>(k, d, it, 0, it.local + x * u, it.out + x * u, nb, -1);
+      }
+      {
+        step_t sp;
+        sp.nelem = c;
+        sp.part = ring_part(c, (size_t)it.n, u, c);
+        sp.peer_stride = 0;
+        size_t o, n;
+        for (int j = 0; j < peers; j++) { /* step 0: part p to rank p */
+          steps_peer_span(&sp, steps_other_rank(it.rank, j), &o, &n);
+          dsend_own<O>(d, it, j, it.local + (x + o) * u, n * u);
+        }
+        steps_peer_span(&sp, it.rank, &o, &n); /* step 1: my part, combined, to everyone */
+        if (!dreduce<O>(k, d, it, 0, it.local + (x + o) * u, it.out + (x + o) * u, n * u, 1))
+          return false;
+        for (int j = 0; j < peers; j++) { /* step 2: part p from rank p */
+          steps_peer_span(&sp, steps_other_rank(it.rank, j), &o, &n);
+          if (!drecv(k, d, j, 1, it.out + (x + o) * u, n * u)) return false;
+        }
+        return true;
+      }
+  }
+}
+
+/* The item's chunks; every connection advances by the chunk's steps after each. */
+template <typename O>
+static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const direct_item_t& it) {
+  const int peers = it.n - 1;
+  const int nsteps = it.algo == ALGO_TWOSHOT ? 2 : 1; /* per chunk and connection */
+  const bool root = it.func == FUNC_BROADCAST && it.rank == it.root;
+  const int rj = it.func == FUNC_BROADCAST ? steps_peer_index(it.rank, it.root) : -1;
+  for (size_t start = 0; start < it.cnt; start += it.chunk) {
+    const size_t c = dev_min(it.chunk, it.cnt - start);
+    bool bad = false;
+    if (threadIdx.x == 0) { /* every send slot of the chunk free */
+      for (int j = 0; j < peers && !bad; j++) {
+        if (it.func == FUNC_BROADCAST && !root) break;
+        cuda_conn_t& s = d.send[j];
+        const uint64_t need = s.step + (uint64_t)nsteps;
+        if (s.head_seen + NCCL_STEPS >= need) continue;
+        bad = !wait_counter(k, s.head, need - NCCL_STEPS, &s.head_seen);
+      }
+    }
+    if (__syncthreads_or(bad)) return false;
+    bad = !direct_chunk<O>(k, d, it, it.off + start, c);
+    if (__syncthreads_or(bad)) return false;
+    if (threadIdx.x == 0) { /* publish: sizes and tail of the sends, head of the receives */
+      for (int j = 0; j < peers; j++) {
+        const bool sends = it.func != FUNC_BROADCAST || root;
+        const bool recvs = it.func != FUNC_BROADCAST || (!root && j == rj);
+        for (int q = 0; q < nsteps && sends; q++) {
+          cuda_conn_t& s = d.send[j];
+          st_volatile_s32(s.sizes + (s.step + (uint64_t)q) % NCCL_STEPS,
+                          (int)(16 * dlines(c * it.unit)));
+        }
+        if (sends) {
+          d.send[j].step += (uint64_t)nsteps;
+          st_volatile_u64(d.send[j].tail, d.send[j].step);
+        }
+        if (recvs) {
+          d.recv[j].step += (uint64_t)nsteps;
+          st_volatile_u64(d.recv[j].head, d.recv[j].step);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  return true;
+}
+
+/* The item with its datatype's arithmetic. */
+static __device__ __noinline__ bool direct_typed(const kctx_t& k, direct_smem_t& d,
+                                                 const direct_item_t& it, int dtype) {
+  switch (dtype) {
+    case ncclInt8:
+      return direct_chunks<ops_i8>(k, d, it);
+    case ncclUint8:
+      return direct_chunks<ops_u8>(k, d, it);
+    case ncclInt32:
+      return direct_chunks<ops_i32>(k, d, it);
+    case ncclUint32:
+      return direct_chunks<ops_u32>(k, d, it);
+    case ncclInt64:
+      return direct_chunks<ops_i64>(k, d, it);
+    case ncclUint64:
+      return direct_chunks<ops_u64>(k, d, it);
+    case ncclFloat16:
+      return direct_chunks<ops_f16>(k, d, it);
+    case ncclFloat32:
+      return direct_chunks<ops_f32>(k, d, it);
+    case ncclFloat64:
+      return direct_chunks<ops_f64>(k, d, it);
+    case ncclBfloat16:
+      return direct_chunks<ops_bf16>(k, d, it);
+    case ncclFloat8e4m3:
+      return direct_chunks<ops_e4m3>(k, d, it);
+    default:
+      return direct_chunks<ops_e5m2>(k, d, it);
+  }
+}
+
+/* A direct item with the whole block: the mirrors of every connection to and from the other
+ * ranks come into shared memory, a 64-bit word a thread, and their positions go back at the end. */
+static __device__ bool direct_run(const kctx_t& k, direct_smem_t& d, const cuda_args_hdr_t* hdr,
+                                  const cuda_chan_t* ch, const cuda_work_t* w) {
+  enum { WORDS = sizeof(cuda_conn_t) / 8 };
+  static_assert(sizeof(cuda_conn_t) % 8 == 0, "cuda_conn_t is copied in 64-bit words");
+  const int peers = hdr->nranks - 1;
+  for (int t = threadIdx.x; t < 2 * peers * WORDS; t += CUDA_EXEC_THREADS) {
+    const int j = t / WORDS, word = t % WORDS;
+    const cuda_conn_t* src = j < peers ? ch->peer_send[j] : ch->peer_recv[j - peers];
+    cuda_conn_t* dst = j < peers ? &d.send[j] : &d.recv[j - peers];
+    reinterpret_cast<uint64_t*>(dst)[word] = reinterpret_cast<const uint64_t*>(src)[word];
+  }
+  direct_item_t it;
+  it.local = w->sendbuff;
+  it.out = w->recvbuff;
+  it.unit = w->esize;
+  it.count = w->count;
+  it.off = w->off;
+  it.cnt = w->cnt;
+  it.chunk = w->chunk;
+  it.func = w->func;
+  it.algo = w->algo;
+  it.n = hdr->nranks;
+  it.rank = hdr->rank;
+  it.root = w->root;
+  it.op = w->op;
+  it.div = w->u.scalar;
+  it.scalar = w->u.scalar;
+  if (w->op == DEV_OP_PREMULSUM && w->scalar_on_device) {
+    const void* p = w->u.scalar_ptr;
+    it.scalar = w->esize == 1   ? *static_cast<const uint8_t*>(p)
+                : w->esize == 2 ? *static_cast<const uint16_t*>(p)
+                : w->esize == 4 ? *static_cast<const uint32_t*>(p)
+                                : *static_cast<const uint64_t*>(p);
+  }
+  __syncthreads();
+  const bool ok = direct_typed(k, d, it, w->dtype);
+  __syncthreads();
+  if (threadIdx.x < 2 * peers) {
+    const int j = threadIdx.x;
+    cuda_conn_t* home = j < peers ? ch->peer_send[j] : ch->peer_recv[j - peers];
+    const cuda_conn_t& c = j < peers ? d.send[j] : d.recv[j - peers];
+    home->step = c.step;
+    home->head_seen = c.head_seen;
+  }
+  __syncthreads();
+  return ok;
+}
+
+/* The direct kernel's body: block b runs its channel's items in order (kernel_direct.cu). */
+static __device__ void direct_block(const cuda_args_hdr_t* hdr, const cuda_work_t* works) {
+  __shared__ direct_smem_t d;
+  __shared__ volatile int stop;
+  kctx_t k;
+  k.abort_flag = hdr->abort_flag;
+  k.status = hdr->status;
+  k.stop = &stop;
+  k.channel = hdr->chan_id[blockIdx.x];
+  k.trace = nullptr;
+  if (threadIdx.x == 0) stop = 0;
+  __syncthreads();
+  const cuda_chan_t* ch = hdr->chans + k.channel;
+  for (int i = hdr->first[blockIdx.x]; i < hdr->first[blockIdx.x + 1]; i++)
+    if (!direct_run(k, d, hdr, ch, &works[i])) return; /* every thread learnt it at a barrier */
+}
+
+}  // namespace baton
+
+#endif /* BATON_DEVICE_CUDA_DIRECT_DEVICE_CUH */
