@@ -21,6 +21,8 @@
  *                   two ranks on this GPU (two streams of one graph), FIFOs between them in its
  *                   memory: an 8-byte float AllReduce by the ring (the 2-rank LL exchange) and by
  *                   the direct algorithms, results checked after the replays
+ *   pair_oneshot_marks  pair_oneshot with the launch progress marks kernel_direct.cu writes
+ *                   (progress_device.cuh: mapped host memory), what the hang watch costs
  * --ncu: launches every kernel variant 20 times eagerly instead (for ncu --launch-skip).
  * Build: nvcc -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc tests/gpu/bench_launch.cu (add
  * -DBATON_DEVICE_TRACE for the executor's own timelines of block 0). */
@@ -35,6 +37,7 @@
 
 #include "device/cuda/direct_device.cuh"
 #include "device/cuda/exec_block_device.cuh"
+#include "device/cuda/progress_device.cuh"
 
 #define CK(x)                                                                                    \
   do {                                                                                           \
@@ -56,6 +59,14 @@ BATON_EXEC_KERNEL(bench_exec_nocarve, cuda_args_tiny_t)
 __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
     bench_direct(const __grid_constant__ cuda_args_tiny_t args) {
   baton::direct_block(&args.hdr, args.works);
+}
+
+/* kernel_direct.cu's entry point as built: with the launch progress marks */
+__global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
+    bench_direct_marks(const __grid_constant__ cuda_args_tiny_t args) {
+  baton::progress_begin(&args.hdr);
+  baton::direct_block(&args.hdr, args.works);
+  baton::progress_end(&args.hdr);
 }
 
 static __device__ __forceinline__ unsigned long long gtimer() {
@@ -390,11 +401,31 @@ int main(int argc, char** argv) {
   cudaEvent_t fork, join;
   CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  static const int algos[3] = {ALGO_RING, ALGO_ONESHOT, ALGO_TWOSHOT};
-  static const char* names[3] = {"pair_ring_ll", "pair_oneshot", "pair_twoshot"};
-  for (int ai = 0; ai < 3; ai++) {
-    const cuda_args_tiny_t a0 = pair_args(pr, 0, algos[ai], abort_d, status_d);
-    const cuda_args_tiny_t a1 = pair_args(pr, 1, algos[ai], abort_d, status_d);
+  static const int algos[4] = {ALGO_RING, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_ONESHOT};
+  static const char* names[4] = {"pair_ring_ll", "pair_oneshot", "pair_twoshot",
+                                 "pair_oneshot_marks"};
+  cuda_progress_t* prog_h[2];
+  unsigned int* prog_blocks[2];
+  for (int r = 0; r < 2; r++) {
+    CK(cudaHostAlloc((void**)&prog_h[r], sizeof(cuda_progress_t), cudaHostAllocMapped));
+    memset((void*)prog_h[r], 0, sizeof(cuda_progress_t));
+    CK(cudaMalloc((void**)&prog_blocks[r], sizeof(unsigned int)));
+    CK(cudaMemset(prog_blocks[r], 0, sizeof(unsigned int)));
+  }
+  for (int ai = 0; ai < 4; ai++) {
+    const bool marks = ai == 3;
+    cuda_args_tiny_t a0 = pair_args(pr, 0, algos[ai], abort_d, status_d);
+    cuda_args_tiny_t a1 = pair_args(pr, 1, algos[ai], abort_d, status_d);
+    if (marks) {
+      cuda_args_tiny_t* a[2] = {&a0, &a1};
+      for (int r = 0; r < 2; r++) {
+        void* d = NULL;
+        CK(cudaHostGetDevicePointer(&d, (void*)prog_h[r], 0));
+        a[r]->hdr.progress = (cuda_progress_t*)d;
+        a[r]->hdr.progress_blocks = prog_blocks[r];
+        a[r]->hdr.launch = 1;
+      }
+    }
     const float init[2][2] = {{1.0f, 1.0f}, {2.0f, 2.0f}};
     for (int r = 0; r < 2; r++)
       CK(cudaMemcpy(pr.buf[r], init[r], sizeof(init[r]), cudaMemcpyHostToDevice));
@@ -403,8 +434,9 @@ int main(int argc, char** argv) {
       CK(cudaStreamWaitEvent(st2, fork, 0));
       void* p0[] = {(void*)&a0};
       void* p1[] = {(void*)&a1};
-      const void* kern =
-          algos[ai] == ALGO_RING ? (const void*)bench_exec : (const void*)bench_direct;
+      const void* kern = algos[ai] == ALGO_RING ? (const void*)bench_exec
+                         : marks                ? (const void*)bench_direct_marks
+                                                : (const void*)bench_direct;
       const size_t sm = algos[ai] == ALGO_RING ? smem : 0;
       CK(cudaLaunchKernel(kern, grid, block, p0, sm, st));
       CK(cudaLaunchKernel(kern, grid, block, p1, sm, st2));
@@ -418,6 +450,10 @@ int main(int argc, char** argv) {
     const bool ok =
         got[0][0] == 2.0f && got[0][1] == 2.0f && got[1][0] == 2.0f && got[1][1] == 2.0f;
     res.push_back({names[ai], t, -1, -1});
+    if (marks && prog_h[0]->done != 1) {
+      printf("# %s: no end mark (done %llu)\n", names[ai], (unsigned long long)prog_h[0]->done);
+      status_h->error = 98;
+    }
     printf("# %s: result %g (expected %g) %s\n", names[ai], got[0][0], want, ok ? "ok" : "WRONG");
     if (!ok) status_h->error = 99;
   }
