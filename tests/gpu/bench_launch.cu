@@ -21,7 +21,8 @@
  *                   two ranks on this GPU (two streams of one graph), FIFOs between them in its
  *                   memory: an 8-byte float AllReduce by the ring (the 2-rank LL exchange) and by
  *                   the direct algorithms, results checked after the replays
- *   pair_oneshot_marks  pair_oneshot with the launch progress marks kernel_direct.cu writes
+ *   pair_ring_ll_marks, pair_oneshot_marks
+ *                   the same with the launch progress marks the kernels write as built
  *                   (progress_device.cuh: mapped host memory), what the hang watch costs
  * --ncu: launches every kernel variant 20 times eagerly instead (for ncu --launch-skip).
  * Build: nvcc -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc tests/gpu/bench_launch.cu (add
@@ -401,9 +402,9 @@ int main(int argc, char** argv) {
   cudaEvent_t fork, join;
   CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  static const int algos[4] = {ALGO_RING, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_ONESHOT};
-  static const char* names[4] = {"pair_ring_ll", "pair_oneshot", "pair_twoshot",
-                                 "pair_oneshot_marks"};
+  static const int algos[5] = {ALGO_RING, ALGO_ONESHOT, ALGO_TWOSHOT, ALGO_RING, ALGO_ONESHOT};
+  static const char* names[5] = {"pair_ring_ll", "pair_oneshot", "pair_twoshot",
+                                 "pair_ring_ll_marks", "pair_oneshot_marks"};
   cuda_progress_t* prog_h[2];
   unsigned int* prog_blocks[2];
   for (int r = 0; r < 2; r++) {
@@ -412,8 +413,8 @@ int main(int argc, char** argv) {
     CK(cudaMalloc((void**)&prog_blocks[r], sizeof(unsigned int)));
     CK(cudaMemset(prog_blocks[r], 0, sizeof(unsigned int)));
   }
-  for (int ai = 0; ai < 4; ai++) {
-    const bool marks = ai == 3;
+  for (int ai = 0; ai < 5; ai++) {
+    const bool marks = ai >= 3;
     cuda_args_tiny_t a0 = pair_args(pr, 0, algos[ai], abort_d, status_d);
     cuda_args_tiny_t a1 = pair_args(pr, 1, algos[ai], abort_d, status_d);
     if (marks) {
@@ -424,6 +425,7 @@ int main(int argc, char** argv) {
         a[r]->hdr.progress = (cuda_progress_t*)d;
         a[r]->hdr.progress_blocks = prog_blocks[r];
         a[r]->hdr.launch = 1;
+        prog_h[r]->done = 0;
       }
     }
     const float init[2][2] = {{1.0f, 1.0f}, {2.0f, 2.0f}};
@@ -450,7 +452,7 @@ int main(int argc, char** argv) {
     const bool ok =
         got[0][0] == 2.0f && got[0][1] == 2.0f && got[1][0] == 2.0f && got[1][1] == 2.0f;
     res.push_back({names[ai], t, -1, -1});
-    if (marks && prog_h[0]->done != 1) {
+    if (marks && (prog_h[0]->done != 1 || prog_h[1]->done != 1)) {
       printf("# %s: no end mark (done %llu)\n", names[ai], (unsigned long long)prog_h[0]->done);
       status_h->error = 98;
     }
@@ -462,8 +464,8 @@ int main(int argc, char** argv) {
     printf("FAIL: the kernel reported error %d\n", status_h->error);
     return 1;
   }
-  printf("%-16s %12s %12s %16s\n", "variant", "us/launch", "body us", "start-start us");
+  printf("%-20s %12s %12s %16s\n", "variant", "us/launch", "body us", "start-start us");
   for (const result& r : res)
-    printf("%-16s %12.3f %12.3f %16.3f\n", r.name, r.us_per_launch, r.body_us, r.start_to_start_us);
+    printf("%-20s %12.3f %12.3f %16.3f\n", r.name, r.us_per_launch, r.body_us, r.start_to_start_us);
   return 0;
 }

@@ -162,10 +162,10 @@ typedef struct cuda_status {
  * Plain stores of the launch's number: a CUDA graph replays the number it was captured with, and
  * the host keeps the largest one it has read, so replays never move the counters back. */
 #define CUDA_PROGRESS_SLOTS 64 /* per-launch global-timer times, slot = launch % slots */
-typedef struct cuda_launch_time {
-  volatile unsigned long long start_launch; /* the launch start_ns belongs to (written after it) */
-  volatile unsigned long long start_ns;
-  volatile unsigned long long end_launch; /* the launch end_ns belongs to (written after it) */
+typedef struct __attribute__((aligned(16))) cuda_launch_time {
+  volatile unsigned long long start_launch; /* the launch start_ns belongs to (one 16-byte */
+  volatile unsigned long long start_ns;     /* store with it: progress_device.cuh) */
+  volatile unsigned long long end_launch;   /* the same for end_ns */
   volatile unsigned long long end_ns;
 } cuda_launch_time_t;
 typedef struct cuda_progress {
