@@ -476,10 +476,14 @@ static void ring_update(svc_t* s) {
   bool refused = false;
   int fd = ras_connect(&next, 1000, &refused);
   if (fd < 0) {
-    if (refused) { /* nobody listens there any more: it is gone without a word */
-      ras_ident_t who = {.addr = next, .pid = -1};
-      snprintf(who.host, sizeof(who.host), "?");
-      ras_note_died(&who, true);
+    /* Nobody listens there any more. Not a death: a process that stopped cleanly said GOODBYE
+     * to its own ring neighbours, not to us (an 8-rank job whose ranks left one by one had its
+     * last call failed with "rank died"); one that crashed was seen by its predecessor, whose
+     * DEAD notice reaches everyone. So it is gone quietly, and the ring closes over it. */
+    if (refused) {
+      pthread_mutex_lock(&svc_lock);
+      gone_add(&next, false);
+      pthread_mutex_unlock(&svc_lock);
     }
     return;
   }
