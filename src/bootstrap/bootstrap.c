@@ -1,5 +1,6 @@
 /* One communicator's bootstrap: joining through the root(s), the ring allgather, and tagged
- * point-to-point messages between any two ranks.
+ * point-to-point messages between any two ranks. (A communicator whose ranks all live in this
+ * process joins in process instead: inproc.c.)
  *
  * Messages: a sender keeps one connection per peer (opened on first use) and writes a header
  * (magic, sender, kind, tag, size) then the payload. A receiver thread per communicator accepts
@@ -8,79 +9,19 @@
  * messages of a pair in order, and the thread drains them whether or not a recv is posted, so sends
  * never wait on the receiver's program order. Bad input (wrong magic, malformed or truncated
  * messages) drops only the offending connection, with a WARN naming its address. */
-#include "bootstrap/bootstrap.h"
-
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MSG_POLL_SLICE_MS 100
-#define MSG_MAX_PAYLOAD (1ull << 30)
+#include "bootstrap/bootstrap_int.h"
 
-/* Message kinds: user tags and the internal allgather never match each other. */
-enum { MSG_USER = 1, MSG_ALLGATHER = 2 };
-enum { ALLGATHER_TAG_USER = 0, ALLGATHER_TAG_ADDRS = 1 };
-
-typedef struct msg_header {
-  uint64_t magic;
-  int32_t sender;
-  int32_t kind;
-  int32_t tag;
-  uint32_t reserved;
-  uint64_t size;
-} msg_header_t;
-_Static_assert(sizeof(msg_header_t) == 32, "wire header is 32 bytes");
-
-typedef struct msg {
-  struct msg* next;
-  int peer, kind, tag;
-  size_t size;
-  char* data;
-} msg_t;
-
-/* An accepted connection, read by the receiver thread only. */
-typedef struct in_conn {
-  socket_conn_t conn;
-  int rank; /* sender named by the first header; -1 before */
-  msg_header_t hdr;
-  size_t hdr_got;
-  char* payload;
-  size_t payload_got;
-  bool in_payload;
-} in_conn_t;
-
-struct bootstrap {
-  int rank, nranks;
-  uint64_t magic;
-  volatile uint32_t* abort_flag;
-  socket_addr_t* peers; /* every rank's listen address */
-  socket_conn_t listener;
-
-  pthread_mutex_t send_lock; /* serializes writers: one message at a time per connection */
-  socket_conn_t* out;        /* per peer; fd -1 until first use */
-
-  in_conn_t* in; /* receiver thread only */
-  int nin, in_cap;
-  pthread_t thread;
-  bool thread_started;
-  int stop;
-  int wake_fd; /* eventfd: bootstrap_close wakes the receiver thread at once */
-
-  pthread_mutex_t lock; /* the queue and thread_res */
-  pthread_cond_t cond;
-  msg_t* head;
-  msg_t* tail;
-  ncclResult_t thread_res;
-};
-
-static bool bootstrap_aborted(const bootstrap_t* b) {
+bool bootstrap_aborted(const bootstrap_t* b) {
   return b->abort_flag != NULL && __atomic_load_n(b->abort_flag, __ATOMIC_ACQUIRE) != 0;
 }
 
-static uint64_t wait_limit_ns(void) {
+uint64_t bootstrap_wait_limit_ns(void) {
   int64_t ms = param_int(PARAM_BOOTSTRAP_TIMEOUT_MS);
   return (uint64_t)(ms > 0 ? ms : 300000) * 1000000ull;
 }
@@ -88,7 +29,7 @@ static uint64_t wait_limit_ns(void) {
 /* ---- The queue --------------------------------------------------------------------------------
  */
 
-static void queue_push(bootstrap_t* b, msg_t* m) {
+void bootstrap_queue_push(bootstrap_t* b, msg_t* m) {
   m->next = NULL;
   pthread_mutex_lock(&b->lock);
   if (b->tail)
@@ -200,7 +141,7 @@ static bool in_read(bootstrap_t* b, int i) {
     c->payload = NULL;
     c->in_payload = false;
     c->hdr_got = 0;
-    queue_push(b, m);
+    bootstrap_queue_push(b, m);
   }
 drop:
   in_drop(b, i);
@@ -318,9 +259,10 @@ static ncclResult_t msg_send(bootstrap_t* b, int peer, int kind, int tag, const 
     }
     if (size) memcpy(copy, data, size);
     *m = (msg_t){.peer = peer, .kind = kind, .tag = tag, .size = size, .data = copy};
-    queue_push(b, m);
+    bootstrap_queue_push(b, m);
     return ncclSuccess;
   }
+  if (b->world != NULL) return inproc_send(b, peer, kind, tag, data, size);
   msg_header_t hdr = {.magic = b->magic, .sender = b->rank, .kind = kind, .tag = tag, .size = size};
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&b->send_lock);
@@ -349,7 +291,7 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
   CHECK(check_peer(b, peer, "recv"));
   ncclResult_t res = ncclSuccess, gone = ncclSuccess;
   msg_t* m = NULL;
-  uint64_t deadline = clock_ns() + wait_limit_ns(), gone_at = 0;
+  uint64_t deadline = clock_ns() + bootstrap_wait_limit_ns(), gone_at = 0;
   pthread_mutex_lock(&b->lock);
   for (;;) {
     m = queue_take(b, peer, kind, tag);
@@ -383,7 +325,7 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
           "Bootstrap: rank %d timed out after %lld ms waiting for rank %d at %s (tag %d); is it "
           "alive? (NCCL_BOOTSTRAP_TIMEOUT_MS)",
           b->rank, (long long)param_int(PARAM_BOOTSTRAP_TIMEOUT_MS), peer,
-          socket_addr_format(&b->peers[peer], text, sizeof(text)), tag);
+          b->peers ? socket_addr_format(&b->peers[peer], text, sizeof(text)) : "this process", tag);
       res = ncclRemoteError;
       break;
     }
@@ -446,6 +388,7 @@ ncclResult_t bootstrap_allgather(bootstrap_t* b, void* data, size_t size) {
     WARN("Bootstrap: allgather with a NULL %s", b == NULL ? "bootstrap" : "buffer");
     return ncclInvalidArgument;
   }
+  if (b->world != NULL) return inproc_allgather(b, data, size);
   return ring_allgather(b, ALLGATHER_TAG_USER, data, size);
 }
 
@@ -478,6 +421,13 @@ ncclResult_t bootstrap_init(const bootstrap_handle_t* handles, int nhandles, int
   pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
   pthread_cond_init(&b->cond, &cattr);
   pthread_condattr_destroy(&cattr);
+  if (bootstrap_handle_is_inproc(&handles[0])) {
+    /* Every rank is in this process: no listener, no receiver thread, no root. */
+    CHECK_GOTO(inproc_join(&handles[0], b), res, fail);
+    INFO(NCCL_BOOTSTRAP, "Bootstrap: rank %d of %d joined in process", rank, nranks);
+    *out = b;
+    return ncclSuccess;
+  }
   CHECK_GOTO(MEM_CALLOC(&b->peers, nranks), res, fail);
   CHECK_GOTO(MEM_CALLOC(&b->out, nranks), res, fail);
   for (int i = 0; i < nranks; i++) b->out[i].fd = -1;
@@ -530,12 +480,17 @@ int bootstrap_nranks(const bootstrap_t* b) {
 }
 
 const socket_addr_t* bootstrap_peer_addr(const bootstrap_t* b, int rank) {
-  if (b == NULL || rank < 0 || rank >= b->nranks) return NULL;
+  if (b == NULL || b->peers == NULL || rank < 0 || rank >= b->nranks) return NULL;
   return &b->peers[rank];
+}
+
+bool bootstrap_is_inproc(const bootstrap_t* b) {
+  return b != NULL && b->world != NULL;
 }
 
 ncclResult_t bootstrap_close(bootstrap_t* b) {
   if (b == NULL) return ncclSuccess;
+  if (b->world != NULL) inproc_leave(b); /* nobody can queue a message for it from here on */
   if (b->thread_started) {
     __atomic_store_n(&b->stop, 1, __ATOMIC_RELEASE);
     uint64_t one = 1;

@@ -122,6 +122,16 @@ int bootstrap_rank(const bootstrap_t* b);
 int bootstrap_nranks(const bootstrap_t* b);
 /* A rank's bootstrap listen address (known after init), NULL for a bad rank. */
 const socket_addr_t* bootstrap_peer_addr(const bootstrap_t* b, int rank);
+/* ---- In process --------------------------------------------------------------------------------
+ * A second transport for communicators whose ranks all live in this process (baton-sim's virtual
+ * ranks): bootstrap_inproc_id makes a handle that names a new in-process world instead of a
+ * root's address, and bootstrap_init given such a handle joins that world. Every call above then
+ * works the same, without sockets or threads: messages go straight into the receiver's queue and
+ * an allgather is one shared buffer. bootstrap_peer_addr returns NULL for its ranks. */
+ncclResult_t bootstrap_inproc_id(bootstrap_handle_t* out);
+bool bootstrap_handle_is_inproc(const bootstrap_handle_t* h);
+bool bootstrap_is_inproc(const bootstrap_t* b);
+
 /* Closes sockets and stops helper threads; safe after an abort. */
 ncclResult_t bootstrap_close(bootstrap_t* b);
 

@@ -68,8 +68,11 @@ static ncclResult_t child_root_bcast(ncclComm_t parent, const int* members, int 
                                      uint32_t seq, bootstrap_handle_t* handle, const char* api) {
   ncclResult_t root_res = ncclSuccess;
   memset(handle, 0, sizeof(*handle));
-  /* Always a fresh root, even with NCCL_COMM_ID set (that address belongs to the parent). */
-  if (me == 0) root_res = bootstrap_root_create(handle);
+  /* Always a fresh root, even with NCCL_COMM_ID set (that address belongs to the parent); a
+   * parent whose ranks all live in this process has a child that does too. */
+  if (me == 0)
+    root_res = bootstrap_is_inproc(parent->bootstrap) ? bootstrap_inproc_id(handle)
+                                                      : bootstrap_root_create(handle);
   if (RESULT_IS_ERROR(root_res)) memset(handle, 0, sizeof(*handle));
   int tag = CORE_TAG_CHILD_ROOT + (int)(seq & 0xffff);
   CHECK(bootstrap_subset_bcast(parent->bootstrap, members, n, me, 0, tag, handle, sizeof(*handle)));
