@@ -214,6 +214,36 @@ int ceil_log2(int n);                   /* the least d with 2^d >= n (0 for n <=
 const char* datatype_name(ncclDataType_t t);
 const char* redop_name(ncclRedOp_t op);
 
+/* ---- Platform: where a communicator's facts come from -----------------------------------------
+ * NULL (the default): this machine: CUDA, NVML, sysfs and the OS answer, connections allocate
+ * memory, the CUDA or host executor runs the plans. A virtual platform (baton-sim's cluster,
+ * src/device/sim) answers for virtual ranks instead: their devices, hosts and host topologies
+ * are described, nothing is probed, connections are decided as on the hardware but get no
+ * memory, and the platform's executor times plans instead of running them. The communicators a
+ * thread creates (ncclGetUniqueId, ncclCommInitRank*) take that thread's platform
+ * (platform_set_thread): an internal hook, which no public entry point or variable reaches. */
+typedef struct platform_identity {
+  uint64_t host_hash; /* equal: same host */
+  uint64_t pid_hash;  /* equal: same process */
+  uint64_t shm_dev;   /* equal (and same host): SHM works between them */
+  int pid;            /* 0: no process to watch for liveness */
+  char host[48];      /* the host's name in logs and the RAS side channel */
+} platform_identity_t;
+struct executor_ops;
+typedef struct platform {
+  const char* name;
+  void* ctx; /* the platform's own state, passed to every call (and to its executor's init) */
+  /* The device of rank (-1, -1: none): its ordinal on its host and its PCI bus id. */
+  void (*device)(void* ctx, int rank, int* dev, int64_t* bus_id);
+  void (*identity)(void* ctx, int rank, platform_identity_t* out);
+  /* The topology of rank's host in stock's XML format (valid while the platform lives). */
+  const char* (*host_xml)(void* ctx, int rank);
+  const struct executor_ops* executor; /* runs (times) the communicators' plans */
+} platform_t;
+/* The platform of the communicators this thread creates from now on (NULL: this machine). */
+void platform_set_thread(const platform_t* p);
+const platform_t* platform_thread(void);
+
 /* ---- CUDA driver (dlopen) --------------------------------------------------------------------
  * The CUDA runtime is linked statically and called directly. The driver API (virtual memory
  * management with shareable handles, attributes) is reached without linking libcuda: cu_driver()

@@ -151,3 +151,14 @@ void thread_set_name(pthread_t thread, const char* fmt, ...) {
   va_end(ap);
   (void)pthread_setname_np(thread, name);
 }
+
+/* ---- Platform hook --------------------------------------------------------------------------- */
+static __thread const platform_t* thread_platform;
+
+void platform_set_thread(const platform_t* p) {
+  thread_platform = p;
+}
+
+const platform_t* platform_thread(void) {
+  return thread_platform;
+}

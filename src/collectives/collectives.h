@@ -118,6 +118,8 @@ struct coll_comm {
   struct ncclComm* comm;
   int rank, nranks;
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
+                     real, so nothing calls CUDA; the platform's executor times its plans */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
   bool no_direct; /* plan.c, while it plans a group: OneShot/TwoShot ruled out (mixed group) */
@@ -127,7 +129,7 @@ struct coll_comm {
   size_t pipe_cost_bytes; /* NCCL_BATON_PIPE_STEP_COST_BYTES (coll_pipe_chunk_bytes) */
   int nhosts;
   int* host_of;    /* nranks: host index of each rank (first-seen order of host_hash) */
-  int* ring_ranks; /* nchannels * nranks */
+  int* ring_ranks; /* the channels' rings, nranks each: one, or two (both ways round) */
   conn_fifo_t**
       fifo_tables; /* nchannels * 2 * nranks: per channel send[nranks] then recv[nranks] */
   dev_channel_t* channels;
@@ -341,10 +343,11 @@ void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, 
  * allows them, rings both ways if any host has direct links, slowest pair bandwidth, largest
  * latency (pure). */
 void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out);
-/* One topology per host: the lowest rank of each host detects it, sends it as XML to the other
- * ranks of its host, and every rank of the host (that one too) uses the parsed copy. */
-ncclResult_t coll_topo_agree(bootstrap_t* b, const peer_info_t* peers, int nranks, int rank,
-                             topo_system_t** out);
+/* One topology per host: the lowest rank of each host detects it (or, on a virtual platform,
+ * takes the platform's description of it), sends it as XML to the other ranks of its host, and
+ * every rank of the host (that one too) uses the parsed copy. */
+ncclResult_t coll_topo_agree(const platform_t* platform, bootstrap_t* b, const peer_info_t* peers,
+                             int nranks, int rank, topo_system_t** out);
 /* Allgathers every rank's proposal and merges them (every rank must call). */
 ncclResult_t coll_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
                                    const coll_gpu_params_t* mine, coll_gpu_params_t* out);

@@ -51,16 +51,22 @@ static int comm_hosts(const peer_info_t* peers, int nranks, int* host_of) {
   return nhosts;
 }
 
+/* Channels share their ring: every channel runs the same one, or with rings both ways round the
+ * even ones one and the odd ones its reverse (topo_ring_order). */
+static int comm_nrings(const struct coll_comm* cc) {
+  return cc->rings_both_ways && cc->nchannels > 1 ? 2 : 1;
+}
+
 static ncclResult_t comm_channels_init(struct coll_comm* cc) {
   int n = cc->nranks;
-  CHECK(MEM_CALLOC(&cc->ring_ranks, (size_t)cc->nchannels * (size_t)n));
+  CHECK(MEM_CALLOC(&cc->ring_ranks, (size_t)comm_nrings(cc) * (size_t)n));
   CHECK(MEM_CALLOC(&cc->fifo_tables, (size_t)cc->nchannels * 2 * (size_t)n));
   CHECK(MEM_CALLOC(&cc->channels, (size_t)cc->nchannels));
   CHECK(MEM_CALLOC(&cc->conn_mark, (size_t)cc->nchannels * 2 * (size_t)n));
   for (int c = 0; c < cc->nchannels; c++) {
     dev_channel_t* ch = &cc->channels[c];
-    int* ring = cc->ring_ranks + (size_t)c * (size_t)n;
-    topo_ring_order(n, cc->host_of, c, cc->rings_both_ways, ring);
+    int* ring = cc->ring_ranks + (size_t)(c % comm_nrings(cc)) * (size_t)n;
+    if (c < comm_nrings(cc)) topo_ring_order(n, cc->host_of, c, cc->rings_both_ways, ring);
     ch->id = c;
     ch->ring_ranks = ring;
     ch->ring_index = -1;
@@ -100,7 +106,15 @@ static ncclResult_t comm_channels_log(const struct coll_comm* cc) {
     for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++)
       down[(size_t)c * TOPO_TREE_MAX_CHILDREN + k] = k < TREE_MAX_CHILDREN ? ch->tree_down[k] : -1;
   }
-  topo_log_graph(cc->rank, cc->nranks, cc->nchannels, cc->ring_ranks, up, down);
+  int* rings = NULL; /* every channel's ring, as topo_log_graph takes them */
+  if (mem_calloc((void**)&rings, (size_t)cc->nchannels * (size_t)cc->nranks, sizeof(int)) ==
+      ncclSuccess) {
+    for (int c = 0; c < cc->nchannels; c++)
+      memcpy(rings + (size_t)c * (size_t)cc->nranks, cc->channels[c].ring_ranks,
+             (size_t)cc->nranks * sizeof(int));
+    topo_log_graph(cc->rank, cc->nranks, cc->nchannels, rings, up, down);
+  }
+  free(rings);
   free(down);
   free(up);
   return ncclSuccess;
@@ -193,13 +207,17 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
     cc->min_channels = m < 1 ? 1 : m > cc->nchannels ? cc->nchannels : (int)m;
   }
   /* ncclConfig_t.minCTAs (NCCL_MIN_CTAS): every launch gets at least that many blocks, so every
-   * operation uses at least that many channels. */
-  if (comm->config.minCTAs > cc->min_channels)
+   * operation uses at least that many channels. Its default, 1, forces nothing: a forced minimum
+   * would also stop point-to-point messages from keeping to their peer's share of the channels
+   * (coll_p2p_nchannels). */
+  if (comm->config.minCTAs > 1 && comm->config.minCTAs > cc->min_channels)
     cc->min_channels = comm->config.minCTAs < cc->nchannels ? comm->config.minCTAs : cc->nchannels;
   CHECK(coll_plugins_open(cc));
   CHECK(comm_channels_init(cc));
   /* The executor is chosen before the transports exist: they allocate for it. */
-  cc->executor = cc->gpu ? &executor_cuda_ops : &executor_host_ops;
+  cc->executor = cc->simulated ? comm->platform->executor
+                 : cc->gpu     ? &executor_cuda_ops
+                               : &executor_host_ops;
   CHECK(comm_transport_init(cc, comm));
   CHECK(coll_filter_init(&cc->filter));
   cc->exec = (exec_comm_t){.rank = cc->rank,
@@ -211,7 +229,8 @@ static ncclResult_t comm_init_body(struct coll_comm* cc, struct ncclComm* comm) 
                            .proxy_wake = comm_proxy_wake,
                            .arg = cc,
                            .err_buf = comm->last_error,
-                           .err_len = sizeof(comm->last_error)};
+                           .err_len = sizeof(comm->last_error),
+                           .platform = cc->simulated ? comm->platform->ctx : NULL};
   CHECK(cc->executor->init(&cc->exec, &cc->exec_state));
   INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
@@ -228,14 +247,16 @@ ncclResult_t coll_comm_init(struct ncclComm* comm) {
   cc->comm = comm;
   cc->rank = comm->rank;
   cc->nranks = comm->nranks;
+  cc->simulated = comm->platform != NULL;
   /* A GPU communicator's CUDA work (executor, transports) happens on its device, whichever
    * thread runs this (the caller's, or an init job's). */
   int saved = -1;
-  if (comm->cuda_dev >= 0) CHECK(coll_device_enter(comm->cuda_dev, &saved));
+  bool real_gpu = comm->cuda_dev >= 0 && !cc->simulated;
+  if (real_gpu) CHECK(coll_device_enter(comm->cuda_dev, &saved));
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (comm->cuda_dev >= 0) mode = coll_capture_relax();
+  if (real_gpu) mode = coll_capture_relax();
   ncclResult_t res = comm_init_body(cc, comm);
-  if (comm->cuda_dev >= 0) {
+  if (real_gpu) {
     coll_capture_restore(mode);
     coll_device_leave(comm->cuda_dev, saved);
   }
@@ -251,9 +272,10 @@ ncclResult_t coll_comm_finalize(struct ncclComm* comm) {
    * abort flag is set). */
   if (cc->exec_state != NULL && cc->executor->wait != NULL) {
     int saved = -1;
-    if (cc->gpu) CHECK(coll_device_enter(comm->cuda_dev, &saved));
+    bool real_gpu = cc->gpu && !cc->simulated;
+    if (real_gpu) CHECK(coll_device_enter(comm->cuda_dev, &saved));
     res = cc->executor->wait(cc->exec_state);
-    if (cc->gpu) coll_device_leave(comm->cuda_dev, saved);
+    if (real_gpu) coll_device_leave(comm->cuda_dev, saved);
     if (RESULT_IS_ERROR(res)) return res;
   }
   return ncclSuccess;
@@ -266,7 +288,8 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   coll_group_forget(cc);
   (void)coll_job_join(cc);
   int saved = -1;
-  bool entered = cc->gpu && coll_device_enter(comm->cuda_dev, &saved) == ncclSuccess;
+  bool entered =
+      cc->gpu && !cc->simulated && coll_device_enter(comm->cuda_dev, &saved) == ncclSuccess;
   if (cc->exec_state != NULL) {
     ncclResult_t r = cc->executor->fini(cc->exec_state);
     if (r != ncclSuccess && !cc->gpu) {
@@ -310,9 +333,10 @@ ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs,
   /* Connections appear on first use, which may be inside the user's graph capture: allocating
    * and registering memory is legal then only in relaxed mode. */
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (cc->gpu) mode = coll_capture_relax();
+  bool real_gpu = cc->gpu && !cc->simulated;
+  if (real_gpu) mode = coll_capture_relax();
   ncclResult_t res = transport_connect(&cc->tctx, reqs, nreqs);
-  if (cc->gpu) coll_capture_restore(mode);
+  if (real_gpu) coll_capture_restore(mode);
   CHECK(res);
   for (int k = 0; k < nreqs; k++) {
     const conn_request_t* r = &reqs[k];
@@ -343,7 +367,7 @@ static ncclResult_t comm_run(struct coll_comm* cc, bool* captured);
 
 /* *captured: the launch went into a CUDA graph being captured (it runs when the graph does). */
 static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
-  if (!cc->gpu) {
+  if (!cc->gpu || cc->simulated) { /* no stream to order: the host's, or a virtual GPU's */
     CHECK(coll_prof_exec_hook(cc));
     void* ev = coll_prof_launch_begin(cc, NULL);
     ncclResult_t res = cc->executor->launch(cc->exec_state, &cc->plan, NULL);
@@ -395,7 +419,7 @@ static ncclResult_t comm_run(struct coll_comm* cc, bool* captured) {
   bool entered = false;
   if (!cc->planned) CHECK_GOTO(coll_comm_plan(cc), res, out);
   cc->planned = false;
-  if (cc->gpu) {
+  if (cc->gpu && !cc->simulated) {
     CHECK_GOTO(coll_device_enter(cc->comm->cuda_dev, &saved), res, out);
     entered = true;
   }

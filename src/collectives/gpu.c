@@ -140,8 +140,18 @@ void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_
 }
 
 /* ---- Agreement through the bootstrap --------------------------------------------------------- */
-ncclResult_t coll_topo_agree(bootstrap_t* b, const peer_info_t* peers, int nranks, int rank,
-                             topo_system_t** out) {
+/* This host's topology: detected, or as a virtual platform describes it. */
+static ncclResult_t topo_detect(const platform_t* platform, const peer_info_t* peers, int nranks,
+                                int rank, topo_system_t** out) {
+  if (platform == NULL) return topo_system_detect(peers, nranks, rank, out);
+  char name[96];
+  snprintf(name, sizeof(name), "%s's host of rank %d", platform->name, rank);
+  return topo_system_from_xml(peers, nranks, rank, platform->host_xml(platform->ctx, rank), name,
+                              out);
+}
+
+ncclResult_t coll_topo_agree(const platform_t* platform, bootstrap_t* b, const peer_info_t* peers,
+                             int nranks, int rank, topo_system_t** out) {
   ncclResult_t res = ncclSuccess;
   int* host = NULL;
   char* text = NULL;
@@ -153,14 +163,14 @@ ncclResult_t coll_topo_agree(bootstrap_t* b, const peer_info_t* peers, int nrank
     host[n++] = r;
   }
   if (n == 1) { /* alone on this host: nobody to agree with */
-    res = topo_system_detect(peers, nranks, rank, out);
+    res = topo_detect(platform, peers, nranks, rank, out);
     goto done;
   }
   uint64_t len = 0;
   ncclResult_t detect = ncclSuccess;
   if (me == 0) {
     topo_system_t* sys = NULL;
-    detect = topo_system_detect(peers, nranks, rank, &sys);
+    detect = topo_detect(platform, peers, nranks, rank, &sys);
     if (detect == ncclSuccess) detect = topo_xml_format(sys, &text);
     topo_system_free(sys);
     if (detect != ncclSuccess) { /* the others learn it from len == 0 */
@@ -228,7 +238,8 @@ static void gpu_launch_mode_check(void) {
 ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
   coll_gpu_params_t mine, agreed;
   gpu_launch_mode_check();
-  CHECK(coll_topo_agree(comm->bootstrap, comm->peers, cc->nranks, cc->rank, &cc->topo));
+  CHECK(coll_topo_agree(comm->platform, comm->bootstrap, comm->peers, cc->nranks, cc->rank,
+                        &cc->topo));
   coll_gpu_params_local(cc->topo, comm->peers, cc->nranks, cc->rank, cc->nhosts, &mine);
   mine.nchannels = coll_ctas_clamp(mine.nchannels, &comm->config);
   int sharing = coll_ranks_on_gpu(comm->peers, cc->nranks, cc->rank);

@@ -39,6 +39,9 @@ struct ncclComm {
   char* comm_name;     /* owned copy of config.commName (config.commName points here), or NULL */
   char* net_name;      /* owned copy of config.netName (config.netName points here), or NULL */
 
+  /* Where its device and host facts come from (base.h): NULL for this machine, or a virtual
+   * cluster's (baton-sim), whose ranks all live in this process. */
+  const platform_t* platform;
   bootstrap_t* bootstrap;
   peer_info_t* peers; /* nranks entries, allgathered at init */
   int nnodes;         /* distinct host_hash values among peers */

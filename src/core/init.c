@@ -11,7 +11,11 @@
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   CHECK(arg_check_ptr(uniqueId, "ncclGetUniqueId", "uniqueId"));
   bootstrap_handle_t handle;
-  CHECK(bootstrap_get_unique_id(&handle));
+  /* A virtual cluster's ranks all live in this process: an in-process id. */
+  if (platform_thread() != NULL)
+    CHECK(bootstrap_inproc_id(&handle));
+  else
+    CHECK(bootstrap_get_unique_id(&handle));
   memset(uniqueId, 0, sizeof(*uniqueId));
   memcpy(uniqueId, &handle, sizeof(handle));
   return ncclSuccess;
@@ -60,12 +64,24 @@ static ncclResult_t comm_peers_allgather(ncclComm_t comm, const socket_addr_t* r
   me->info.rank = comm->rank;
   me->info.cuda_dev = comm->cuda_dev;
   me->info.bus_id = comm->bus_id;
-  me->info.host_hash = host_hash();
-  me->info.pid_hash = pid_hash();
-  me->info.shm_dev = shm_device_id();
-  me->info.pid = (int)getpid();
   me->ras_addr = *ras_addr;
-  snprintf(me->host, sizeof(me->host), "%s", ras_host_label());
+  if (comm->platform != NULL) {
+    const platform_t* pf = comm->platform;
+    platform_identity_t id;
+    pf->identity(pf->ctx, comm->rank, &id);
+    me->info.host_hash = id.host_hash;
+    me->info.pid_hash = id.pid_hash;
+    me->info.shm_dev = id.shm_dev;
+    me->info.pid = id.pid;
+    me->info.simulated = 1;
+    snprintf(me->host, sizeof(me->host), "%s", id.host);
+  } else {
+    me->info.host_hash = host_hash();
+    me->info.pid_hash = pid_hash();
+    me->info.shm_dev = shm_device_id();
+    me->info.pid = (int)getpid();
+    snprintf(me->host, sizeof(me->host), "%s", ras_host_label());
+  }
   CHECK_GOTO(bootstrap_allgather(comm->bootstrap, all, sizeof(*all)), res, out);
   CHECK_GOTO(MEM_CALLOC(&comm->peers, n), res, out);
   CHECK_GOTO(MEM_CALLOC(&comm->ras_addrs, n), res, out);
@@ -83,7 +99,10 @@ out:
 
 static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
   socket_addr_t ras_addr;
-  ras_comm_prepare(comm, &ras_addr);
+  if (comm->platform == NULL)
+    ras_comm_prepare(comm, &ras_addr);
+  else
+    memset(&ras_addr, 0, sizeof(ras_addr)); /* virtual ranks: no side channel */
   CHECK(comm_peers_allgather(comm, &ras_addr));
   const peer_info_t* me = &comm->peers[comm->rank];
   for (int i = 0; i < comm->nranks; i++) {
@@ -110,7 +129,7 @@ static ncclResult_t comm_peers_exchange(ncclComm_t comm, const char* api) {
  * NCCL_NET, when set, wins over netName (as stock). */
 static ncclResult_t comm_net_name_check(ncclComm_t comm, const char* api) {
   const char* want = comm->config.netName;
-  if (want == NULL) return ncclSuccess;
+  if (want == NULL || comm->platform != NULL) return ncclSuccess; /* a virtual network */
   if (param_is_set(PARAM_NET)) {
     INFO(NCCL_INIT | NCCL_ENV, "%s: config netName %s overridden by NCCL_NET=%s", api, want,
          param_str(PARAM_NET));
@@ -214,7 +233,10 @@ static ncclResult_t comm_init_prepare(int nranks, const ncclUniqueId* ids, int n
   CHECK_GOTO(comm_alloc(&cfg, &comm), res, fail_job);
   comm->rank = rank;
   comm->nranks = nranks;
-  if (dev == COMM_DEV_CURRENT) {
+  comm->platform = platform_thread();
+  if (comm->platform != NULL) {
+    comm->platform->device(comm->platform->ctx, rank, &comm->cuda_dev, &comm->bus_id);
+  } else if (dev == COMM_DEV_CURRENT) {
     comm_device_current(&comm->cuda_dev, &comm->bus_id);
   } else {
     comm->cuda_dev = dev;

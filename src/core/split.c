@@ -143,6 +143,12 @@ static ncclResult_t child_start(ncclComm_t parent, const ncclConfig_t* config, i
   ncclConfig_t cfg;
   comm_job_t* job = NULL;
   ncclComm_t child = NULL;
+  if (parent->platform != NULL) {
+    WARN("%s: rank %d is a virtual cluster's (baton-sim), whose communicators cannot be split", api,
+         parent->rank);
+    res = ncclInvalidUsage;
+    goto fail;
+  }
   if (config != NULL) {
     CHECK_GOTO(config_parse(config, api, &cfg), res, fail);
   } else {

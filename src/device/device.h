@@ -97,6 +97,7 @@ typedef struct conn_fifo {
   volatile int* sizes;           /* NCCL_STEPS entries: bytes in each slot (all protocols) */
   uint64_t step;                 /* executor-local position */
   int flags;                     /* CONN_FLAG_* */
+  int net_dev;                   /* NET: the network device this end uses, else -1 (baton-sim) */
 } conn_fifo_t;
 #define CONN_FLAG_NET 0x1 /* driven by the proxy (NET transport) */
 #define CONN_FLAG_HOSTMEM 0x2 /* slot memory is host memory */
@@ -207,6 +208,9 @@ typedef struct exec_comm {
   /* Profiling (NULL: off): the host executor calls it on each channel's thread before (start 1)
    * and after (start 0) the channel runs its list of a launch. */
   void (*channel_event)(void* arg, int channel, int start);
+  /* The communicator's platform state (base.h's platform_t.ctx) for a platform's own executor
+   * (baton-sim's world); NULL on this machine. */
+  void* platform;
 } exec_comm_t;
 
 /* ---- Progress an executor reports (core's progress watch and timeline read it) ----------------

@@ -240,3 +240,33 @@ out:
   free(gpus);
   return res;
 }
+
+ncclResult_t topo_system_from_xml(const peer_info_t* peers, int nranks, int my_rank,
+                                  const char* xml, const char* name, topo_system_t** out) {
+  topo_system_t* sys = NULL;
+  char bus[TOPO_BUSID_LEN];
+  const peer_info_t* me = &peers[my_rank];
+  CHECK(topo_xml_parse(xml, name, &sys));
+  for (int i = 0; i < sys->ngpus; i++) sys->gpus[i].rank = sys->gpus[i].dev = -1;
+  for (int r = 0; r < nranks; r++) {
+    const peer_info_t* p = &peers[r];
+    if (p->host_hash != me->host_hash || p->cuda_dev < 0 || p->bus_id < 0) continue;
+    int g = topo_system_gpu(sys, p->bus_id);
+    if (g < 0) {
+      topo_busid_format(p->bus_id, bus);
+      WARN("Topology %s has no GPU %s (rank %d's)", name, bus, r);
+      topo_system_free(sys);
+      return ncclInvalidUsage;
+    }
+    if (sys->gpus[g].rank < 0) { /* ranks come in order: the first is the lowest */
+      sys->gpus[g].rank = r;
+      sys->gpus[g].dev = p->cuda_dev;
+    }
+  }
+  INFO(NCCL_GRAPH, "Topology: %d GPU(s), %d NIC(s) from %s, %d channels", sys->ngpus, sys->nnics,
+       name, topo_system_nchannels(sys));
+  gpu_log(sys);
+  nic_log(sys);
+  *out = sys;
+  return ncclSuccess;
+}

@@ -191,3 +191,16 @@ const topo_gpu_t* topo_system_gpu_info(const topo_system_t* sys, int64_t bus_id)
   int i = topo_system_gpu(sys, bus_id);
   return i < 0 ? NULL : &sys->gpus[i];
 }
+
+int topo_nics_near(const topo_system_t* sys, int64_t gpu_bus, int* near, int max) {
+  const topo_gpu_t* g = topo_system_gpu_info(sys, gpu_bus);
+  topo_path_t best = TOPO_PATH_SYS;
+  for (int i = 0; i < sys->nnics; i++) {
+    topo_path_t p = topo_gpu_nic_path(g, &sys->nics[i]);
+    if (p < best) best = p;
+  }
+  int n = 0;
+  for (int i = 0; i < sys->nnics && n < max; i++)
+    if (topo_gpu_nic_path(g, &sys->nics[i]) == best) near[n++] = i;
+  return n;
+}

@@ -17,6 +17,8 @@ typedef struct peer_info {
   uint64_t pid_hash;  /* pid_hash(): equal means same process */
   uint64_t shm_dev;   /* st_dev of /dev/shm: equal means SHM can be shared */
   int pid;            /* for liveness checks of peers on the same host (same pid namespace) */
+  int simulated; /* 1: its device and host are a virtual platform's (baton-sim, base.h): nothing
+                    is probed or allocated for it, connections to it are only decided */
 } peer_info_t;
 
 /* ---- Rings and trees (pure functions) ------------------------------------------------------ */
@@ -126,10 +128,10 @@ typedef struct topo_system {
   int ngpus;
   topo_gpu_t* gpus; /* sorted by bus id */
   int nnics;
-  topo_nic_t* nics;   /* this host's NICs: detected, or a parsed file's <net> elements */
-  int* nvlinks;       /* [i * ngpus + j]: direct NVLinks from gpus[i] to gpus[j] */
-  topo_path_t* paths; /* [i * ngpus + j] */
-  double* bw;         /* [i * ngpus + j]: GB/s, one direction */
+  topo_nic_t* nics;     /* this host's NICs: detected, or a parsed file's <net> elements */
+  int* nvlinks;         /* [i * ngpus + j]: direct NVLinks from gpus[i] to gpus[j] */
+  topo_path_t* paths;   /* [i * ngpus + j] */
+  double* bw;           /* [i * ngpus + j]: GB/s, one direction */
   topo_xml_info_t* xml; /* CPU and PCI attributes and NICs from a file, NULL: none */
 } topo_system_t;
 
@@ -139,6 +141,11 @@ typedef struct topo_system {
  * with what the file said beyond the GPUs. Logs the GPUs and paths at INFO GRAPH. */
 ncclResult_t topo_system_detect(const peer_info_t* peers, int nranks, int my_rank,
                                 topo_system_t** out);
+/* The same for a described host (a virtual platform's, baton-sim): the GPUs and NICs of xml
+ * (stock's format, parsed by topo_xml_parse) are the host's, each local rank's GPU must be one of
+ * them, and nothing is detected. name: for messages. */
+ncclResult_t topo_system_from_xml(const peer_info_t* peers, int nranks, int my_rank,
+                                  const char* xml, const char* name, topo_system_t** out);
 void topo_system_free(topo_system_t* sys);
 int topo_system_gpu(const topo_system_t* sys, int64_t bus_id); /* index, -1 if absent */
 /* LOC for equal bus ids; SYS when either GPU is unknown (or sys is NULL). */
@@ -168,6 +175,10 @@ bool topo_nic_describe(const char* sysfs_path, topo_nic_t* out);
 /* The path between a GPU and a NIC, by the rules GPU pairs use (PIX, PXB, PHB, SYS); SYS when
  * either is unknown (gpu NULL, a virtual NIC). */
 topo_path_t topo_gpu_nic_path(const topo_gpu_t* gpu, const topo_nic_t* nic);
+/* The NICs of sys closest to the GPU at gpu_bus (the best GPU-NIC path wins, as the NET transport
+ * picks among a host's network devices), in index order: writes at most max indices, returns how
+ * many. */
+int topo_nics_near(const topo_system_t* sys, int64_t gpu_bus, int* near, int max);
 /* The GPU of bus_id in sys, NULL when unknown. */
 const topo_gpu_t* topo_system_gpu_info(const topo_system_t* sys, int64_t bus_id);
 

@@ -169,6 +169,22 @@ int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, in
   return own;
 }
 
+int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer, int is_send) {
+  int near_me[NET_MAX_DEVS], near_peer[NET_MAX_DEVS];
+  const topo_system_t* t = ctx->topo;
+  int nnics = t != NULL ? t->nnics : 0;
+  if (nnics == 0) return 0; /* one undescribed NIC */
+  if (nnics > NET_MAX_DEVS) nnics = NET_MAX_DEVS;
+  /* Every host of a virtual cluster is alike: the peer's closest NICs are found in this host's
+   * topology by its GPU's bus id. */
+  int nme = topo_nics_near(t, ctx->peers[ctx->rank].bus_id, near_me, nnics);
+  int npeer = topo_nics_near(t, ctx->peers[peer].bus_id, near_peer, nnics);
+  int cross = (int)param_int(PARAM_CROSS_NIC);
+  if (!is_send) return transport_net_pick_nic(near_me, nme, nnics, channel, -1, cross);
+  int rail = transport_net_pick_nic(near_peer, npeer, nnics, channel, -1, cross);
+  return transport_net_pick_nic(near_me, nme, nnics, channel, rail, cross);
+}
+
 static ncclResult_t net_pending_add(net_state_t* st, net_res_t* r) {
   if (st->npending == st->cap_pending) {
     int cap = st->cap_pending ? 2 * st->cap_pending : 16;
@@ -205,6 +221,7 @@ static void net_pending_progress(net_state_t* st, const net_res_t* self) {
 static bool net_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
                             const peer_info_t* peer) {
   const ncclNet_t* net = NULL;
+  if (me->simulated) return true; /* a virtual cluster's network */
   return net_select(&net, NULL) == ncclSuccess;
 }
 
@@ -289,6 +306,7 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   int numa = st->gpu != NULL ? st->gpu->numa : st->devs[r->dev].numa;
   CHECK_GOTO(net_host_alloc(ctx, bytes, numa, &r->mem, &r->gpu_mapped), res, fail);
   transport_fifo_attach(&conn->fifo, r->mem, host_bytes, CONN_FLAG_NET | CONN_FLAG_HOSTMEM);
+  conn->fifo.net_dev = r->dev;
   if (r->gdr != NET_GDR_OFF) {
     conn->fifo.buffs[PROTO_SIMPLE] = r->gdr_ptr;
     conn->fifo.buff_bytes[PROTO_SIMPLE] = buff_bytes[PROTO_SIMPLE];

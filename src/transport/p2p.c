@@ -73,7 +73,7 @@ p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t
 static bool p2p_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
                             const peer_info_t* peer) {
   if (transport_p2p_policy(ctx, me, peer) != P2P_OK) return false;
-  if (me->bus_id == peer->bus_id) return true;
+  if (me->bus_id == peer->bus_id || me->simulated) return true; /* virtual GPUs: the path decided */
   int other = topo_gpu_local_ordinal(peer->bus_id);
   if (other < 0) return true; /* not visible here: cuMem and IPC still work; the path decided */
   int ab = 0, ba = 0;

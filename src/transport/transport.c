@@ -60,6 +60,7 @@ void transport_fifo_attach(conn_fifo_t* fifo, char* base, const int buff_bytes[P
   fifo->sizes = ctrl->sizes;
   fifo->step = 0;
   fifo->flags = flags;
+  fifo->net_dev = -1;
 }
 
 ncclResult_t transport_fifo_map(const transport_ctx_t* ctx, void* base, size_t bytes,
@@ -117,15 +118,22 @@ ncclResult_t transport_ctx_init(transport_ctx_t* ctx) {
   return ncclSuccess;
 }
 
+/* Peer-major: a rank's connections with one peer over every channel share a few pages, where a
+ * channel-major table of many ranks dirties pages on every channel (a 1024-rank simulation holds
+ * 1024 of these tables). */
+static size_t ctx_index(const transport_ctx_t* ctx, int channel, int peer) {
+  return (size_t)peer * (size_t)ctx->nchannels + (size_t)channel;
+}
+
 conn_t* transport_conn(const transport_ctx_t* ctx, int channel, int peer, int is_send) {
   if (ctx->send == NULL || channel < 0 || channel >= ctx->nchannels || peer < 0 ||
       peer >= ctx->nranks)
     return NULL;
-  return (is_send ? ctx->send : ctx->recv)[(size_t)channel * ctx->nranks + peer];
+  return (is_send ? ctx->send : ctx->recv)[ctx_index(ctx, channel, peer)];
 }
 
 static conn_t** ctx_slot(transport_ctx_t* ctx, const conn_request_t* r) {
-  return &(r->is_send ? ctx->send : ctx->recv)[(size_t)r->channel * ctx->nranks + r->peer];
+  return &(r->is_send ? ctx->send : ctx->recv)[ctx_index(ctx, r->channel, r->peer)];
 }
 
 /* ---- Connecting ------------------------------------------------------------------------------ */
@@ -170,20 +178,50 @@ static ncclResult_t transport_peer_alive(void* ctx, int peer) {
   return transport_peer_check(ctx, peer);
 }
 
+static bool ctx_simulated(const transport_ctx_t* ctx) {
+  return ctx->peers != NULL && ctx->peers[ctx->rank].simulated;
+}
+
+/* A simulated rank (a virtual cluster, peer_info_t.simulated): each connection's transport is
+ * chosen as for a real one, but nothing is allocated and no peer takes part; the FIFO only says
+ * how it was made (its flags, its sizes, the NIC of a NET connection). */
+static ncclResult_t connect_virtual(transport_ctx_t* ctx, const conn_request_t* reqs, int nreqs) {
+  for (int i = 0; i < nreqs; i++) {
+    const conn_request_t* r = &reqs[i];
+    conn_t** slot = ctx_slot(ctx, r);
+    if (*slot != NULL) continue;
+    conn_t* c = NULL;
+    CHECK(conn_pick(ctx, r, &c));
+    bool net = c->transport == &transport_net_ops;
+    c->fifo.flags = net                                  ? CONN_FLAG_NET | CONN_FLAG_HOSTMEM
+                    : c->transport == &transport_shm_ops ? CONN_FLAG_HOSTMEM
+                                                         : 0;
+    memcpy(c->fifo.buff_bytes, ctx->buff_bytes, sizeof(c->fifo.buff_bytes));
+    c->fifo.net_dev = net ? transport_net_virtual_dev(ctx, r->channel, r->peer, r->is_send) : -1;
+    if (net)
+      snprintf(c->desc, sizeof(c->desc), "NET/virtual/%d", c->fifo.net_dev);
+    else
+      snprintf(c->desc, sizeof(c->desc), "%s/virtual", c->transport->name);
+    *slot = c;
+    conn_log(ctx, c);
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t transport_connect(transport_ctx_t* ctx, const conn_request_t* reqs, int nreqs) {
   ncclResult_t res = ncclSuccess;
   conn_t** pending = NULL; /* receives between phases A and C */
   char info[CONN_INFO_BYTES];
   if (nreqs <= 0) return ncclSuccess;
-  CHECK(MEM_CALLOC(&pending, (size_t)nreqs));
   for (int i = 0; i < nreqs; i++) {
     if (!req_valid(ctx, &reqs[i])) {
       WARN("transport_connect: request %d (channel %d, peer %d) is outside %d channels x %d ranks",
            i, reqs[i].channel, reqs[i].peer, ctx->nchannels, ctx->nranks);
-      res = ncclInvalidArgument;
-      goto out;
+      return ncclInvalidArgument;
     }
   }
+  if (ctx_simulated(ctx)) return connect_virtual(ctx, reqs, nreqs);
+  CHECK(MEM_CALLOC(&pending, (size_t)nreqs));
   /* A: receivers. A placeholder in the slot marks duplicates in the list. */
   for (int i = 0; i < nreqs; i++) {
     const conn_request_t* r = &reqs[i];
@@ -315,7 +353,7 @@ ncclResult_t transport_ctx_free(transport_ctx_t* ctx) {
     for (size_t i = 0; i < n; i++) {
       conn_t* c = table[i];
       if (c == NULL) continue;
-      c->transport->free(ctx, c);
+      if (!ctx_simulated(ctx)) c->transport->free(ctx, c);
       free(c);
       table[i] = NULL;
     }

@@ -40,7 +40,7 @@ typedef struct transport_ctx {
   struct net_state* net;       /* the NET transport's network and its context (net.c) */
   int traffic_class;           /* ncclConfig_t.trafficClass, NCCL_CONFIG_UNDEF_INT: unset */
   int buff_bytes[PROTO_COUNT]; /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
-  conn_t** send;               /* [channel * nranks + peer], NULL until connected */
+  conn_t** send;               /* [peer * nchannels + channel], NULL until connected */
   conn_t** recv;
   /* The CUDA executor drives this communicator's FIFOs on device peers[rank].cuda_dev: FIFO memory
    * must be device-accessible (false: the host executor; P2P is then never chosen). All ranks of
@@ -128,6 +128,10 @@ p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t
  */
 int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
                            int cross_nic);
+
+/* The NIC a simulated rank's NET connection to or from peer on channel uses (a virtual cluster,
+ * peer_info_t.simulated): the same rule over the NICs of ctx->topo, whose hosts are all alike. */
+int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer, int is_send);
 
 /* ---- GPUDirect RDMA for NET connections (net_gdr.c) -------------------------------------------
  * A connection's Simple buffer may live in GPU memory that the NIC reads (send) or writes

@@ -248,7 +248,7 @@ static int agree_rank(int rank, int n, void* arg) {
   bootstrap_t* b = NULL;
   CHILD_CHECK(bootstrap_init(&ac->handle, 1, rank, n, NULL, &b) == ncclSuccess);
   topo_system_t* sys = NULL;
-  CHILD_CHECK(coll_topo_agree(b, peers, n, rank, &sys) == ncclSuccess);
+  CHILD_CHECK(coll_topo_agree(NULL, b, peers, n, rank, &sys) == ncclSuccess);
   CHILD_CHECK(sys->ngpus == 2);
   topo_path_t path = topo_system_path(sys, bus[host[rank] * 2], bus[host[rank] * 2 + 1]);
   CHILD_CHECK(path == TOPO_PATH_NVL); /* the leader's view, not other_xml's PCIe */
@@ -306,7 +306,7 @@ static int fail_rank(int rank, int n, void* arg) {
   bootstrap_t* b = NULL;
   CHILD_CHECK(bootstrap_init(&ac->handle, 1, rank, n, NULL, &b) == ncclSuccess);
   topo_system_t* sys = NULL;
-  ncclResult_t res = coll_topo_agree(b, peers, n, rank, &sys);
+  ncclResult_t res = coll_topo_agree(NULL, b, peers, n, rank, &sys);
   CHILD_CHECK(res == (rank == 0 ? ncclInvalidUsage : ncclRemoteError));
   CHILD_CHECK(sys == NULL);
   CHILD_CHECK(bootstrap_close(b) == ncclSuccess);
