@@ -34,6 +34,12 @@ status=$?
 echo "$info" | head -3
 [ "$status" = 0 ] && echo "$info" | grep -q "Library: .*: Baton " || fail "baton-info does not report Baton ($status)"
 
+# baton-sim is installed beside it and runs from the moved prefix.
+sim=$("$work/moved/bin/baton-sim" --topo h200x2 --op allreduce --bytes 1M 2>&1) ||
+  { echo "$sim"; fail "the installed baton-sim failed"; }
+echo "$sim" | grep -q "^op=allreduce .*algo=.* proto=.* channels=.* predicted_us=" ||
+  { echo "$sim"; fail "the installed baton-sim printed no operation line"; }
+
 # Control: the same program linked without the rpath gets whatever the search path gives.
 "$cc" -o "$work/which_plain" "$src" $(pkg-config --cflags nccl) -L"$(dirname "$real")" -lnccl -ldl ||
   fail "building the control"

@@ -1,0 +1,34 @@
+#!/bin/sh
+# The scale: 1024 virtual ranks (128 nodes of h200x8) simulate a 1 GiB all-reduce, ring
+# and tree, each within a minute (ctest's TIMEOUT holds the whole script to that too) and in
+# bounded memory (peak RSS below 3 GiB, as --stats reports it).
+# The predictions must respect the network (8 NICs of 400 Gb/s, 50 GB/s each, per node): a ring
+# moves 2(n-1)/n of the buffer across every node boundary, and Baton's rings (topo_ring_order)
+# cross from a node's last GPU to the next node's first on every channel, so one NIC carries it
+# all: busbw <= 50 GB/s. A tree moves at most that much through a node's NICs together: busbw <=
+# 400 GB/s. Both above 10 GB/s (a fifth of one NIC).
+#   check_sim_scale.sh BATON_SIM
+set -u
+sim=$1
+fail() { echo "FAIL: $*"; exit 1; }
+for algo in ring tree; do
+  t0=$(date +%s)
+  out=$("$sim" --topo h200x8 --nodes 128 --op allreduce --bytes 1G --algo "$algo" --stats 2>&1) ||
+    { echo "$out"; fail "baton-sim --algo $algo"; }
+  t1=$(date +%s)
+  echo "$out"
+  line=$(echo "$out" | grep '^op=allreduce ') || fail "$algo: no operation line"
+  echo "$line" | grep -q ' nranks=1024 ' || fail "$algo: not 1024 ranks"
+  echo "$line" | grep -qi " algo=$algo " || fail "$algo: the planner did not run $algo"
+  busbw=$(echo "$line" | sed 's/.* busbw=\([0-9.]*\).*/\1/')
+  rss=$(echo "$out" | sed -n 's/.* peak_rss_kb=\([0-9]*\).*/\1/p')
+  [ -n "$rss" ] || fail "$algo: no peak_rss_kb in --stats"
+  echo "$algo: $((t1 - t0)) s, peak RSS $((rss / 1024)) MiB, busbw $busbw GB/s"
+  [ $((t1 - t0)) -lt 60 ] || fail "$algo: took $((t1 - t0)) s (limit 60)"
+  [ "$rss" -lt 3145728 ] || fail "$algo: peak RSS $rss kB (limit 3 GiB)"
+  max=50
+  [ "$algo" = tree ] && max=400
+  awk -v b="$busbw" -v m="$max" 'BEGIN { exit !(b > 10 && b <= m) }' ||
+    fail "$algo: busbw $busbw GB/s outside (10, $max]"
+done
+echo PASS
