@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
+#include "device/sim/sim.h"
 
 static __thread int group_depth;
 static __thread struct coll_comm* group_head;
@@ -362,7 +363,8 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
 #define SIM_INFO_MAGIC 0x74685283u
 #define SIM_INFO_MIN_VERSION NCCL_VERSION(2, 22, 0)
 
-static double group_simulate_comm(struct coll_comm* cc) {
+/* The cost table's sum over the tasks: where the simulator's model cannot time the plan. */
+static double group_simulate_table(struct coll_comm* cc) {
   double total = 0;
   for (int i = 0; i < cc->pending.n; i++) {
     coll_task_t* t = &cc->pending.items[i];
@@ -379,6 +381,32 @@ static double group_simulate_comm(struct coll_comm* cc) {
     if (coll_plan_choose(cc, t) == ncclSuccess && t->model_us > 0) total += t->model_us;
   }
   return total;
+}
+
+/* The group's plan on this communicator, as it would run, timed by the simulator's model
+ * (device/sim: every rank running the same plan from its own place), launch included. Nothing is
+ * connected or launched; the plan's memory is the communicator's, idle in a blocking group. */
+static double group_simulate_comm(struct coll_comm* cc) {
+  bool any = false;
+  for (int i = 0; i < cc->pending.n; i++) any |= cc->pending.items[i].count > 0;
+  if (!any) return 0;
+  if (coll_job_join(cc) != ncclSuccess) return group_simulate_table(cc);
+  coll_choice_t last = cc->last;
+  int nreqs = 0;
+  double us = -1;
+  if (coll_plan_build(cc, &cc->pending, &nreqs) == ncclSuccess) {
+    sim_estimate_in_t in = {.exec = &cc->exec,
+                            .plan = &cc->plan,
+                            .topo = cc->topo,
+                            .peers = cc->comm->peers,
+                            .host_of = cc->host_of,
+                            .nhosts = cc->nhosts,
+                            .gpu = cc->gpu};
+    us = sim_estimate_us(&in);
+  }
+  cc->last = last;
+  cc->plan.nchannels = cc->plan.nlocal = cc->nlocal = 0;
+  return us >= 0 ? us : group_simulate_table(cc);
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {

@@ -2,6 +2,7 @@
  * nested groups, nonblocking communicators, ncclGroupSimulateEnd, argument checking (the
  * communicator stays usable), user reduction operators, memory allocation and registration. */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,116 @@ START_TEST(test_simulate) {
 }
 END_TEST
 
+/* Every operation kind's estimate is the simulator's: baton-sim (a virtual cluster of host ranks
+ * running each rank's own real plan) predicts the same time for the same operation on the same
+ * shape (3 host ranks on one host), and a 1 MiB operation takes longer than a 1 KiB one. */
+typedef enum {
+  SK_ALLREDUCE,
+  SK_ALLGATHER,
+  SK_REDUCESCATTER,
+  SK_BROADCAST,
+  SK_REDUCE,
+  SK_SENDRECV,
+  SK_ALLTOALL,
+  SK_GATHER,
+  SK_SCATTER,
+  SK_COUNT
+} sim_kind_t;
+static const char* const sk_names[SK_COUNT] = {"allreduce", "allgather", "reducescatter",
+                                               "broadcast", "reduce",    "sendrecv",
+                                               "alltoall",  "gather",    "scatter"};
+
+static ncclResult_t sk_post(sim_kind_t k, ncclComm_t comm, int rank, int n, float* buf,
+                            size_t count) {
+  float* out = buf + count * (size_t)n;
+  switch (k) {
+    case SK_ALLREDUCE:
+      return ncclAllReduce(buf, out, count, ncclFloat32, ncclSum, comm, NULL);
+    case SK_ALLGATHER:
+      return ncclAllGather(buf, out, count, ncclFloat32, comm, NULL);
+    case SK_REDUCESCATTER:
+      return ncclReduceScatter(buf, out, count, ncclFloat32, ncclSum, comm, NULL);
+    case SK_BROADCAST:
+      return ncclBroadcast(buf, out, count, ncclFloat32, 1, comm, NULL);
+    case SK_REDUCE:
+      return ncclReduce(buf, out, count, ncclFloat32, ncclSum, 1, comm, NULL);
+    case SK_SENDRECV: {
+      ncclResult_t r = ncclSend(buf, count, ncclFloat32, (rank + 1) % n, comm, NULL);
+      return r != ncclSuccess ? r
+                              : ncclRecv(out, count, ncclFloat32, (rank + n - 1) % n, comm, NULL);
+    }
+    case SK_ALLTOALL:
+      return ncclAlltoAll(buf, out, count, ncclFloat32, comm, NULL);
+    case SK_GATHER:
+      return ncclGather(buf, out, count, ncclFloat32, 0, comm, NULL);
+    case SK_SCATTER:
+      return ncclScatter(buf, out, count, ncclFloat32, 0, comm, NULL);
+    default:
+      return ncclInvalidArgument;
+  }
+}
+
+/* baton-sim's predicted_us for kind k of count elements per rank (nccl-tests' sizes), or -1. */
+static double sk_baton_sim(sim_kind_t k, int n, size_t count) {
+  const char* dir = getenv("BATON_BINARY_DIR");
+  if (dir == NULL) return -1;
+  bool whole = k == SK_ALLGATHER || k == SK_REDUCESCATTER || k == SK_ALLTOALL || k == SK_GATHER ||
+               k == SK_SCATTER;
+  size_t bytes = count * sizeof(float) * (whole ? (size_t)n : 1);
+  int root = k == SK_BROADCAST || k == SK_REDUCE || k == SK_SENDRECV ? 1 : 0;
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd),
+           "%s/tools/baton-sim --topo pcie4x4 --host-ranks %d --op %s --bytes %zu --root %d", dir,
+           n, sk_names[k], bytes, root);
+  FILE* p = popen(cmd, "r");
+  if (p == NULL) return -1;
+  char line[1024];
+  double us = -1;
+  while (fgets(line, sizeof(line), p) != NULL) {
+    const char* f = strstr(line, " predicted_us=");
+    if (strncmp(line, "op=", 3) == 0 && f != NULL) us = strtod(f + 14, NULL);
+  }
+  return pclose(p) == 0 ? us : -1;
+}
+
+static int simulate_kinds_body(itest_rank_t* r, void* arg) {
+  (void)arg;
+  ncclComm_t comm = r->comms[0];
+  int n = r->nranks;
+  size_t big = (size_t)1 << 18, small = 256; /* floats: 1 MiB and 1 KiB per rank */
+  float* buf = calloc(big * (size_t)n * 2, sizeof(float));
+  IT_EXPECT(buf != NULL, "out of memory");
+  for (int k = 0; k < SK_COUNT; k++) {
+    ncclSimInfo_t s = NCCL_SIM_INFO_INITIALIZER, b = NCCL_SIM_INFO_INITIALIZER;
+    IT_NCCL(ncclGroupStart());
+    IT_NCCL(sk_post((sim_kind_t)k, comm, r->rank, n, buf, small));
+    IT_NCCL(ncclGroupSimulateEnd(&s));
+    IT_NCCL(ncclGroupStart());
+    IT_NCCL(sk_post((sim_kind_t)k, comm, r->rank, n, buf, big));
+    IT_NCCL(ncclGroupSimulateEnd(&b));
+    IT_EXPECT(s.estimatedTime > 0 && b.estimatedTime > s.estimatedTime,
+              "%s: 1 KiB estimated at %g us, 1 MiB at %g us", sk_names[k], s.estimatedTime,
+              b.estimatedTime);
+    /* A gather's or scatter's time is its root's: the others' estimates see only their part. */
+    if ((k == SK_GATHER || k == SK_SCATTER) && r->rank != 0) continue;
+    double want = sk_baton_sim((sim_kind_t)k, n, big);
+    IT_EXPECT(want > 0, "%s: baton-sim gave no prediction", sk_names[k]);
+    IT_EXPECT(fabs(b.estimatedTime / want - 1) < 0.05,
+              "%s of 1 MiB: ncclGroupSimulateEnd %g us, baton-sim %g us", sk_names[k],
+              b.estimatedTime, want);
+  }
+  for (size_t i = 0; i < big * (size_t)n * 2; i++)
+    IT_EXPECT(buf[i] == 0.0f, "a simulated operation ran: element %zu is %g", i, buf[i]);
+  free(buf);
+  return 0;
+}
+
+START_TEST(test_simulate_every_kind) {
+  itest_opts_t o = {.nranks = 3, .timeout_s = 120};
+  ck_assert_int_eq(itest_run(&o, simulate_kinds_body, NULL), 0);
+}
+END_TEST
+
 /* ---- Argument checks ----------------------------------------------------------------------------
  */
 static int expect_invalid(ncclComm_t comm, ncclResult_t res, const char* word, const char* what) {
@@ -424,6 +535,7 @@ static Suite* group_suite(void) {
   tcase_add_test(tc, test_ranks_on_one_thread);
   tcase_add_test(tc, test_nonblocking_group);
   tcase_add_test(tc, test_simulate);
+  tcase_add_test(tc, test_simulate_every_kind);
   tcase_add_test(tc, test_argument_checks);
   tcase_add_test(tc, test_user_ops);
   tcase_add_test(tc, test_mem_and_registration);

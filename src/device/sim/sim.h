@@ -136,17 +136,23 @@ ncclResult_t sim_world_time(sim_world_t* w, const sim_time_opts_t* opts, sim_res
 /* Fair-share solutions computed and reused so far. */
 void sim_world_memo_stats(const sim_world_t* w, uint64_t* hits, uint64_t* misses);
 
-/* ---- One communicator's estimate (ncclGroupSimulateEnd) --------------------------------------
- * The model's time of a plan of one rank, assuming every rank runs the same shape of plan on the
- * same kind of links: each connection's transport (from its FIFO's flags), the rank's GPU and
- * host topology (NULL: host executor) and the number of hosts decide the rates. */
+/* ---- One communicator's estimate (ncclGroupSimulateEnd, estimate.c) ---------------------------
+ * The engine's time of one rank's plan, with every other rank running the same plan from its own
+ * place: its channels' rings and trees by the same pure functions (topo_ring_order is in
+ * exec->channels' ring_ranks, topo_dbtree), a point-to-point item to or from rank me + d turned
+ * into one with rank r + d when every send has its turned receive (else each peer runs only the
+ * other ends of this rank's messages), and every node built like this rank's (its topology, or host
+ * memory and sockets for the host executor). Connections not made yet take their transport from the
+ * two ranks' places and their slots from NCCL_BUFFSIZE and its kin. Returns the time in
+ * microseconds, or a negative value (with an INFO line) when the plan cannot be timed so. */
 typedef struct sim_estimate_in {
-  const exec_comm_t* exec; /* the rank's channels and connections */
+  const exec_comm_t* exec; /* the rank's channels (rings, trees) and rank/nranks */
   const plan_t* plan;
-  const topo_system_t* topo; /* the rank's host (NULL without GPUs) */
-  int64_t bus_id;            /* the rank's GPU, -1 without */
-  bool gpu;                  /* the CUDA executor's costs, else the host executor's */
+  const topo_system_t* topo; /* the rank's host; NULL or without GPUs for the host executor */
+  const peer_info_t* peers;  /* nranks: each rank's bus id (its GPU in topo) */
+  const int* host_of;        /* nranks: each rank's host index, 0 .. nhosts-1 */
   int nhosts;
+  bool gpu; /* the CUDA executor's costs, else the host executor's */
 } sim_estimate_in_t;
 double sim_estimate_us(const sim_estimate_in_t* in);
 
