@@ -120,7 +120,10 @@ static const char* coll_prof_type(int dtype) {
 }
 
 static const char* coll_prof_algo(int algo) {
-  return algo == ALGO_TREE ? "TREE" : algo == ALGO_RING ? "RING" : algo == ALGO_ONESHOT ? "ONESHOT" : "TWOSHOT";
+  return algo == ALGO_TREE      ? "TREE"
+         : algo == ALGO_RING    ? "RING"
+         : algo == ALGO_ONESHOT ? "ONESHOT"
+                                : "TWOSHOT";
 }
 
 static const char* coll_prof_proto(int proto) {

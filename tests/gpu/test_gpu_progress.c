@@ -148,7 +148,8 @@ int main(void) {
   while (!reported && now_s() - t0 < REPORT_SEC + 10) {
     char* text = read_file(log);
     reported = text != NULL && strstr(text, "Hang report") != NULL &&
-               strstr(text, "ncclAllReduce #11") != NULL && strstr(text, "Not called yet by rank 1");
+               strstr(text, "ncclAllReduce #11") != NULL &&
+               strstr(text, "Not called yet by rank 1");
     free(text);
     if (!reported) usleep(100 * 1000);
   }
