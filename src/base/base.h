@@ -298,23 +298,53 @@ CUmemAccessDesc cu_mem_access_rw(CUdevice dev);
 /* The driver's text for res ("CUDA_ERROR_..." name when the driver has none). */
 const char* cu_error_text(CUresult res);
 
-/* A driver call through cu_driver(): WARN with its text and return ncclUnhandledCudaError. */
-#define CU_CHECK(call)                                                       \
-  do {                                                                       \
-    CUresult cu_res_ = (call);                                               \
-    if (cu_res_ != CUDA_SUCCESS) {                                           \
-      WARN("CUDA driver call %s failed: %s", #call, cu_error_text(cu_res_)); \
-      return ncclUnhandledCudaError;                                         \
-    }                                                                        \
+/* ---- Checking CUDA calls ----------------------------------------------------------------------
+ * A runtime call that must succeed goes through CUDA_CHECK (return) or CUDA_CHECK_GOTO (set res,
+ * goto a cleanup label); a driver call through cu_driver() through CU_CHECK / CU_CHECK_GOTO. On
+ * failure the WARN names the call as written, its file:line and the CUDA text; a runtime error is
+ * also cleared from the thread's last-error state (cudaGetLastError) so that later calls do not
+ * report it again; the result is ncclUnhandledCudaError (as stock). A call whose failure is
+ * expected and handled in place (probing an attribute, a peer or a pointer; best-effort cleanup)
+ * is not checked: it is cast to (void), or compared in place with (void)cudaGetLastError() after
+ * it, with a comment where the reason is not plain. */
+ncclResult_t cuda_call_failed(cudaError_t err, const char* call, const char* func, const char* file,
+                              int line);
+ncclResult_t cu_call_failed(CUresult res, const char* call, const char* func, const char* file,
+                            int line);
+/* err, with `accepted` (an outcome the caller expects, e.g. "already enabled") cleared and read as
+ * success: CUDA_CHECK(cuda_accept(cudaX(...), cudaErrorY)). */
+static inline cudaError_t cuda_accept(cudaError_t err, cudaError_t accepted) {
+  if (err != accepted) return err;
+  (void)cudaGetLastError();
+  return cudaSuccess;
+}
+#define CUDA_CHECK(call)                                                       \
+  do {                                                                         \
+    cudaError_t cuda_err_ = (call);                                            \
+    if (cuda_err_ != cudaSuccess)                                              \
+      return cuda_call_failed(cuda_err_, #call, __func__, __FILE__, __LINE__); \
   } while (0)
-/* A runtime call: WARN with the runtime's text and return ncclUnhandledCudaError. */
-#define CUDA_CHECK(call)                                                     \
-  do {                                                                       \
-    cudaError_t cuda_res_ = (call);                                          \
-    if (cuda_res_ != cudaSuccess) {                                          \
-      WARN("CUDA call %s failed: %s", #call, cudaGetErrorString(cuda_res_)); \
-      return ncclUnhandledCudaError;                                         \
-    }                                                                        \
+#define CUDA_CHECK_GOTO(call, res, label)                                       \
+  do {                                                                          \
+    cudaError_t cuda_err_ = (call);                                             \
+    if (cuda_err_ != cudaSuccess) {                                             \
+      (res) = cuda_call_failed(cuda_err_, #call, __func__, __FILE__, __LINE__); \
+      goto label;                                                               \
+    }                                                                           \
+  } while (0)
+#define CU_CHECK(call)                                                     \
+  do {                                                                     \
+    CUresult cu_res_ = (call);                                             \
+    if (cu_res_ != CUDA_SUCCESS)                                           \
+      return cu_call_failed(cu_res_, #call, __func__, __FILE__, __LINE__); \
+  } while (0)
+#define CU_CHECK_GOTO(call, res, label)                                     \
+  do {                                                                      \
+    CUresult cu_res_ = (call);                                              \
+    if (cu_res_ != CUDA_SUCCESS) {                                          \
+      (res) = cu_call_failed(cu_res_, #call, __func__, __FILE__, __LINE__); \
+      goto label;                                                           \
+    }                                                                       \
   } while (0)
 
 #endif /* BATON_BASE_H */

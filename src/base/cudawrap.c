@@ -106,6 +106,22 @@ const char* cu_error_text(CUresult res) {
   }
 }
 
+/* base.h: CUDA_CHECK and CU_CHECK. The WARN carries the caller's function and line. */
+ncclResult_t cuda_call_failed(cudaError_t err, const char* call, const char* func, const char* file,
+                              int line) {
+  (void)cudaGetLastError(); /* the error is reported here: later calls must not see it again */
+  log_emit(NCCL_LOG_WARN, NCCL_ALL, func, line, "CUDA call %s failed at %s:%d: %s (%d)", call, file,
+           line, cudaGetErrorString(err), (int)err);
+  return ncclUnhandledCudaError;
+}
+
+ncclResult_t cu_call_failed(CUresult res, const char* call, const char* func, const char* file,
+                            int line) {
+  log_emit(NCCL_LOG_WARN, NCCL_ALL, func, line, "CUDA driver call %s failed at %s:%d: %s (%d)",
+           call, file, line, cu_error_text(res), (int)res);
+  return ncclUnhandledCudaError;
+}
+
 bool cu_mem_fd_supported(int ordinal) {
   const cu_driver_t* d = cu_driver();
   CUdevice dev;

@@ -377,7 +377,8 @@ static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
   cudaStream_t stream = NULL;
   CHECK(coll_gpu_join_before(cc, &stream));
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess)
+    (void)cudaGetLastError(); /* unknown: as not captured (the launch reports a bad stream) */
   *captured = cs != cudaStreamCaptureStatusNone;
   void* ev = coll_prof_launch_begin(cc, stream);
   ncclResult_t res = cc->executor->launch(cc->exec_state, &cc->plan, stream);

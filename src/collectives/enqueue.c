@@ -38,7 +38,7 @@ static ncclResult_t enqueue_check_pointer(const coll_args_t* a, const void* p, c
     return ncclSuccess;
   struct cudaPointerAttributes attr;
   cudaError_t err = cudaPointerGetAttributes(&attr, p);
-  if (err != cudaSuccess) {
+  if (err != cudaSuccess) { /* a probe: a pointer CUDA does not know is the caller's error */
     (void)cudaGetLastError();
     WARN("%s: %s %p: cudaPointerGetAttributes failed: %s (NCCL_CHECK_POINTERS)", a->api, name, p,
          cudaGetErrorString(err));

@@ -246,7 +246,7 @@ ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm) {
   if (sharing > 1) { /* NCCL_MULTI_RANK_GPU_ENABLE: every rank's blocks must be resident at once */
     int nsm = 0;
     if (cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, comm->cuda_dev) != cudaSuccess)
-      (void)cudaGetLastError();
+      (void)cudaGetLastError(); /* unknown (0): the channel count stays as proposed */
     int want = mine.nchannels;
     mine.nchannels = coll_shared_gpu_channels(want, sharing, nsm);
     INFO(NCCL_INIT,
@@ -288,12 +288,7 @@ ncclResult_t coll_device_enter(int dev, int* saved) {
   }
   *saved = cur;
   if (cur == dev) return ncclSuccess;
-  cudaError_t err = cudaSetDevice(dev);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("cudaSetDevice(%d) failed: %s", dev, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
+  CUDA_CHECK(cudaSetDevice(dev));
   return ncclSuccess;
 }
 
@@ -342,25 +337,13 @@ static ncclResult_t events_reserve(struct coll_comm* cc, int n) {
   }
   cc->events = p;
   enum cudaStreamCaptureMode mode = coll_capture_relax();
-  cudaError_t err = cudaSuccess;
-  while (cc->nevents < n && err == cudaSuccess) {
-    err = cudaEventCreateWithFlags(&cc->events[cc->nevents], cudaEventDisableTiming);
-    if (err == cudaSuccess) cc->nevents++;
-  }
+  ncclResult_t res = ncclSuccess;
+  for (; cc->nevents < n; cc->nevents++)
+    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&cc->events[cc->nevents], cudaEventDisableTiming), res,
+                    restore);
+restore:
   coll_capture_restore(mode);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("cudaEventCreateWithFlags failed: %s", cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
-}
-
-static ncclResult_t cuda_ok(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return ncclSuccess;
-  (void)cudaGetLastError();
-  WARN("%s failed: %s (joining the streams of one group)", what, cudaGetErrorString(err));
-  return ncclUnhandledCudaError;
+  return res;
 }
 
 ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch) {
@@ -371,8 +354,8 @@ ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch) {
   if (cc->nstreams > 0) {
     CHECK(events_reserve(cc, cc->nstreams + 1));
     for (int i = 0; i < cc->nstreams; i++) {
-      CHECK(cuda_ok(cudaEventRecord(cc->events[i], cc->streams[i]), "cudaEventRecord"));
-      CHECK(cuda_ok(cudaStreamWaitEvent(first, cc->events[i], 0), "cudaStreamWaitEvent"));
+      CUDA_CHECK(cudaEventRecord(cc->events[i], cc->streams[i]));
+      CUDA_CHECK(cudaStreamWaitEvent(first, cc->events[i], 0));
     }
   }
   *launch = first;
@@ -382,9 +365,8 @@ ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch) {
 ncclResult_t coll_gpu_join_after(struct coll_comm* cc, cudaStream_t launch) {
   if (cc->nstreams == 0) return ncclSuccess;
   cudaEvent_t done = cc->events[cc->nstreams];
-  CHECK(cuda_ok(cudaEventRecord(done, launch), "cudaEventRecord"));
-  for (int i = 0; i < cc->nstreams; i++)
-    CHECK(cuda_ok(cudaStreamWaitEvent(cc->streams[i], done, 0), "cudaStreamWaitEvent"));
+  CUDA_CHECK(cudaEventRecord(done, launch));
+  for (int i = 0; i < cc->nstreams; i++) CUDA_CHECK(cudaStreamWaitEvent(cc->streams[i], done, 0));
   cc->nstreams = 0;
   return ncclSuccess;
 }

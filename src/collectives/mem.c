@@ -81,13 +81,7 @@ static bool mem_untrack(void* ptr, mem_alloc_t* out) {
 }
 
 /* ---- GPU allocations ------------------------------------------------------------------------ */
-static ncclResult_t mem_cu(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return ncclSuccess;
-  WARN("ncclMemAlloc: %s failed: %s (NCCL_CUMEM_ENABLE=0 uses cudaMalloc instead)", what,
-       cu_error_text(r));
-  return ncclUnhandledCudaError;
-}
-
+/* Probes: any failure means no cuMem, and the allocation takes cudaMalloc. */
 static bool mem_cumem_usable(int dev) {
   const cu_driver_t* d = cu_driver();
   CUdevice cdev;
@@ -107,16 +101,16 @@ static ncclResult_t mem_cumem_access(CUdeviceptr p, size_t bytes, int dev) {
   CUmemAccessDesc* acc = NULL;
   CUdevice cdev;
   size_t n = 0;
+  ncclResult_t res = ncclSuccess;
   CHECK(mem_calloc((void**)&acc, (size_t)(ndev > 0 ? ndev : 1), sizeof(*acc)));
-  ncclResult_t res = mem_cu(d->device_get(&cdev, dev), "cuDeviceGet");
-  if (res != ncclSuccess) goto out;
+  CU_CHECK_GOTO(d->device_get(&cdev, dev), res, out);
   acc[n++] = cu_mem_access_rw(cdev);
   for (int peer = 0; peer < ndev; peer++) {
     int can = 0;
     CUdevice cpeer;
     if (peer == dev) continue;
     if (cudaDeviceCanAccessPeer(&can, peer, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
+      (void)cudaGetLastError(); /* a probe: no access for that peer */
       continue;
     }
     if (can && d->device_get(&cpeer, peer) == CUDA_SUCCESS) acc[n++] = cu_mem_access_rw(cpeer);
@@ -126,7 +120,7 @@ static ncclResult_t mem_cumem_access(CUdeviceptr p, size_t bytes, int dev) {
          dev);
     n = 1;
   }
-  if (n == 1) res = mem_cu(d->mem_set_access(p, bytes, acc, 1), "cuMemSetAccess");
+  if (n == 1) CU_CHECK_GOTO(d->mem_set_access(p, bytes, acc, 1), res, out);
 out:
   free(acc);
   return res;
@@ -140,19 +134,16 @@ static ncclResult_t mem_cumem_alloc(int dev, size_t size, mem_alloc_t* a) {
   CUdeviceptr p = 0;
   bool have_handle = false, reserved = false, mapped = false;
   ncclResult_t res;
-  CHECK(mem_cu(d->device_get(&cdev, dev), "cuDeviceGet"));
+  CU_CHECK(d->device_get(&cdev, dev));
   prop = cu_mem_prop_device(cdev, cu_mem_fd_supported(dev));
-  CHECK(
-      mem_cu(d->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-             "cuMemGetAllocationGranularity"));
+  CU_CHECK(d->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   if (gran == 0) gran = 1;
   a->bytes = (size + gran - 1) / gran * gran;
-  CHECK_GOTO(mem_cu(d->mem_create(&a->handle, a->bytes, &prop, 0), "cuMemCreate"), res, fail);
+  CU_CHECK_GOTO(d->mem_create(&a->handle, a->bytes, &prop, 0), res, fail);
   have_handle = true;
-  CHECK_GOTO(mem_cu(d->mem_address_reserve(&p, a->bytes, gran, 0, 0), "cuMemAddressReserve"), res,
-             fail);
+  CU_CHECK_GOTO(d->mem_address_reserve(&p, a->bytes, gran, 0, 0), res, fail);
   reserved = true;
-  CHECK_GOTO(mem_cu(d->mem_map(p, a->bytes, 0, a->handle, 0), "cuMemMap"), res, fail);
+  CU_CHECK_GOTO(d->mem_map(p, a->bytes, 0, a->handle, 0), res, fail);
   mapped = true;
   CHECK_GOTO(mem_cumem_access(p, a->bytes, dev), res, fail);
   a->ptr = (void*)(uintptr_t)p;
@@ -169,13 +160,7 @@ fail:
 static ncclResult_t mem_gpu_alloc(int dev, size_t size, mem_alloc_t* a) {
   if (mem_cumem_usable(dev)) return mem_cumem_alloc(dev, size, a);
   void* p = NULL;
-  cudaError_t err = cudaMalloc(&p, size);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("ncclMemAlloc: cudaMalloc of %zu bytes on device %d failed: %s", size, dev,
-         cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
+  CUDA_CHECK(cudaMalloc(&p, size));
   *a = (mem_alloc_t){.ptr = p, .bytes = size, .kind = MEM_KIND_CUDA, .dev = dev};
   return ncclSuccess;
 }
@@ -191,22 +176,13 @@ static ncclResult_t mem_release(const mem_alloc_t* a) {
   if (a->kind == MEM_KIND_CUMEM) {
     const cu_driver_t* d = cu_driver();
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)a->ptr;
-    CUresult r = d->mem_unmap(p, a->bytes);
-    if (r == CUDA_SUCCESS) r = d->mem_address_free(p, a->bytes);
-    if (r == CUDA_SUCCESS) r = d->mem_release(a->handle);
-    if (r != CUDA_SUCCESS) {
-      WARN("ncclMemFree: releasing the cuMem allocation at %p failed: %s", a->ptr,
-           cu_error_text(r));
-      res = ncclUnhandledCudaError;
-    }
+    CU_CHECK_GOTO(d->mem_unmap(p, a->bytes), res, leave);
+    CU_CHECK_GOTO(d->mem_address_free(p, a->bytes), res, leave);
+    CU_CHECK_GOTO(d->mem_release(a->handle), res, leave);
   } else {
-    cudaError_t err = cudaFree(a->ptr);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      WARN("ncclMemFree: cudaFree(%p) failed: %s", a->ptr, cudaGetErrorString(err));
-      res = ncclUnhandledCudaError;
-    }
+    CUDA_CHECK_GOTO(cudaFree(a->ptr), res, leave);
   }
+leave:
   coll_device_leave(a->dev, saved);
   return res;
 }
@@ -221,7 +197,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   }
   int dev = -1;
   if (comm_device_count() > 0 && cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
+    (void)cudaGetLastError(); /* no current device: host memory */
     dev = -1;
   }
   mem_alloc_t a;

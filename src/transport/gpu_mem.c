@@ -3,41 +3,36 @@
  * (the same address as the host one on 64-bit Linux with unified addressing). */
 #include "transport/transport.h"
 
+/* cudaHostRegister's result, where memory someone else registered already is used as it is
+ * (*mine: whether this call registered it). */
+static cudaError_t registered_by(cudaError_t err, bool* mine) {
+  *mine = err == cudaSuccess;
+  return cuda_accept(err, cudaErrorHostMemoryAlreadyRegistered);
+}
+
 ncclResult_t transport_host_mem_to_device(void* host, size_t bytes, void** dev_out) {
   bool registered = false;
   void* dev = NULL;
-  cudaError_t err =
-      cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-  if (err == cudaErrorHostMemoryAlreadyRegistered) {
-    (void)cudaGetLastError(); /* someone else registered it: use their registration */
-  } else if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN(
-        "cudaHostRegister of %zu bytes at %p for a FIFO failed: %s (the CUDA executor needs "
-        "host FIFOs mapped into the GPU; check the memlock limit, ulimit -l)",
-        bytes, host, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  } else {
-    registered = true;
-  }
-  err = cudaHostGetDevicePointer(&dev, host, 0);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("cudaHostGetDevicePointer for the FIFO at %p failed: %s", host, cudaGetErrorString(err));
-    if (registered) (void)cudaHostUnregister(host);
-    return ncclUnhandledCudaError;
-  }
+  ncclResult_t res = ncclSuccess;
+  CUDA_CHECK_GOTO(registered_by(cudaHostRegister(host, bytes,
+                                                 cudaHostRegisterMapped | cudaHostRegisterPortable),
+                                &registered),
+                  res, no_register);
+  CUDA_CHECK_GOTO(cudaHostGetDevicePointer(&dev, host, 0), res, unregister);
   *dev_out = dev;
   return ncclSuccess;
+no_register:
+  INFO(NCCL_INIT | NCCL_SHM,
+       "The CUDA executor needs host FIFOs (here %zu bytes at %p) mapped into the GPU; check the "
+       "memlock limit (ulimit -l)",
+       bytes, host);
+  return res;
+unregister:
+  if (registered) (void)cudaHostUnregister(host);
+  return res;
 }
 
 ncclResult_t transport_host_mem_unregister(void* host) {
-  cudaError_t err = cudaHostUnregister(host);
-  if (err != cudaSuccess && err != cudaErrorHostMemoryNotRegistered) {
-    (void)cudaGetLastError();
-    WARN("cudaHostUnregister of the FIFO at %p failed: %s", host, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
-  (void)cudaGetLastError();
+  CUDA_CHECK(cuda_accept(cudaHostUnregister(host), cudaErrorHostMemoryNotRegistered));
   return ncclSuccess;
 }

@@ -289,6 +289,7 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   memcpy(host_bytes, buff_bytes, sizeof(host_bytes));
   if (r->gdr != NET_GDR_OFF) {
     int saved = -1, dev = ctx->peers[ctx->rank].cuda_dev; /* allocate on the rank's GPU */
+    /* Failures here fall back to host staging (INFO below), so they are not CUDA_CHECKed. */
     if (cudaGetDevice(&saved) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess) saved = -1;
     ncclResult_t got = saved < 0 ? ncclUnhandledCudaError
                                  : transport_net_gdr_alloc((size_t)buff_bytes[PROTO_SIMPLE], r->gdr,

@@ -91,6 +91,7 @@ void transport_net_gdr_caps(int cuda_dev, bool* gdr, bool* dmabuf) {
     *dmabuf = b != 0;
 }
 
+/* A failure is an INFO line, not a WARN: the caller falls back to a host buffer. */
 ncclResult_t transport_net_gdr_alloc(size_t bytes, net_gdr_mode_t mode, void** ptr, size_t* alloc,
                                      int* fd) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -106,7 +107,7 @@ ncclResult_t transport_net_gdr_alloc(size_t bytes, net_gdr_mode_t mode, void** p
   }
   if (cudaMemset(p, 0, n) != cudaSuccess) {
     (void)cudaGetLastError();
-    cudaFree(p);
+    (void)cudaFree(p);
     return ncclUnhandledCudaError;
   }
   if (mode == NET_GDR_DMABUF) {
@@ -118,7 +119,7 @@ ncclResult_t transport_net_gdr_alloc(size_t bytes, net_gdr_mode_t mode, void** p
     if (r != CUDA_SUCCESS) {
       INFO(NCCL_NET, "NET: no dma-buf for a GPUDirect buffer (%s)", cu_error_text(r));
       *fd = -1;
-      cudaFree(p);
+      (void)cudaFree(p);
       return ncclUnhandledCudaError;
     }
   }

@@ -79,7 +79,7 @@ static bool p2p_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
   int ab = 0, ba = 0;
   cudaError_t err = cudaDeviceCanAccessPeer(&ab, me->cuda_dev, other);
   if (err == cudaSuccess) err = cudaDeviceCanAccessPeer(&ba, other, me->cuda_dev);
-  if (err != cudaSuccess || !ab || !ba) {
+  if (err != cudaSuccess || !ab || !ba) { /* a probe: the path decides without P2P */
     (void)cudaGetLastError();
     INFO(NCCL_P2P,
          "P2P: CUDA devices %d and %d (rank %d) cannot access each other (%s); not using "
@@ -100,21 +100,19 @@ typedef struct p2p_scope {
 } p2p_scope_t;
 
 static ncclResult_t p2p_enter(int dev, p2p_scope_t* s) {
+  ncclResult_t res = ncclSuccess;
   s->switched = false;
   s->mode = cudaStreamCaptureModeRelaxed;
   (void)cudaThreadExchangeStreamCaptureMode(&s->mode);
-  cudaError_t err = cudaGetDevice(&s->saved);
-  if (err == cudaSuccess && s->saved != dev) {
-    err = cudaSetDevice(dev);
-    s->switched = err == cudaSuccess;
-  }
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    (void)cudaThreadExchangeStreamCaptureMode(&s->mode);
-    WARN("P2P: selecting CUDA device %d failed: %s", dev, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
+  CUDA_CHECK_GOTO(cudaGetDevice(&s->saved), res, restore_mode);
+  if (s->saved != dev) {
+    CUDA_CHECK_GOTO(cudaSetDevice(dev), res, restore_mode);
+    s->switched = true;
   }
   return ncclSuccess;
+restore_mode:
+  (void)cudaThreadExchangeStreamCaptureMode(&s->mode);
+  return res;
 }
 
 static void p2p_leave(p2p_scope_t* s) {
@@ -122,30 +120,15 @@ static void p2p_leave(p2p_scope_t* s) {
   (void)cudaThreadExchangeStreamCaptureMode(&s->mode);
 }
 
-static ncclResult_t p2p_cuda(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return ncclSuccess;
-  (void)cudaGetLastError();
-  WARN("P2P: %s failed: %s (NCCL_P2P_DISABLE=1 avoids the P2P transport)", what,
-       cudaGetErrorString(err));
-  return ncclUnhandledCudaError;
-}
-
-static ncclResult_t p2p_cu(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return ncclSuccess;
-  WARN(
-      "P2P: %s failed: %s (NCCL_CUMEM_ENABLE=0 shares GPU memory with CUDA IPC handles instead; "
-      "NCCL_P2P_DISABLE=1 avoids the P2P transport)",
-      what, cu_error_text(r));
-  return ncclUnhandledCudaError;
-}
-
 static ncclResult_t p2p_zero(void* ptr, size_t bytes) {
   cudaStream_t s;
-  CHECK(p2p_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
-  cudaError_t err = cudaMemsetAsync(ptr, 0, bytes, s);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  ncclResult_t res = ncclSuccess;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_CHECK_GOTO(cudaMemsetAsync(ptr, 0, bytes, s), res, destroy);
+  CUDA_CHECK_GOTO(cudaStreamSynchronize(s), res, destroy);
+destroy:
   (void)cudaStreamDestroy(s);
-  return p2p_cuda(err, "clearing a FIFO (cudaMemsetAsync)");
+  return res;
 }
 
 /* ---- Resources
@@ -177,26 +160,25 @@ static ncclResult_t p2p_cumem_alloc(int dev, int peer_dev, size_t bytes, bool sh
   CUmemAllocationProp prop;
   size_t gran = 0;
   CUdeviceptr p;
-  CHECK(p2p_cu(d->device_get(&cdev, dev), "cuDeviceGet"));
+  CU_CHECK(d->device_get(&cdev, dev));
   prop = cu_mem_prop_device(cdev, shareable);
-  CHECK(p2p_cu(d->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-               "cuMemGetAllocationGranularity"));
+  CU_CHECK(d->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   if (gran == 0) gran = 1;
   r->map_bytes = (bytes + gran - 1) / gran * gran;
-  CHECK(p2p_cu(d->mem_create(&r->handle, r->map_bytes, &prop, 0), "cuMemCreate of a P2P FIFO"));
+  CU_CHECK(d->mem_create(&r->handle, r->map_bytes, &prop, 0));
   r->have_handle = true;
-  CHECK(p2p_cu(d->mem_address_reserve(&p, r->map_bytes, gran, 0, 0), "cuMemAddressReserve"));
+  CU_CHECK(d->mem_address_reserve(&p, r->map_bytes, gran, 0, 0));
   r->ptr = (void*)(uintptr_t)p;
   r->reserved = true;
-  CHECK(p2p_cu(d->mem_map(p, r->map_bytes, 0, r->handle, 0), "cuMemMap"));
+  CU_CHECK(d->mem_map(p, r->map_bytes, 0, r->handle, 0));
   r->mapped = true;
   CUmemAccessDesc acc[2] = {cu_mem_access_rw(cdev)};
   size_t nacc = 1;
   if (peer_dev >= 0 && peer_dev != dev) {
-    CHECK(p2p_cu(d->device_get(&cpeer, peer_dev), "cuDeviceGet"));
+    CU_CHECK(d->device_get(&cpeer, peer_dev));
     acc[nacc++] = cu_mem_access_rw(cpeer);
   }
-  CHECK(p2p_cu(d->mem_set_access(p, r->map_bytes, acc, nacc), "cuMemSetAccess"));
+  CU_CHECK(d->mem_set_access(p, r->map_bytes, acc, nacc));
   return ncclSuccess;
 }
 
@@ -215,20 +197,23 @@ static ncclResult_t p2p_cumem_import(transport_ctx_t* ctx, conn_t* conn, const p
     return ncclSystemError;
   }
   CHECK(fd_pass_import(&pi->fd, ctx->abort_flag, P2P_IMPORT_TIMEOUT_MS, &fd));
-  CUresult cr = d->mem_import_from_shareable_handle(&r->handle, (void*)(intptr_t)fd,
-                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  close(fd); /* the handle keeps the allocation */
-  CHECK(p2p_cu(cr, "cuMemImportFromShareableHandle"));
+  ncclResult_t res = ncclSuccess;
+  CU_CHECK_GOTO(d->mem_import_from_shareable_handle(&r->handle, (void*)(intptr_t)fd,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                res, close_fd);
   r->have_handle = true;
+close_fd:
+  close(fd); /* the handle keeps the allocation */
+  CHECK(res);
   r->map_bytes = pi->map_bytes;
-  CHECK(p2p_cu(d->device_get(&cdev, dev), "cuDeviceGet"));
-  CHECK(p2p_cu(d->mem_address_reserve(&p, r->map_bytes, 0, 0, 0), "cuMemAddressReserve"));
+  CU_CHECK(d->device_get(&cdev, dev));
+  CU_CHECK(d->mem_address_reserve(&p, r->map_bytes, 0, 0, 0));
   r->ptr = (void*)(uintptr_t)p;
   r->reserved = true;
-  CHECK(p2p_cu(d->mem_map(p, r->map_bytes, 0, r->handle, 0), "cuMemMap of the peer's FIFO"));
+  CU_CHECK(d->mem_map(p, r->map_bytes, 0, r->handle, 0));
   r->mapped = true;
   CUmemAccessDesc acc = cu_mem_access_rw(cdev);
-  CHECK(p2p_cu(d->mem_set_access(p, r->map_bytes, &acc, 1), "cuMemSetAccess of the peer's FIFO"));
+  CU_CHECK(d->mem_set_access(p, r->map_bytes, &acc, 1));
   return ncclSuccess;
 }
 
@@ -253,23 +238,22 @@ static ncclResult_t p2p_recv_alloc(transport_ctx_t* ctx, conn_t* conn, p2p_res_t
   if (cumem) {
     CHECK(p2p_cumem_alloc(me->cuda_dev, same_proc ? peer->cuda_dev : -1, bytes, !same_proc, r));
   } else {
-    CHECK(p2p_cuda(cudaMalloc(&r->ptr, bytes), "cudaMalloc of a P2P FIFO"));
+    CUDA_CHECK(cudaMalloc(&r->ptr, bytes));
     r->malloced = true;
     r->map_bytes = bytes;
   }
   CHECK(p2p_zero(r->ptr, bytes));
   if (r->kind == P2P_MEM_CUMEM) {
     int fd = -1;
-    CHECK(p2p_cu(cu_driver()->mem_export_to_shareable_handle(
-                     &fd, r->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
-                 "cuMemExportToShareableHandle"));
+    CU_CHECK(cu_driver()->mem_export_to_shareable_handle(
+        &fd, r->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     ncclResult_t res = fd_pass_export(fd, &r->exp);
     close(fd);
     CHECK(res);
     r->exported = true;
     pi->fd = r->exp;
   } else if (r->kind == P2P_MEM_IPC) {
-    CHECK(p2p_cuda(cudaIpcGetMemHandle(&pi->ipc, r->ptr), "cudaIpcGetMemHandle"));
+    CUDA_CHECK(cudaIpcGetMemHandle(&pi->ipc, r->ptr));
   }
   pi->magic = P2P_INFO_MAGIC;
   pi->kind = (uint8_t)r->kind;
@@ -329,17 +313,14 @@ static ncclResult_t p2p_send_attach(transport_ctx_t* ctx, conn_t* conn, const p2
       if (!pi->cumem && pi->recv_dev != r->dev) {
         /* cudaMalloc'd memory of another device of this process: needs peer access (cuMem memory
          * got access for this device from the receiver already). */
-        cudaError_t err = cudaDeviceEnablePeerAccess(pi->recv_dev, 0);
-        if (err == cudaErrorPeerAccessAlreadyEnabled) err = cudaSuccess;
-        (void)cudaGetLastError();
-        CHECK(p2p_cuda(err, "cudaDeviceEnablePeerAccess"));
+        CUDA_CHECK(cuda_accept(cudaDeviceEnablePeerAccess(pi->recv_dev, 0),
+                               cudaErrorPeerAccessAlreadyEnabled));
       }
       return ncclSuccess;
     case P2P_MEM_CUMEM:
       return p2p_cumem_import(ctx, conn, pi, r->dev, r);
     case P2P_MEM_IPC:
-      CHECK(p2p_cuda(cudaIpcOpenMemHandle(&r->ptr, pi->ipc, cudaIpcMemLazyEnablePeerAccess),
-                     "cudaIpcOpenMemHandle of the peer's FIFO"));
+      CUDA_CHECK(cudaIpcOpenMemHandle(&r->ptr, pi->ipc, cudaIpcMemLazyEnablePeerAccess));
       r->ipc_open = true;
       return ncclSuccess;
     default:

@@ -41,42 +41,33 @@ static void capture_restore(enum cudaStreamCaptureMode mode) {
 }
 
 static ncclResult_t side_copy(cuda_exec_t* ex, void* dst, const void* src, size_t bytes) {
+  ncclResult_t res = ncclSuccess;
   enum cudaStreamCaptureMode mode = capture_relax();
-  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ex->side);
-  capture_restore(mode);
-  if (err != cudaSuccess) {
-    WARN("CUDA executor: copying %zu bytes of connection tables to the device failed: %s", bytes,
-         cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
+  CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ex->side), res, restore);
   ex->pending++;
-  return ncclSuccess;
+restore:
+  capture_restore(mode);
+  return res;
 }
 
-static ncclResult_t dev_alloc(void** ptr, size_t bytes, const char* what) {
+static ncclResult_t dev_alloc(void** ptr, size_t bytes) {
+  ncclResult_t res = ncclSuccess;
   enum cudaStreamCaptureMode mode = capture_relax();
-  cudaError_t err = cudaMalloc(ptr, bytes);
+  CUDA_CHECK_GOTO(cudaMalloc(ptr, bytes), res, restore);
+restore:
   capture_restore(mode);
-  if (err != cudaSuccess) {
-    WARN("CUDA executor: cudaMalloc of %zu bytes for %s failed: %s", bytes, what,
-         cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  return res;
 }
 
 ncclResult_t cuda_conns_flush(cuda_exec_t* ex) {
   if (ex->pending == 0) return ncclSuccess;
+  ncclResult_t res = ncclSuccess;
   enum cudaStreamCaptureMode mode = capture_relax();
-  cudaError_t err = cudaStreamSynchronize(ex->side);
-  capture_restore(mode);
   ex->pending = 0;
-  if (err != cudaSuccess) {
-    WARN("CUDA executor: writing connection tables to the device failed: %s",
-         cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
-  return ncclSuccess;
+  CUDA_CHECK_GOTO(cudaStreamSynchronize(ex->side), res, restore);
+restore:
+  capture_restore(mode);
+  return res;
 }
 
 /* ---- Mirrors -------------------------------------------------------------------------------- */
@@ -93,7 +84,7 @@ static ncclResult_t pool_take(cuda_exec_t* ex, cuda_conn_t** out) {
       ex->pool_cap = cap;
     }
     void* blk = NULL;
-    CHECK(dev_alloc(&blk, CUDA_POOL_BLOCK * sizeof(cuda_conn_t), "connection mirrors"));
+    CHECK(dev_alloc(&blk, CUDA_POOL_BLOCK * sizeof(cuda_conn_t)));
     ex->pool[ex->npool++] = blk;
     ex->pool_used = 0;
   }
@@ -227,8 +218,7 @@ ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c) {
 
   cuda_chan_t* e = &h->entry;
   if (dc->ring_ranks != h->ring_src && dc->ring_ranks != NULL) {
-    if (h->d_ring == NULL)
-      CHECK(dev_alloc((void**)&h->d_ring, (size_t)comm->nranks * sizeof(int), "a ring order"));
+    if (h->d_ring == NULL) CHECK(dev_alloc((void**)&h->d_ring, (size_t)comm->nranks * sizeof(int)));
     CHECK(side_copy(ex, h->d_ring, dc->ring_ranks, (size_t)comm->nranks * sizeof(int)));
     h->ring_src = dc->ring_ranks;
   }
@@ -273,8 +263,8 @@ ncclResult_t cuda_conns_init(cuda_exec_t* ex) {
     return ncclInternalError;
   }
   CHECK(mem_calloc((void**)&ex->chans, (size_t)nch, sizeof(*ex->chans)));
-  CHECK(dev_alloc((void**)&ex->d_chans, (size_t)nch * sizeof(cuda_chan_t), "the channel table"));
-  CUDA_EXEC_CHECK(cudaMemsetAsync(ex->d_chans, 0, (size_t)nch * sizeof(cuda_chan_t), ex->side));
+  CHECK(dev_alloc((void**)&ex->d_chans, (size_t)nch * sizeof(cuda_chan_t)));
+  CUDA_CHECK(cudaMemsetAsync(ex->d_chans, 0, (size_t)nch * sizeof(cuda_chan_t), ex->side));
   ex->pending++;
   return cuda_conns_flush(ex);
 }

@@ -265,16 +265,6 @@ const void* cuda_direct_kernel(void);
 
 #include "base/base.h"
 
-/* A CUDA runtime call: WARN with the runtime's text and return ncclUnhandledCudaError. */
-#define CUDA_EXEC_CHECK(call)                                                     \
-  do {                                                                            \
-    cudaError_t cuda_err_ = (call);                                               \
-    if (cuda_err_ != cudaSuccess) {                                               \
-      WARN("CUDA executor: %s failed: %s", #call, cudaGetErrorString(cuda_err_)); \
-      return ncclUnhandledCudaError;                                              \
-    }                                                                             \
-  } while (0)
-
 /* Which launches take the wide kernels: those whose items all run Simple (NCCL_NTHREADS unset or
  * 0), none (NCCL_NTHREADS=256) or all (512). */
 enum { CUDA_WIDE_AUTO = 0, CUDA_WIDE_NEVER, CUDA_WIDE_ALWAYS };

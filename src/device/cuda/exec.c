@@ -100,10 +100,10 @@ static ncclResult_t abort_map(cuda_exec_t* ex) {
          ex->comm->rank);
   }
   /* No flag, or none that kernels can read: one of ours that nobody sets. */
-  CUDA_EXEC_CHECK(cudaHostAlloc((void**)&ex->own_abort, sizeof(uint32_t),
-                                cudaHostAllocMapped | cudaHostAllocPortable));
+  CUDA_CHECK(cudaHostAlloc((void**)&ex->own_abort, sizeof(uint32_t),
+                           cudaHostAllocMapped | cudaHostAllocPortable));
   *ex->own_abort = 0;
-  CUDA_EXEC_CHECK(cudaHostGetDevicePointer(&dptr, ex->own_abort, 0));
+  CUDA_CHECK(cudaHostGetDevicePointer(&dptr, ex->own_abort, 0));
   ex->d_abort = dptr;
   return ncclSuccess;
 }
@@ -123,8 +123,8 @@ static ncclResult_t progress_init(cuda_exec_t* ex) {
     ex->d_progress_blocks = NULL;
     goto off;
   }
-  CUDA_EXEC_CHECK(cudaMemsetAsync(ex->d_progress_blocks, 0, sizeof(unsigned int), ex->side));
-  CUDA_EXEC_CHECK(cudaStreamSynchronize(ex->side));
+  CUDA_CHECK(cudaMemsetAsync(ex->d_progress_blocks, 0, sizeof(unsigned int), ex->side));
+  CUDA_CHECK(cudaStreamSynchronize(ex->side));
   return ncclSuccess;
 off:
   (void)cudaGetLastError();
@@ -152,36 +152,21 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
   ncclResult_t res = ncclSuccess;
   CHECK(mem_calloc((void**)&ex, 1, sizeof(*ex)));
   ex->comm = comm;
-  if (cudaGetDevice(&ex->device) != cudaSuccess) {
-    WARN("CUDA executor: rank %d: no current CUDA device (cudaGetDevice failed)", comm->rank);
-    free(ex);
-    return ncclUnhandledCudaError;
-  }
-  if (cudaStreamCreateWithFlags(&ex->side, cudaStreamNonBlocking) != cudaSuccess) {
-    WARN("CUDA executor: rank %d: cudaStreamCreateWithFlags failed", comm->rank);
-    free(ex);
-    return ncclUnhandledCudaError;
-  }
-  if (cudaEventCreateWithFlags(&ex->done, cudaEventDisableTiming) != cudaSuccess) {
-    ex->done = NULL;
-    WARN("CUDA executor: rank %d: cudaEventCreateWithFlags failed", comm->rank);
-    res = ncclUnhandledCudaError;
-    goto fail;
-  }
+  cudaStream_t side = NULL;
+  cudaEvent_t done = NULL;
+  cuda_status_t* status = NULL;
+  CUDA_CHECK_GOTO(cudaGetDevice(&ex->device), res, free_ex);
+  CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), res, free_ex);
+  ex->side = side;
+  CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), res, fail);
+  ex->done = done;
   CHECK_GOTO(abort_map(ex), res, fail);
-  if (cudaHostAlloc((void**)&ex->h_status, sizeof(cuda_status_t),
-                    cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
-    ex->h_status = NULL;
-    WARN("CUDA executor: rank %d: cudaHostAlloc of the kernel status block failed", comm->rank);
-    res = ncclUnhandledCudaError;
-    goto fail;
-  }
+  CUDA_CHECK_GOTO(cudaHostAlloc((void**)&status, sizeof(cuda_status_t),
+                                cudaHostAllocMapped | cudaHostAllocPortable),
+                  res, fail);
+  ex->h_status = status;
   memset((void*)ex->h_status, 0, sizeof(cuda_status_t));
-  if (cudaHostGetDevicePointer((void**)&ex->d_status, ex->h_status, 0) != cudaSuccess) {
-    WARN("CUDA executor: rank %d: cudaHostGetDevicePointer of the status block failed", comm->rank);
-    res = ncclUnhandledCudaError;
-    goto fail;
-  }
+  CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void**)&ex->d_status, ex->h_status, 0), res, fail);
   CHECK_GOTO(progress_init(ex), res, fail);
   for (int i = 0; i < 2 * CUDA_KERN_COUNT; i++) {
     const bool wide = i >= CUDA_KERN_COUNT;
@@ -190,23 +175,10 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     ex->kern[wide][k] = kern;
     struct cudaFuncAttributes attr;
     /* loads the module now, not inside a later stream capture */
-    cudaError_t err = cudaFuncGetAttributes(&attr, kern);
-    if (err != cudaSuccess) {
-      WARN(
-          "CUDA executor: the kernels do not load on device %d: %s (Baton was built for "
-          "BATON_CUDA_ARCHS; rebuild with this GPU's architecture)",
-          ex->device, cudaGetErrorString(err));
-      res = ncclUnhandledCudaError;
-      goto fail;
-    }
-    err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               CUDA_EXEC_STAGE_BYTES);
-    if (err != cudaSuccess) {
-      WARN("CUDA executor: device %d cannot give the kernel %d bytes of shared memory: %s",
-           ex->device, CUDA_EXEC_STAGE_BYTES, cudaGetErrorString(err));
-      res = ncclUnhandledCudaError;
-      goto fail;
-    }
+    CUDA_CHECK_GOTO(cudaFuncGetAttributes(&attr, kern), res, no_kernels);
+    CUDA_CHECK_GOTO(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         CUDA_EXEC_STAGE_BYTES),
+                    res, fail);
     /* Ask for no more shared memory than the kernel uses: the rest of the SM's unified memory
      * stays L1 cache, which holds the threads' stack (a hint; a refusal is harmless). */
     int smem_sm = 0;
@@ -230,10 +202,12 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
   { /* the direct algorithms' kernel, loaded now too (not inside a later stream capture) */
     struct cudaFuncAttributes attr;
     ex->kern_direct = cuda_direct_kernel();
-    cudaError_t err = cudaFuncGetAttributes(&attr, ex->kern_direct);
-    if (err != cudaSuccess || attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
-      WARN("CUDA executor: the direct kernel does not load on device %d: %s", ex->device,
-           err != cudaSuccess ? cudaGetErrorString(err) : "too few threads per block");
+    CUDA_CHECK_GOTO(cudaFuncGetAttributes(&attr, ex->kern_direct), res, no_kernels);
+    if (attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
+      WARN(
+          "CUDA executor: the direct kernel runs at most %d threads per block on device %d (%d "
+          "needed)",
+          attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
       res = ncclUnhandledCudaError;
       goto fail;
     }
@@ -255,8 +229,17 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
        CUDA_LARGE_WORKS);
   *state_out = ex;
   return ncclSuccess;
+no_kernels:
+  INFO(
+      NCCL_INIT,
+      "CUDA executor: Baton's kernels do not load on device %d; it was built for BATON_CUDA_ARCHS: "
+      "rebuild with this GPU's architecture",
+      ex->device);
 fail:
   cuda_exec_fini(ex);
+  return res;
+free_ex:
+  free(ex);
   return res;
 }
 
@@ -288,16 +271,16 @@ static ncclResult_t status_check(cuda_exec_t* ex) {
  * the graph's own order applies and nothing is recorded. */
 static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool* capturing) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  CUDA_EXEC_CHECK(cudaStreamIsCapturing(stream, &cs));
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
   *capturing = cs != cudaStreamCaptureStatusNone;
   if (!*capturing && ex->have_last && ex->last != stream)
-    CUDA_EXEC_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
   return ncclSuccess;
 }
 
 static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
   if (capturing) return ncclSuccess;
-  CUDA_EXEC_CHECK(cudaEventRecord(ex->done, stream));
+  CUDA_CHECK(cudaEventRecord(ex->done, stream));
   ex->last = stream;
   ex->have_last = true;
   return ncclSuccess;
@@ -312,8 +295,8 @@ static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream
   if (!kernel && !local) return ncclSuccess; /* nothing to do: nothing is launched */
   CHECK(status_check(ex));
   int cur = -1;
-  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
-  if (cur != ex->device) CUDA_EXEC_CHECK(cudaSetDevice(ex->device));
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1; /* unknown: make ours current, restore none */
+  if (cur != ex->device) CUDA_CHECK(cudaSetDevice(ex->device));
   if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusActive; /* unknown: as captured */
     if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
@@ -364,7 +347,7 @@ static ncclResult_t cuda_exec_fini(void* state) {
 static ncclResult_t cuda_exec_wait(void* state) {
   cuda_exec_t* ex = state;
   if (ex == NULL || !ex->have_last) return ncclSuccess;
-  CUDA_EXEC_CHECK(cudaEventSynchronize(ex->done));
+  CUDA_CHECK(cudaEventSynchronize(ex->done));
   return ncclSuccess; /* a kernel's error report waits for the next launch (status_check) */
 }
 

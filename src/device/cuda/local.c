@@ -14,13 +14,13 @@
 
 static ncclResult_t local_ensure(cuda_exec_t* ex) {
   if (ex->local_stream != NULL) return ncclSuccess;
-  CUDA_EXEC_CHECK(cudaStreamCreateWithFlags(&ex->local_stream, cudaStreamNonBlocking));
-  CUDA_EXEC_CHECK(cudaEventCreateWithFlags(&ex->local_fork, cudaEventDisableTiming));
-  CUDA_EXEC_CHECK(cudaEventCreateWithFlags(&ex->local_join, cudaEventDisableTiming));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&ex->local_stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&ex->local_fork, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&ex->local_join, cudaEventDisableTiming));
   int sms = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ex->device) != cudaSuccess ||
       sms <= 0) {
-    (void)cudaGetLastError();
+    (void)cudaGetLastError(); /* unknown: one SM, the fewest blocks */
     sms = 1;
   }
   ex->local_max_blocks = 4 * sms;
@@ -29,34 +29,28 @@ static ncclResult_t local_ensure(cuda_exec_t* ex) {
 
 ncclResult_t cuda_local_fork(cuda_exec_t* ex, cudaStream_t stream) {
   CHECK(local_ensure(ex));
-  CUDA_EXEC_CHECK(cudaEventRecord(ex->local_fork, stream));
-  CUDA_EXEC_CHECK(cudaStreamWaitEvent(ex->local_stream, ex->local_fork, 0));
+  CUDA_CHECK(cudaEventRecord(ex->local_fork, stream));
+  CUDA_CHECK(cudaStreamWaitEvent(ex->local_stream, ex->local_fork, 0));
   return ncclSuccess;
 }
 
 ncclResult_t cuda_local_join(cuda_exec_t* ex, cudaStream_t stream) {
-  CUDA_EXEC_CHECK(cudaEventRecord(ex->local_join, ex->local_stream));
-  CUDA_EXEC_CHECK(cudaStreamWaitEvent(stream, ex->local_join, 0));
+  CUDA_CHECK(cudaEventRecord(ex->local_join, ex->local_stream));
+  CUDA_CHECK(cudaStreamWaitEvent(stream, ex->local_join, 0));
   return ncclSuccess;
 }
 
 /* The local kernel over bytes: a block per per_block bytes (each thread moves 16-byte vectors),
  * a few blocks per SM at most. */
 static ncclResult_t local_launch(cuda_exec_t* ex, cuda_local_args_t* a, size_t bytes,
-                                 size_t per_block, cudaStream_t stream, const char* what) {
+                                 size_t per_block, cudaStream_t stream) {
   CHECK(local_ensure(ex));
   size_t blocks = (bytes + per_block - 1) / per_block;
   if (blocks < 1) blocks = 1;
   if (blocks > (size_t)ex->local_max_blocks) blocks = (size_t)ex->local_max_blocks;
   void* params[] = {a};
   dim3 grid = {(unsigned)blocks, 1, 1}, block = {CUDA_LOCAL_THREADS, 1, 1};
-  cudaError_t err = cudaLaunchKernel(cuda_local_kernel(), grid, block, params, 0, stream);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    WARN("CUDA executor: rank %d: launching the %s kernel (%zu blocks) failed: %s", ex->comm->rank,
-         what, blocks, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
+  CUDA_CHECK(cudaLaunchKernel(cuda_local_kernel(), grid, block, params, 0, stream));
   return ncclSuccess;
 }
 
@@ -68,7 +62,7 @@ static ncclResult_t local_scale(cuda_exec_t* ex, const local_op_t* l, size_t esi
                          .scalar = l->op.scalar,
                          .scalar_ptr = l->op.scalar_on_device ? l->op.scalar_ptr : NULL,
                          .dtype = l->dtype};
-  return local_launch(ex, &a, l->count * esize, 64 << 10, stream, "scaling");
+  return local_launch(ex, &a, l->count * esize, 64 << 10, stream);
 }
 
 /* A plain copy up to this size, outside stream capture and with no kernel beside it, runs as the
@@ -94,16 +88,10 @@ ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t st
     }
     if (eager && l->count * esize <= LOCAL_COPY_KERNEL_MAX) {
       cuda_local_args_t a = {.src = l->src, .dst = l->dst, .count = l->count * esize, .dtype = -1};
-      CHECK(local_launch(ex, &a, l->count * esize, CUDA_LOCAL_THREADS * 16, stream, "copy"));
+      CHECK(local_launch(ex, &a, l->count * esize, CUDA_LOCAL_THREADS * 16, stream));
       continue;
     }
-    cudaError_t err = cudaMemcpyAsync(l->dst, l->src, l->count * esize, cudaMemcpyDefault, stream);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      WARN("CUDA executor: rank %d: cudaMemcpyAsync of %zu bytes from %p to %p failed: %s",
-           ex->comm->rank, l->count * esize, l->src, l->dst, cudaGetErrorString(err));
-      return ncclUnhandledCudaError;
-    }
+    CUDA_CHECK(cudaMemcpyAsync(l->dst, l->src, l->count * esize, cudaMemcpyDefault, stream));
   }
   return ncclSuccess;
 }

@@ -235,12 +235,7 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
     block.x = CUDA_EXEC_NARROW_THREADS;
     smem = 0;
   }
-  cudaError_t err = cudaLaunchKernel(kern, grid, block, params, smem, stream);
-  if (err != cudaSuccess) {
-    WARN("CUDA executor: rank %d: launching the kernel (%d blocks, %d items) failed: %s",
-         ex->comm->rank, b->nblocks, b->nworks, cudaGetErrorString(err));
-    return ncclUnhandledCudaError;
-  }
+  CUDA_CHECK(cudaLaunchKernel(kern, grid, block, params, smem, stream));
   __atomic_store_n(&ex->launched, ex->launched + 1, __ATOMIC_RELAXED); /* read by other threads */
   b_reset(b);
   return ncclSuccess;
