@@ -65,7 +65,7 @@ typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, 
 /* Current level; -1 until the first log call reads NCCL_DEBUG. */
 extern int log_level;
 /* The one logging function. WARN lines are also recorded as the calling thread's last error and,
- * when bound (log_bind_error_sink), copied into a communicator's last-error buffer. */
+ * when a sink is bound (LOG_SINK_SCOPE), copied into a communicator's last-error buffer. */
 void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, int line,
               const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Re-read NCCL_DEBUG* settings (ncclResetDebugInit, tests). Closes a NCCL_DEBUG_FILE. */
@@ -73,8 +73,22 @@ void log_reset(void);
 /* The text of the calling thread's last WARN ("" if none). */
 const char* log_last_error(void);
 void log_clear_last_error(void);
-/* Per-thread: also copy WARN text into buf (a communicator's last-error slot); NULL unbinds. */
-void log_bind_error_sink(char* buf, size_t len);
+/* The error sink: while one is bound, the thread's WARN text is also copied into it (a
+ * communicator's last-error slot, which ncclGetLastError(comm) reads). Only a scope binds one:
+ * LOG_SINK_SCOPE(buf, len) binds buf[len] (NULL: none) from there to the end of the enclosing
+ * block and, however the block is left (return, goto out, falling off its end), puts back the sink
+ * bound before, so scopes nest and no path leaves a binding behind. One per block. Inside a scope,
+ * log_sink_rebind changes the sink until the scope ends (false, nothing bound, outside any). */
+typedef struct log_sink {
+  char* buf;
+  size_t len;
+} log_sink_t;
+log_sink_t log_sink_enter(char* buf, size_t len); /* LOG_SINK_SCOPE's start: the sink it replaced */
+void log_sink_leave(log_sink_t* saved);           /* its end: saved bound again */
+bool log_sink_rebind(char* buf, size_t len);
+#define LOG_SINK_SCOPE(buf, len)                                                \
+  log_sink_t log_sink_saved_ __attribute__((cleanup(log_sink_leave), unused)) = \
+      log_sink_enter((buf), (len))
 /* This thread's device index, printed in the "[dev]" part of log lines; -1 prints nothing. */
 void log_set_device(int dev);
 /* "Baton <version>; NCCL 2.28.9; build=... cuda_archs=..." (src/base/build_info.c: also an ELF note

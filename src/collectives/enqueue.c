@@ -239,9 +239,12 @@ static int enqueue_kind(int func) {
   }
 }
 
-static ncclResult_t coll_enqueue(coll_args_t* a) {
+/* The call in its error-sink scope; *held: the communicator is held (coll_enqueue releases it
+ * after the scope has ended, as the release may free it). */
+static ncclResult_t enqueue_call(coll_args_t* a, bool* held) {
   dev_redop_t op;
   uint64_t t0 = trace_on() ? trace_now_ns() : 0;
+  COMM_API_SCOPE();
   ncclResult_t res = comm_check_ready(a->comm, a->api);
   if (res != ncclSuccess) goto fail;
   if (a->comm->coll == NULL) {
@@ -251,7 +254,8 @@ static ncclResult_t coll_enqueue(coll_args_t* a) {
     goto fail;
   }
   CHECK_GOTO(comm_hold(a->comm, a->api), res, fail);
-  CHECK_GOTO(enqueue_check(a, &op), res, release);
+  *held = true;
+  CHECK_GOTO(enqueue_check(a, &op), res, fail);
   struct coll_comm* cc = a->comm->coll;
   prog_op_t pop;
   progress_enqueue(a->comm, enqueue_kind(a->func), a->count, (int)a->dtype, (int)a->op,
@@ -274,17 +278,16 @@ static ncclResult_t coll_enqueue(coll_args_t* a) {
     if (res == ncclSuccess) res = end;
   }
   if (t0 != 0) trace_span(a->comm, TRACE_CALL, t0, trace_now_ns(), &pop, 0);
-  comm_scope_end();
-  comm_release(a->comm); /* last: a retired communicator may be freed by it */
-  return res;
-release:
-  coll_group_set_error(res);
-  comm_scope_end();
-  comm_release(a->comm);
   return res;
 fail:
   coll_group_set_error(res);
-  comm_scope_end();
+  return res;
+}
+
+static ncclResult_t coll_enqueue(coll_args_t* a) {
+  bool held = false;
+  ncclResult_t res = enqueue_call(a, &held);
+  if (held) comm_release(a->comm); /* last: a retired communicator may be freed by it */
   return res;
 }
 

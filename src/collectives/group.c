@@ -158,13 +158,22 @@ static ncclResult_t group_run_comm(struct coll_comm* cc) {
   return res;
 }
 
+/* group_run_comm and coll_comm_plan with WARNs going to the communicator's last-error slot. */
+static ncclResult_t group_run_comm_scoped(struct coll_comm* cc) {
+  LOG_SINK_SCOPE(cc->comm->last_error, sizeof(cc->comm->last_error));
+  return group_run_comm(cc);
+}
+
+static ncclResult_t group_plan_comm_scoped(struct coll_comm* cc) {
+  LOG_SINK_SCOPE(cc->comm->last_error, sizeof(cc->comm->last_error));
+  return coll_comm_plan(cc);
+}
+
 static void* group_thread(void* arg) {
   struct coll_comm* cc = arg;
   thread_set_name(pthread_self(), "NCCL Group %d", cc->rank);
   log_set_device(cc->comm->cuda_dev); /* coll_comm_run makes the device current itself */
-  log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
-  cc->job_result = group_run_comm(cc);
-  log_bind_error_sink(NULL, 0);
+  cc->job_result = group_run_comm_scoped(cc);
   return NULL;
 }
 
@@ -183,9 +192,7 @@ static ncclResult_t group_thread_start(struct coll_comm* cc) {
 static bool group_plan_all(struct coll_comm* head, ncclResult_t* res) {
   bool need_connect = false;
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
-    log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
-    ncclResult_t r = coll_comm_plan(cc);
-    log_bind_error_sink(NULL, 0);
+    ncclResult_t r = group_plan_comm_scoped(cc);
     if (r != ncclSuccess) {
       cc->group_res = r;
       group_publish(cc, r);
@@ -201,9 +208,7 @@ static bool group_plan_all(struct coll_comm* head, ncclResult_t* res) {
 static ncclResult_t group_launch_all(struct coll_comm* head, ncclResult_t res) {
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
     if (cc->group_res != ncclSuccess) continue;
-    log_bind_error_sink(cc->comm->last_error, sizeof(cc->comm->last_error));
-    ncclResult_t r = group_run_comm(cc);
-    log_bind_error_sink(NULL, 0);
+    ncclResult_t r = group_run_comm_scoped(cc);
     if (RESULT_IS_ERROR(r) && res == ncclSuccess) res = r;
   }
   return res;
@@ -308,10 +313,7 @@ static ncclResult_t group_run(struct coll_comm* head) {
   }
   if (ncomms == 0) return ncclSuccess;
   if (ncomms == 1 && !any_nonblocking) {
-    log_bind_error_sink(head->comm->last_error, sizeof(head->comm->last_error));
-    ncclResult_t r = group_run_comm(head);
-    log_bind_error_sink(NULL, 0);
-    return r;
+    return group_run_comm_scoped(head);
   }
 
   ncclResult_t res = ncclSuccess;

@@ -327,28 +327,24 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
   const char* api = "ncclCommRegister";
   struct coll_comm* cc;
   struct ncclWindow_vidmem* reg;
-  ncclResult_t res = comm_check(comm, api);
-  if (res != ncclSuccess) goto out;
-  CHECK_GOTO(arg_check_ptr(handle, api, "handle"), res, out);
-  if (buff == NULL && size > 0) CHECK_GOTO(arg_check_ptr(buff, api, "buff"), res, out);
-  CHECK_GOTO(reg_comm(comm, api, &cc), res, out);
-  CHECK_GOTO(reg_add(cc, MEM_REG_BUFFER, buff, size, 0, &reg), res, out);
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, api));
+  CHECK(arg_check_ptr(handle, api, "handle"));
+  if (buff == NULL && size > 0) CHECK(arg_check_ptr(buff, api, "buff"));
+  CHECK(reg_comm(comm, api, &cc));
+  CHECK(reg_add(cc, MEM_REG_BUFFER, buff, size, 0, &reg));
   INFO(NCCL_REG,
        "%s: buff %p size %zu -> handle %p (no registration needed: the executors copy through "
        "FIFOs)",
        api, buff, size, (void*)reg);
   *handle = reg;
-out:
-  comm_scope_end();
-  return res;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
-  ncclResult_t res = comm_check(comm, "ncclCommDeregister");
-  if (res == ncclSuccess)
-    res = reg_deregister(comm, handle, MEM_REG_BUFFER, "ncclCommDeregister", "handle");
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, "ncclCommDeregister"));
+  return reg_deregister(comm, handle, MEM_REG_BUFFER, "ncclCommDeregister", "handle");
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
@@ -356,32 +352,27 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   const char* api = "ncclCommWindowRegister";
   struct coll_comm* cc;
   struct ncclWindow_vidmem* w;
-  ncclResult_t res = comm_check(comm, api);
-  if (res != ncclSuccess) goto out;
-  CHECK_GOTO(arg_check_ptr(win, api, "win"), res, out);
-  if (buff == NULL && size > 0) CHECK_GOTO(arg_check_ptr(buff, api, "buff"), res, out);
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, api));
+  CHECK(arg_check_ptr(win, api, "win"));
+  if (buff == NULL && size > 0) CHECK(arg_check_ptr(buff, api, "buff"));
   if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC)) {
     WARN("%s: unknown winFlags 0x%x (winFlags): use NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC",
          api, (unsigned)winFlags);
-    res = ncclInvalidArgument;
-    goto out;
+    return ncclInvalidArgument;
   }
-  CHECK_GOTO(reg_comm(comm, api, &cc), res, out);
-  CHECK_GOTO(reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w), res, out);
+  CHECK(reg_comm(comm, api, &cc));
+  CHECK(reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w));
   INFO(NCCL_REG,
        "%s: buff %p size %zu flags 0x%x -> window %p (no mapping needed: the executors copy "
        "through FIFOs)",
        api, buff, size, (unsigned)winFlags, (void*)w);
   *win = w;
-out:
-  comm_scope_end();
-  return res;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  ncclResult_t res = comm_check(comm, "ncclCommWindowDeregister");
-  if (res == ncclSuccess)
-    res = reg_deregister(comm, win, MEM_REG_WINDOW, "ncclCommWindowDeregister", "window (win)");
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, "ncclCommWindowDeregister"));
+  return reg_deregister(comm, win, MEM_REG_WINDOW, "ncclCommWindowDeregister", "window (win)");
 }

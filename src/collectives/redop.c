@@ -178,6 +178,7 @@ static ncclResult_t redop_slot_take(struct coll_comm* cc, int* out) {
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
          ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* api = "ncclRedOpCreatePreMulSum";
+  COMM_API_SCOPE();
   ncclResult_t res = comm_check(comm, api);
   if (res != ncclSuccess) goto out;
   CHECK_GOTO(arg_check_ptr(op, api, "op"), res, out);
@@ -219,12 +220,12 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
   INFO(NCCL_COLL, "%s: op %d datatype %s residence %s", api, (int)*op, datatype_name(datatype),
        residence == ncclScalarDevice ? "device" : "host-immediate");
 out:
-  comm_scope_end();
   return res;
 }
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   const char* api = "ncclRedOpDestroy";
+  COMM_API_SCOPE();
   ncclResult_t res = comm_check(comm, api);
   if (res != ncclSuccess) goto out;
   if ((int)op >= 0 && (int)op < (int)ncclNumOps) {
@@ -252,6 +253,5 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
     res = ncclInvalidArgument;
   }
 out:
-  comm_scope_end();
   return res;
 }

@@ -23,12 +23,8 @@ ncclResult_t comm_check(ncclComm_t comm, const char* api) {
          api, (void*)comm);
     return ncclInvalidArgument;
   }
-  log_bind_error_sink(comm->last_error, sizeof(comm->last_error));
+  (void)log_sink_rebind(comm->last_error, sizeof(comm->last_error)); /* in COMM_API_SCOPE */
   return ncclSuccess;
-}
-
-void comm_scope_end(void) {
-  log_bind_error_sink(NULL, 0);
 }
 
 ncclResult_t comm_check_settled(ncclComm_t comm, const char* api) {

@@ -74,10 +74,13 @@ struct ncclComm {
 };
 
 /* ---- Argument checks for entry points ----------------------------------------------------------
- * Each WARNs naming the API and the argument and returns stock's code. comm_check also binds the
- * comm's last-error slot to this thread so later WARNs of this call show in ncclGetLastError(comm);
- * every entry point that called it must call comm_scope_end() before returning (a binding left
- * behind would outlive the communicator). */
+ * Each WARNs naming the API and the argument and returns stock's code. An entry point that takes
+ * a communicator opens COMM_API_SCOPE() first: from there to its return no sink is bound until
+ * comm_check finds comm alive and binds comm's last-error slot, so the call's later WARNs show in
+ * ncclGetLastError(comm); the return puts back whatever was bound before (nothing, or an outer
+ * call's communicator). Outside such a scope comm_check binds nothing. A call that frees comm
+ * (destroy, abort) closes the scope first (a nested block or function). */
+#define COMM_API_SCOPE() LOG_SINK_SCOPE(NULL, 0)
 /* Non-NULL and alive (magic): else ncclInvalidArgument ("already destroyed" when poisoned). */
 ncclResult_t comm_check(ncclComm_t comm, const char* api);
 /* comm_check plus: no nonblocking operation in flight (else ncclInvalidArgument, as stock), no
@@ -87,7 +90,6 @@ ncclResult_t comm_check_ready(ncclComm_t comm, const char* api);
 /* The in-flight/async-error part of comm_check_ready only (queries such as ncclCommCount). */
 ncclResult_t comm_check_settled(ncclComm_t comm, const char* api);
 ncclResult_t arg_check_ptr(const void* p, const char* api, const char* name);
-void comm_scope_end(void);
 
 /* ---- Holding a communicator across a call -------------------------------------------------------
  * Every call that works on comm's collective state (an operation, a group that runs it) holds the

@@ -55,42 +55,42 @@ static int devcomm_lsa_size(ncclComm_t comm) {
  * A NULL or dead comm is reported by comm_check (WARN) and yields devcomm_no_team, or -1 for a
  * rank. */
 NCCL_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
+  COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamWorld") != ncclSuccess) return devcomm_no_team;
   ncclTeam_t team = {.nRanks = comm->nranks, .rank = comm->rank, .stride = 1};
-  comm_scope_end();
   return team;
 }
 
 NCCL_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
+  COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamLsa") != ncclSuccess) return devcomm_no_team;
   int lsa = devcomm_lsa_size(comm);
   ncclTeam_t team = {.nRanks = lsa, .rank = comm->rank % lsa, .stride = 1};
-  comm_scope_end();
   return team;
 }
 
 /* The outer factor of the world by the LSA size: one member per LSA block. */
 NCCL_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
+  COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamRail") != ncclSuccess) return devcomm_no_team;
   int lsa = devcomm_lsa_size(comm);
   ncclTeam_t team = {.nRanks = comm->nranks / lsa, .rank = comm->rank / lsa, .stride = lsa};
-  comm_scope_end();
   return team;
 }
 
 /* Member `rank` of team lies (rank - team.rank) members away from this rank, each member
  * team.stride world ranks apart. */
 NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
+  COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
   int world_rank = comm->rank + (rank - team.rank) * team.stride;
-  comm_scope_end();
   return world_rank;
 }
 
 NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
+  COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
   int lsa_rank = comm->rank % devcomm_lsa_size(comm) + (rank - team.rank) * team.stride;
-  comm_scope_end();
   return lsa_rank;
 }
 

@@ -386,12 +386,13 @@ static void fail_for_dead(ras_entry_t* e, const prog_state_t* st) {
   int r = e->gone_rank;
   char op[192];
   hang_describe_op(&st->inflight, op, sizeof(op));
-  log_bind_error_sink(comm->last_error, sizeof(comm->last_error));
-  WARN("comm 0x%llx rank %d: %s cannot complete: rank %d (pid %d on %s) has died",
-       (unsigned long long)comm->comm_hash, comm->rank, op, r,
-       comm->peers != NULL ? comm->peers[r].pid : 0,
-       comm->peer_hosts != NULL ? comm->peer_hosts[r] : "?");
-  log_bind_error_sink(NULL, 0);
+  {
+    LOG_SINK_SCOPE(comm->last_error, sizeof(comm->last_error));
+    WARN("comm 0x%llx rank %d: %s cannot complete: rank %d (pid %d on %s) has died",
+         (unsigned long long)comm->comm_hash, comm->rank, op, r,
+         comm->peers != NULL ? comm->peers[r].pid : 0,
+         comm->peer_hosts != NULL ? comm->peer_hosts[r] : "?");
+  }
   int expected = ncclSuccess;
   if (!atomic_compare_exchange_strong(&comm->async_error, &expected, (int)ncclRemoteError)) {
     expected = ncclInProgress;

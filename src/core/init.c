@@ -182,11 +182,10 @@ ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, i
 
 static ncclResult_t init_job_run(comm_job_t* job) {
   ncclComm_t comm = job->owner;
-  log_bind_error_sink(comm->last_error, sizeof(comm->last_error));
+  LOG_SINK_SCOPE(comm->last_error, sizeof(comm->last_error));
   ncclResult_t res = comm_init_run(comm, job->handles, job->nhandles, job->api);
   atomic_store(&comm->state, RESULT_IS_ERROR(res) ? COMM_STATE_ERROR : COMM_STATE_READY);
   atomic_store(&comm->async_error, res);
-  log_bind_error_sink(NULL, 0);
   return res;
 }
 

@@ -56,7 +56,6 @@ static void* comm_job_thread(void* arg) {
   log_set_device(comm->cuda_dev);
   if (comm->cuda_dev >= 0 && cudaSetDevice(comm->cuda_dev) != cudaSuccess) (void)cudaGetLastError();
   (void)job->run(job); /* publishes its results in the comms' async_error/state */
-  log_bind_error_sink(NULL, 0);
   comm_job_mark_done(job);
   comm_job_release(job);
   return NULL;

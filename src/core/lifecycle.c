@@ -6,11 +6,11 @@
  */
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
   const char* api = "ncclCommGetAsyncError";
-  ncclResult_t res = comm_check(comm, api);
-  if (res == ncclSuccess) res = arg_check_ptr(asyncError, api, "asyncError");
-  if (res == ncclSuccess) *asyncError = (ncclResult_t)atomic_load(&comm->async_error);
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, api));
+  CHECK(arg_check_ptr(asyncError, api, "asyncError"));
+  *asyncError = (ncclResult_t)atomic_load(&comm->async_error);
+  return ncclSuccess;
 }
 
 /* As stock: a comm whose nonblocking init/split is still running answers ncclInvalidArgument,
@@ -24,35 +24,34 @@ static ncclResult_t query_check(ncclComm_t comm, const void* out, const char* ap
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
-  ncclResult_t res = query_check(comm, count, "ncclCommCount", "count");
-  if (res == ncclSuccess) *count = comm->nranks;
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  CHECK(query_check(comm, count, "ncclCommCount", "count"));
+  *count = comm->nranks;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
-  ncclResult_t res = query_check(comm, rank, "ncclCommUserRank", "rank");
-  if (res == ncclSuccess) *rank = comm->rank;
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  CHECK(query_check(comm, rank, "ncclCommUserRank", "rank"));
+  *rank = comm->rank;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
-  ncclResult_t res = query_check(comm, device, "ncclCommCuDevice", "device");
-  if (res == ncclSuccess) *device = comm->cuda_dev;
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  CHECK(query_check(comm, device, "ncclCommCuDevice", "device"));
+  *device = comm->cuda_dev;
+  return ncclSuccess;
 }
 
 /* ---- Finalize ---------------------------------------------------------------------------------
  */
 static ncclResult_t finalize_job_run(comm_job_t* job) {
   ncclComm_t comm = job->owner;
-  log_bind_error_sink(comm->last_error, sizeof(comm->last_error));
+  LOG_SINK_SCOPE(comm->last_error, sizeof(comm->last_error));
   ncclResult_t res = coll_comm_finalize(comm);
   if (!RESULT_IS_ERROR(res)) atomic_store(&comm->state, COMM_STATE_FINALIZED);
   if (!job->blocking) atomic_store(&comm->async_error, res);
-  log_bind_error_sink(NULL, 0);
   return res;
 }
 
@@ -90,9 +89,8 @@ static ncclResult_t finalize_impl(ncclComm_t comm) {
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess; /* as stock */
-  ncclResult_t res = finalize_impl(comm);
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  return finalize_impl(comm);
 }
 
 /* ---- Destroy and abort --------------------------------------------------------------------------
@@ -106,15 +104,19 @@ static void lifecycle_trace(ncclComm_t comm, int what) {
   trace_span(comm, what, t, t, NULL, 0);
 }
 
+/* As stock: refused while a nonblocking operation runs (ncclInvalidArgument) and, after an async
+ * error, that error (ncclCommAbort frees such a comm). Its own scope: the caller frees comm. */
+static ncclResult_t destroy_check(ncclComm_t comm, const char* api) {
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, api));
+  return comm_check_settled(comm, api);
+}
+
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   const char* api = "ncclCommDestroy";
   char bus[24];
   if (comm == NULL) return ncclSuccess; /* as stock */
-  ncclResult_t res = comm_check(comm, api);
-  /* As stock: refused while a nonblocking operation runs (ncclInvalidArgument) and, after an
-   * async error, that error (ncclCommAbort frees such a comm). */
-  if (res == ncclSuccess) res = comm_check_settled(comm, api);
-  comm_scope_end();
+  ncclResult_t res = destroy_check(comm, api);
   if (res != ncclSuccess) return res;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %s - Destroy COMPLETE", (void*)comm,
        comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
@@ -124,18 +126,22 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/* Its own scope: the caller frees comm. */
+static ncclResult_t abort_stop(ncclComm_t comm, const char* api) {
+  char bus[24];
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, api));
+  INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Abort START", (void*)comm,
+       comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
+  /* If the background operation does not stop, leak the comm rather than free it under it. */
+  return comm_abort_and_wait(comm);
+}
+
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   const char* api = "ncclCommAbort";
   char bus[24];
   if (comm == NULL) return ncclSuccess; /* as stock */
-  ncclResult_t res = comm_check(comm, api);
-  if (res == ncclSuccess) {
-    INFO(NCCL_INIT, "comm %p rank %d nRanks %d cudaDev %d busId %s - Abort START", (void*)comm,
-         comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
-    /* If the background operation does not stop, leak the comm rather than free it under it. */
-    res = comm_abort_and_wait(comm);
-  }
-  comm_scope_end();
+  ncclResult_t res = abort_stop(comm, api);
   if (res != ncclSuccess) return res;
   INFO(NCCL_INIT, "comm %p rank %d nranks %d cudaDev %d busId %s - Abort COMPLETE", (void*)comm,
        comm->rank, comm->nranks, comm->cuda_dev, comm_bus_text(comm->bus_id, bus));
@@ -184,7 +190,6 @@ static ncclResult_t revoke_impl(ncclComm_t comm, int revokeFlags) {
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   if (comm == NULL) return ncclSuccess; /* as stock */
-  ncclResult_t res = revoke_impl(comm, revokeFlags);
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  return revoke_impl(comm, revokeFlags);
 }

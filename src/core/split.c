@@ -90,7 +90,7 @@ static ncclResult_t child_job_run(comm_job_t* job) {
   int n = 0, me = -1;
   int* members = NULL;
   bootstrap_handle_t handle;
-  log_bind_error_sink(parent->last_error, sizeof(parent->last_error));
+  LOG_SINK_SCOPE(parent->last_error, sizeof(parent->last_error));
   ncclResult_t res = mem_calloc((void**)&members, parent->nranks, sizeof(int));
   if (!RESULT_IS_ERROR(res)) {
     if (job->exclude != NULL)
@@ -112,14 +112,13 @@ static ncclResult_t child_job_run(comm_job_t* job) {
       child->rank = me;
       child->nranks = n;
       child->comm_hash = hash_bytes(&id, sizeof(id));
-      log_bind_error_sink(child->last_error, sizeof(child->last_error));
+      (void)log_sink_rebind(child->last_error, sizeof(child->last_error));
       res = comm_init_run(child, &handle, 1, job->api);
     }
     atomic_store(&child->state, RESULT_IS_ERROR(res) ? COMM_STATE_ERROR : COMM_STATE_READY);
     atomic_store(&child->async_error, res);
   }
   if (!job->blocking) atomic_store(&parent->async_error, parent_res);
-  log_bind_error_sink(NULL, 0);
   free(members);
   return res;
 }
@@ -219,9 +218,8 @@ static ncclResult_t split_impl(ncclComm_t comm, int color, int key, ncclComm_t* 
 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
-  ncclResult_t res = split_impl(comm, color, key, newcomm, config);
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  return split_impl(comm, color, key, newcomm, config);
 }
 
 static int int_compare(const void* a, const void* b) {
@@ -301,8 +299,6 @@ fail:
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
          int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  ncclResult_t res =
-      shrink_impl(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-  comm_scope_end();
-  return res;
+  COMM_API_SCOPE();
+  return shrink_impl(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }

@@ -202,7 +202,7 @@ typedef struct exec_comm {
   void (*proxy_wake)(void* arg);
   void* arg;
   /* The communicator's last-error text (ncclGetLastError): executor threads other than the
-   * launching one bind it (log_bind_error_sink) so their WARNs reach the user. NULL: none. */
+   * launching one bind it (LOG_SINK_SCOPE) so their WARNs reach the user. NULL: none. */
   char* err_buf;
   size_t err_len;
   /* Profiling (NULL: off): the host executor calls it on each channel's thread before (start 1)

@@ -396,7 +396,7 @@ static void proxy_sleep(proxy_state_t* p, uint64_t ns) {
 static void* proxy_main(void* arg) {
   proxy_state_t* p = arg;
   thread_set_name(pthread_self(), "NCCL Proxy");
-  log_bind_error_sink(p->err_buf, p->err_len);
+  LOG_SINK_SCOPE(p->err_buf, p->err_len);
   if (p->bind) {
     int rc = pthread_setaffinity_np(pthread_self(), sizeof(p->cpus), &p->cpus);
     if (rc != 0)
@@ -434,7 +434,6 @@ static void* proxy_main(void* arg) {
     if (ns > PROXY_MAX_SLEEP_NS) ns = PROXY_MAX_SLEEP_NS;
     proxy_sleep(p, ns);
   }
-  log_bind_error_sink(NULL, 0);
   return NULL;
 }
 

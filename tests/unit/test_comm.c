@@ -458,14 +458,18 @@ END_TEST
  */
 START_TEST(test_revoke) {
   ncclComm_t comm = unit_one_rank_comm();
-  ck_assert_int_eq(comm_check_ready(comm, "test"), ncclSuccess);
-  comm_scope_end();
+  {
+    COMM_API_SCOPE(); /* as an entry point: the check binds the comm's last-error slot */
+    ck_assert_int_eq(comm_check_ready(comm, "test"), ncclSuccess);
+  }
   ck_assert_int_eq(ncclCommRevoke(comm, 1), ncclInvalidArgument);
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "revokeFlags"));
   ck_assert_int_eq(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclSuccess);
   /* Collectives are refused... */
-  ck_assert_int_eq(comm_check_ready(comm, "ncclAllReduce"), ncclInvalidUsage);
-  comm_scope_end();
+  {
+    COMM_API_SCOPE(); /* as an entry point: the check binds the comm's last-error slot */
+    ck_assert_int_eq(comm_check_ready(comm, "ncclAllReduce"), ncclInvalidUsage);
+  }
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "revoked"));
   ck_assert_int_eq(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT), ncclInvalidArgument);
   ck_assert_int_eq(ncclCommFinalize(comm), ncclInvalidArgument);
@@ -510,8 +514,10 @@ START_TEST(test_finalize_then_destroy) {
   ncclComm_t comm = unit_one_rank_comm();
   ck_assert_int_eq(ncclCommFinalize(comm), ncclSuccess);
   ck_assert_int_eq(atomic_load(&comm->state), COMM_STATE_FINALIZED);
-  ck_assert_int_eq(comm_check_ready(comm, "ncclAllReduce"), ncclInvalidUsage);
-  comm_scope_end();
+  {
+    COMM_API_SCOPE(); /* as an entry point: the check binds the comm's last-error slot */
+    ck_assert_int_eq(comm_check_ready(comm, "ncclAllReduce"), ncclInvalidUsage);
+  }
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "finalized"));
   ck_assert_int_eq(ncclCommFinalize(comm), ncclInvalidArgument); /* twice: as stock */
   int n = 0;

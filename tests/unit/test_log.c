@@ -383,20 +383,21 @@ START_TEST(test_error_sink) {
   char sink[32];
   memset(sink, 'x', sizeof(sink));
   sink[sizeof(sink) - 1] = '\0';
-  log_bind_error_sink(sink, sizeof(sink));
-  WARN("sink %d", 7);
-  ck_assert_str_eq(sink, "sink 7");
-  /* Truncated to the sink and terminated; the thread's own record keeps more. */
-  WARN("a message that is much longer than thirty-one characters");
-  ck_assert_int_eq(strlen(sink), sizeof(sink) - 1);
-  ck_assert(strncmp(sink, "a message that is much longer than", sizeof(sink) - 1) == 0);
-  ck_assert_str_eq(log_last_error(), "a message that is much longer than thirty-one characters");
-  /* Binding is per thread. */
-  pthread_t t;
-  ck_assert_int_eq(pthread_create(&t, NULL, warn_unbound, NULL), 0);
-  pthread_join(t, NULL);
-  ck_assert(strncmp(sink, "a message", 9) == 0);
-  log_bind_error_sink(NULL, 0);
+  {
+    LOG_SINK_SCOPE(sink, sizeof(sink));
+    WARN("sink %d", 7);
+    ck_assert_str_eq(sink, "sink 7");
+    /* Truncated to the sink and terminated; the thread's own record keeps more. */
+    WARN("a message that is much longer than thirty-one characters");
+    ck_assert_int_eq(strlen(sink), sizeof(sink) - 1);
+    ck_assert(strncmp(sink, "a message that is much longer than", sizeof(sink) - 1) == 0);
+    ck_assert_str_eq(log_last_error(), "a message that is much longer than thirty-one characters");
+    /* Binding is per thread. */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, warn_unbound, NULL), 0);
+    pthread_join(t, NULL);
+    ck_assert(strncmp(sink, "a message", 9) == 0);
+  }
   WARN("after unbinding");
   ck_assert(strncmp(sink, "a message", 9) == 0);
   ck_assert_str_eq(log_last_error(), "after unbinding");

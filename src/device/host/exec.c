@@ -156,7 +156,7 @@ static void* chan_main(void* arg) {
   uint64_t seen = ch->gen_seen;
   thread_set_name(pthread_self(), "NCCL HostCh %d", ch->id);
   /* Channel 0 runs on the launching thread, which the caller has bound to the same buffer. */
-  log_bind_error_sink(ex->comm->err_buf, ex->comm->err_len);
+  LOG_SINK_SCOPE(ex->comm->err_buf, ex->comm->err_len);
   pthread_mutex_lock(&ex->mu);
   for (;;) {
     while (ex->gen == seen && !ex->quit) pthread_cond_wait(&ex->wake, &ex->mu);
@@ -170,7 +170,6 @@ static void* chan_main(void* arg) {
     if (--ex->pending == 0) pthread_cond_signal(&ex->done);
   }
   pthread_mutex_unlock(&ex->mu);
-  log_bind_error_sink(NULL, 0);
   return NULL;
 }
 
