@@ -456,6 +456,43 @@ END_TEST
 
 /* ---- Revoke, finalize, destroy -----------------------------------------------------------------
  */
+/* An entry point owns its error-sink scope: its WARNs land in ncclGetLastError(comm), and however
+ * it returns (an early failed check, a nested job's scope, success) the caller's sink is bound
+ * again afterwards. */
+START_TEST(test_entry_point_error_sink) {
+  ncclComm_t comm = unit_one_rank_comm();
+  char outer[256] = "";
+  int n = 0;
+  {
+    LOG_SINK_SCOPE(outer, sizeof(outer));
+    /* A failed argument check after comm_check: the comm's slot, not the caller's sink. */
+    ck_assert_int_eq(ncclCommCount(comm, NULL), ncclInvalidArgument);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "count"));
+    ck_assert_str_eq(outer, "");
+    WARN("caller after ncclCommCount");
+    ck_assert_str_eq(outer, "caller after ncclCommCount");
+    ck_assert_ptr_null(strstr(ncclGetLastError(comm), "caller after"));
+    /* A dead comm binds nothing: its WARN reaches neither sink. */
+    ck_assert_int_eq(ncclCommRegister(NULL, NULL, 0, NULL), ncclInvalidArgument);
+    ck_assert_str_eq(outer, "caller after ncclCommCount");
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(comm), "count"));
+    /* A blocking split runs the child's job, with scopes of its own, on this thread. */
+    ncclComm_t child = NULL;
+    ck_assert_int_eq(ncclCommSplit(comm, 0, 0, &child, NULL), ncclSuccess);
+    WARN("caller after ncclCommSplit");
+    ck_assert_str_eq(outer, "caller after ncclCommSplit");
+    ck_assert_int_eq(ncclCommCount(child, &n), ncclSuccess);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(ncclCommDestroy(child), ncclSuccess);
+    WARN("caller after ncclCommDestroy");
+    ck_assert_str_eq(outer, "caller after ncclCommDestroy");
+  }
+  WARN("after the caller's scope");
+  ck_assert_str_eq(outer, "caller after ncclCommDestroy");
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
 START_TEST(test_revoke) {
   ncclComm_t comm = unit_one_rank_comm();
   {
@@ -603,6 +640,7 @@ int main(void) {
   tcase_add_test(tc, test_split_nonblocking);
   tcase_add_test(tc, test_shrink_dead_rank);
   tcase_add_test(tc, test_shrink_abort_flag);
+  tcase_add_test(tc, test_entry_point_error_sink);
   tcase_add_test(tc, test_revoke);
   tcase_add_test(tc, test_revoke_then_shrink);
   tcase_add_test(tc, test_finalize_then_destroy);

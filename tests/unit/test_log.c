@@ -404,6 +404,48 @@ START_TEST(test_error_sink) {
 }
 END_TEST
 
+/* Leaves its scope by an early return, as an entry point's failed check does. */
+static int scoped_early_return(char* buf, size_t len, int fail) {
+  LOG_SINK_SCOPE(buf, len);
+  if (fail) {
+    WARN("inner failure %d", fail);
+    return -1;
+  }
+  return 0;
+}
+
+START_TEST(test_error_sink_scopes_nest) {
+  set_debug(NULL, NULL);
+  char outer[64] = "", inner[64] = "", other[64] = "";
+  ck_assert(!log_sink_rebind(other, sizeof(other))); /* outside any scope: nothing bound */
+  WARN("unbound");
+  ck_assert_str_eq(other, "");
+  {
+    LOG_SINK_SCOPE(outer, sizeof(outer));
+    ck_assert_int_eq(scoped_early_return(inner, sizeof(inner), 3), -1);
+    ck_assert_str_eq(inner, "inner failure 3");
+    ck_assert_str_eq(outer, ""); /* the inner scope had its own sink */
+    WARN("outer after the inner scope");
+    ck_assert_str_eq(outer, "outer after the inner scope"); /* restored on the early return */
+    ck_assert_str_eq(inner, "inner failure 3");
+    { /* a rebind inside a scope lasts until that scope ends */
+      LOG_SINK_SCOPE(NULL, 0);
+      WARN("nowhere");
+      ck_assert(log_sink_rebind(other, sizeof(other)));
+      WARN("to other");
+    }
+    ck_assert_str_eq(other, "to other");
+    ck_assert_str_eq(outer, "outer after the inner scope");
+    WARN("outer again");
+    ck_assert_str_eq(outer, "outer again");
+  }
+  WARN("after every scope");
+  ck_assert_str_eq(outer, "outer again");
+  ck_assert_str_eq(other, "to other");
+  ck_assert(!log_sink_rebind(other, sizeof(other)));
+}
+END_TEST
+
 #define WRITERS 8
 #define LINES_PER_WRITER 300
 #define PAYLOAD_LEN 300
@@ -511,6 +553,7 @@ int main(void) {
   tcase_add_test(tc, test_debug_file_bad_path_falls_back_to_stdout);
   tcase_add_test(tc, test_last_error_per_thread);
   tcase_add_test(tc, test_error_sink);
+  tcase_add_test(tc, test_error_sink_scopes_nest);
   tcase_add_test(tc, test_concurrent_lines_are_whole);
   tcase_add_test(tc, test_reset_debug_init);
   tcase_add_test(tc, test_emit_before_init_as_plugin_logger);
