@@ -70,8 +70,11 @@ static int link_body(itest_rank_t* r, void* arg) {
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < 400 && res == ncclSuccess; i++) {
     for (size_t k = 0; k < count; k++) buf[k] = 1.0f;
-    if (i == 3 && r->rank == 1)
+    if (i == 3 && r->rank == 1) {
+      /* both ranks' first three operations have completed: the link worked before */
+      for (int w = 0; w < 3000 && atomic_load(&sh->good_ops) < 2 * 3; w++) usleep(10 * 1000);
       IT_EXPECT(rdma_sh("%s", sh->breaker) == 0, "could not run: %s", sh->breaker);
+    }
     res = ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL);
     if (res == ncclSuccess) {
       IT_EXPECT(buf[0] == 2.0f && buf[count - 1] == 2.0f, "AllReduce result %g", buf[0]);
@@ -103,12 +106,14 @@ static void link_case(const char* breaker, const char* const* needles,
   ck_assert_ptr_nonnull(mkdtemp(logdir));
   char logfile[128];
   snprintf(logfile, sizeof(logfile), "NCCL_DEBUG_FILE=%s/rank.%%p", logdir);
-  /* Short retries: 4.096 us x 2^12 = 17 ms a try, 3 retries. */
+  /* Short retries, but not so short that a busy emulated guest trips them before the link breaks
+   * (it did with 17 ms x 3: a failure after 2 good operations): 4.096 us x 2^14 = 67 ms a try,
+   * 7 retries, about half a second. */
   itest_opts_t o = {.nranks = 2,
                     .nhosts = 2,
                     .no_init = true,
                     .timeout_s = 180,
-                    .env = {"NCCL_NET=IB", "NCCL_IB_TIMEOUT=12", "NCCL_IB_RETRY_CNT=3",
+                    .env = {"NCCL_NET=IB", "NCCL_IB_TIMEOUT=14", "NCCL_IB_RETRY_CNT=7",
                             "NCCL_DEBUG=WARN", logfile}};
   double t0 = itest_now();
   ck_assert_int_eq(itest_run(&o, link_body, sh), 0);
