@@ -2,7 +2,8 @@
  * (ncclGroupStart/End), the planner that turns tasks into per-channel work (algorithm, protocol,
  * chunking), user reduction operators (PreMulSum), and the per-communicator state behind them.
  *
- * Core calls coll_comm_init / coll_comm_finalize / coll_comm_free (declared in core/core.h).
+ * Core reaches this layer only through the table it registers with core (core_upper_ops_t, filled
+ * in comm.c when the library loads): init, finalize, free and the group's part of init.
  * Everything below the "Within src/collectives" line is shared by this folder's files only (and by
  * the integration tests, which look at the planner's last choice). */
 #ifndef BATON_COLLECTIVES_H
@@ -15,10 +16,13 @@
 #include "plugin/plugin.h"
 #include "transport/transport.h"
 
-/* Called by core at the end of communicator init / at destroy and abort (see core.h). */
+/* Core's core_upper_ops_t (see core.h for when core calls each). */
 ncclResult_t coll_comm_init(struct ncclComm* comm);
 ncclResult_t coll_comm_finalize(struct ncclComm* comm);
 ncclResult_t coll_comm_free(struct ncclComm* comm);
+void coll_comm_leave_group(ncclComm_t comm);
+bool coll_group_open(void);
+ncclResult_t coll_group_add_init(ncclComm_t comm);
 
 /* What the planner chose for the last collective it ran on comm (tests and debugging). */
 typedef struct coll_choice {

@@ -1,6 +1,7 @@
 /* Per-communicator collective state: channels (a ring and a tree each), the transport context,
  * the executor and the exec_comm_t it sees, and running one group's tasks (plan, connect,
- * launch). Core calls coll_comm_init at the end of init and coll_comm_free at destroy/abort. */
+ * launch). Core calls coll_comm_init at the end of init and coll_comm_free at destroy/abort,
+ * through the table registered below. */
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
@@ -326,6 +327,19 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   free(cc);
   comm->coll = NULL;
   return res;
+}
+
+/* Core reaches this layer only through this table (core.h), registered when the library loads. */
+static const core_upper_ops_t coll_upper_ops = {.comm_init = coll_comm_init,
+                                                .comm_finalize = coll_comm_finalize,
+                                                .comm_free = coll_comm_free,
+                                                .comm_leave_group = coll_comm_leave_group,
+                                                .group_open = coll_group_open,
+                                                .group_add_init = coll_group_add_init,
+                                                .group_set_error = coll_group_set_error};
+
+__attribute__((constructor)) static void coll_upper_register(void) {
+  core_upper_register(&coll_upper_ops);
 }
 
 ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs, int nreqs) {

@@ -81,8 +81,9 @@ void comm_free(ncclComm_t comm) {
     comm_job_release(comm->job);
     comm->job = NULL;
   }
-  ncclResult_t res = coll_comm_free(comm);
-  if (res != ncclSuccess) INFO(NCCL_INIT, "comm %p: coll_comm_free -> %d", (void*)comm, (int)res);
+  ncclResult_t res = core_upper()->comm_free(comm);
+  if (res != ncclSuccess)
+    INFO(NCCL_INIT, "comm %p: collectives comm_free -> %d", (void*)comm, (int)res);
   if (comm->bootstrap != NULL) {
     res = bootstrap_close(comm->bootstrap);
     if (res != ncclSuccess)
@@ -128,7 +129,7 @@ void comm_release(ncclComm_t comm) {
 
 void comm_retire(ncclComm_t comm) {
   atomic_store(&comm->closing, true);
-  coll_comm_leave_group(comm); /* this thread's own open group holds it too */
+  core_upper()->comm_leave_group(comm); /* this thread's own open group holds it too */
   uint64_t deadline = clock_ns() + (uint64_t)COMM_RETIRE_WAIT_MS * 1000000ull;
   while (atomic_load(&comm->users) > 0 && clock_ns() < deadline) {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};

@@ -203,18 +203,42 @@ void progress_trace_gpu(ncclComm_t comm);
 /* This rank's state (reads the executor's progress): any thread, while comm is registered. */
 void progress_state(ncclComm_t comm, int asker, prog_state_t* out);
 
-/* ---- Hooks into the collectives layer (defined in src/collectives) ----------------------------
- * coll_comm_init: at init, after
- * the bootstrap and peer_info exchange (comm->peers filled); fills comm->coll. Called on the init
- * thread (nonblocking) or the caller's. coll_comm_finalize: ncclCommFinalize: returns once every
- * issued operation has completed. Also called with *abort_flag set (revoke, NCCL_SHRINK_ABORT) to
- * wait until in-flight work has stopped. coll_comm_free:     destroy/abort/failed init: release
- * comm->coll. Called exactly once per communicator, even when coll_comm_init never ran or failed
- * (comm->coll may be NULL or partial) and possibly with *abort_flag set. */
-ncclResult_t coll_comm_init(ncclComm_t comm);
-ncclResult_t coll_comm_finalize(ncclComm_t comm);
-ncclResult_t coll_comm_free(ncclComm_t comm);
-/* The executor's launch progress, the connections it waits on, and the positions of its ring
+/* ---- The layer above: collectives' part of a communicator --------------------------------------
+ * Core never calls src/collectives by name: collectives fills this table and registers it when the
+ * library loads (core_upper_register, from a constructor). Until then (a static link that leaves
+ * collectives out) every op is a stub that does nothing and succeeds, and core_upper() never
+ * returns a table with a NULL slot.
+ *   comm_init: at init, after the bootstrap and peer_info exchange (comm->peers filled); fills
+ *     comm->coll. Called on the init thread (nonblocking) or the caller's.
+ *   comm_finalize: ncclCommFinalize: returns once every issued operation has completed. Also
+ *     called with *abort_flag set (revoke, NCCL_SHRINK_ABORT) to wait until in-flight work has
+ *     stopped.
+ *   comm_free: destroy/abort/failed init: release comm->coll. Called exactly once per
+ *     communicator, even when comm_init never ran or failed (comm->coll may be NULL or partial)
+ *     and possibly with *abort_flag set.
+ *   comm_leave_group: drops comm's tasks from this thread's open group (abort/destroy of a comm
+ *     used in it).
+ *   group_open / group_add_init: init inside a group (ncclGroupStart ... ncclCommInitRank* ...
+ *     ncclGroupEnd, how one thread creates several ranks): group_open() says whether this thread
+ *     has a group open; if so, init starts the communicator's init job on its own thread and hands
+ *     the communicator to group_add_init, and the outermost ncclGroupEnd waits for it (blocking
+ *     config) or returns ncclInProgress (nonblocking).
+ *   group_set_error: a create call inside the open group failed: the group fails, and ncclGroupEnd
+ *     aborts the communicators created in it (they would wait for the missing rank). */
+typedef struct core_upper_ops {
+  ncclResult_t (*comm_init)(ncclComm_t comm);
+  ncclResult_t (*comm_finalize)(ncclComm_t comm);
+  ncclResult_t (*comm_free)(ncclComm_t comm);
+  void (*comm_leave_group)(ncclComm_t comm);
+  bool (*group_open)(void);
+  ncclResult_t (*group_add_init)(ncclComm_t comm);
+  void (*group_set_error)(ncclResult_t res);
+} core_upper_ops_t;
+void core_upper_register(const core_upper_ops_t* ops);
+const core_upper_ops_t* core_upper(void);
+
+/* Still defined in src/collectives (comm.c), moving into core with the resources (issue 21):
+ * the executor's launch progress, the connections it waits on, and the positions of its ring
  * connections on the first channels (the last two: host executor only; counts returned). Safe
  * before init completes: then nothing is reported. */
 void coll_comm_progress(ncclComm_t comm, exec_progress_t* out);
@@ -222,18 +246,6 @@ int coll_comm_waits(ncclComm_t comm, prog_wait_t* out, int max);
 int coll_comm_conns(ncclComm_t comm, prog_conn_t* out, int max);
 /* Device times of launch number `launch` (GPU only; false when not known). */
 bool coll_comm_launch_time(ncclComm_t comm, uint64_t launch, uint64_t* start_ns, uint64_t* end_ns);
-/* Drops comm's tasks from this thread's open group (abort/destroy of a comm used in it). */
-void coll_comm_leave_group(ncclComm_t comm);
-/* Init inside a group (ncclGroupStart ... ncclCommInitRank* ... ncclGroupEnd, how one thread
- * creates several ranks): coll_group_open() says whether this thread has a group open; if so,
- * init starts the communicator's init job on its own thread and hands the communicator to
- * coll_group_add_init, and the outermost ncclGroupEnd waits for it (blocking config) or returns
- * ncclInProgress (nonblocking). */
-bool coll_group_open(void);
-ncclResult_t coll_group_add_init(ncclComm_t comm);
-/* A create call inside the open group failed: the group fails, and ncclGroupEnd aborts the
- * communicators created in it (they would wait for the missing rank). */
-void coll_group_set_error(ncclResult_t res);
 
 /* ==== Private to src/core =======================================================================
  */

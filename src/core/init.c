@@ -162,7 +162,7 @@ ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, i
   uint64_t t_boot = clock_ns();
   CHECK(comm_peers_exchange(comm, api));
   uint64_t t_peers = clock_ns();
-  CHECK(coll_comm_init(comm));
+  CHECK(core_upper()->comm_init(comm));
   uint64_t t_end = clock_ns();
   ras_comm_register(comm);
   trace_span(comm, TRACE_INIT, trace_t0, trace_now_ns(), NULL, 0);
@@ -264,14 +264,15 @@ static ncclResult_t comm_init_entry(ncclComm_t* newcomm, int nranks, const ncclU
                                     int nids, int rank, const ncclConfig_t* config,
                                     const char* api) {
   log_version_banner();
-  bool grouped = coll_group_open(); /* the other ranks may be created later in this group */
+  /* The other ranks may be created later in this group. */
+  bool grouped = core_upper()->group_open();
   ncclComm_t comm;
   comm_job_t* job;
   ncclResult_t res = arg_check_ptr(newcomm, api, "newcomm");
   if (res == ncclSuccess)
     res = comm_init_prepare(nranks, ids, nids, rank, config, COMM_DEV_CURRENT, api, &comm, &job);
   if (res != ncclSuccess) {
-    if (grouped) coll_group_set_error(res);
+    if (grouped) core_upper()->group_set_error(res);
     return res;
   }
   if (comm->config.blocking && !grouped) {
@@ -281,7 +282,7 @@ static ncclResult_t comm_init_entry(ncclComm_t* newcomm, int nranks, const ncclU
     res = comm_init_start_async(comm, job);
   }
   if (grouped && !RESULT_IS_ERROR(res)) {
-    ncclResult_t r = coll_group_add_init(comm);
+    ncclResult_t r = core_upper()->group_add_init(comm);
     if (r != ncclSuccess) {
       (void)comm_abort_and_wait(comm);
       res = r;
@@ -290,7 +291,7 @@ static ncclResult_t comm_init_entry(ncclComm_t* newcomm, int nranks, const ncclU
     }
   }
   if (RESULT_IS_ERROR(res)) {
-    if (grouped) coll_group_set_error(res);
+    if (grouped) core_upper()->group_set_error(res);
     comm_free(comm);
     return res;
   }
