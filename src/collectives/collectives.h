@@ -23,6 +23,9 @@ ncclResult_t coll_comm_free(struct ncclComm* comm);
 void coll_comm_leave_group(ncclComm_t comm);
 bool coll_group_open(void);
 ncclResult_t coll_group_add_init(ncclComm_t comm);
+/* comm's collectives state (NULL before init has made it): how this layer's files other than
+ * comm.c reach it, so that linking any of them links the registration of the table above. */
+struct coll_comm* coll_of(ncclComm_t comm);
 
 /* What the planner chose for the last collective it ran on comm (tests and debugging). */
 typedef struct coll_choice {
@@ -33,15 +36,10 @@ typedef struct coll_choice {
   bool forced;   /* NCCL_ALGO / NCCL_PROTO decided (else the tuning model) */
 } coll_choice_t;
 ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
-/* The transport name ("SHM", "NET", ...) carrying comm's connection to/from peer on channel, or
- * NULL while not connected. */
-const char* coll_conn_transport(ncclComm_t comm, int channel, int peer, int is_send);
 
 /* ==== Within src/collectives =====================================================================
  */
 
-#define COLL_DEFAULT_NCHANNELS 2     /* host executor */
-#define COLL_GPU_DEFAULT_NCHANNELS 4 /* CUDA executor when the topology has no opinion */
 /* An operation gets one more channel per this many bytes (up to the communicator's count):
  * channels run in parallel, so a small message is cut fine. */
 #define COLL_MIN_CHANNEL_BYTES (4 << 10)
@@ -121,31 +119,22 @@ typedef struct coll_filter {
 struct coll_comm {
   struct ncclComm* comm;
   int rank, nranks;
+  /* The planner's view of core's resources (comm->resources, core.h: comm_res_t), copied at init;
+   * host_of and channels point into them. */
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
-  bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
-                     real, so nothing calls CUDA; the platform's executor times its plans */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
-  bool no_direct; /* plan.c, while it plans a group: OneShot/TwoShot ruled out (mixed group) */
-  bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
   int nchannels;
-  int min_channels;       /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
-  size_t pipe_cost_bytes; /* NCCL_BATON_PIPE_STEP_COST_BYTES (coll_pipe_chunk_bytes) */
   int nhosts;
-  int* host_of;    /* nranks: host index of each rank (first-seen order of host_hash) */
-  int* ring_ranks; /* the channels' rings, nranks each: one, or two (both ways round) */
-  conn_fifo_t**
-      fifo_tables; /* nchannels * 2 * nranks: per channel send[nranks] then recv[nranks] */
+  int* host_of; /* nranks: host index of each rank (first-seen order of host_hash) */
   dev_channel_t* channels;
-  exec_comm_t exec;
-  transport_ctx_t tctx;
-  bool tctx_ready;
-  const executor_ops_t* executor;
-  void* exec_state;
   topo_tuning_t tuning;
-  topo_system_t* topo; /* GPU: this host's GPUs, identical on every rank of the host */
-  coll_filter_t filter;
   size_t slot_data_bytes[PROTO_COUNT]; /* payload bytes of one FIFO slot per protocol */
+
+  bool no_direct;   /* plan.c, while it plans a group: OneShot/TwoShot ruled out (mixed group) */
+  int min_channels; /* NCCL_MIN_NCHANNELS when set: every operation uses at least this many */
+  size_t pipe_cost_bytes; /* NCCL_BATON_PIPE_STEP_COST_BYTES (coll_pipe_chunk_bytes) */
+  coll_filter_t filter;
 
   pthread_mutex_t lock; /* user ops, registrations and the nonblocking job */
   coll_user_op_t* user_ops;
@@ -303,8 +292,6 @@ ncclResult_t coll_prof_exec_hook(struct coll_comm* cc);
 void coll_prof_run_end(struct coll_comm* cc);
 
 /* ---- comm.c --------------------------------------------------------------------------------- */
-/* Connects what reqs lists (skipping what exists) and points the executor's FIFO tables at it. */
-ncclResult_t coll_comm_connect(struct coll_comm* cc, const conn_request_t* reqs, int nreqs);
 /* Plans the tasks in cc->running into cc->plan (cc->planned, cc->plan_nreqs); no CUDA call, no
  * peer involved. On failure the list is emptied. */
 ncclResult_t coll_comm_plan(struct coll_comm* cc);
@@ -312,57 +299,7 @@ ncclResult_t coll_comm_plan(struct coll_comm* cc);
  * list. The CUDA executor's launch is asynchronous: this returns without waiting for the GPU. */
 ncclResult_t coll_comm_run(struct coll_comm* cc);
 
-/* ---- gpu.c: what a GPU communicator adds (pure functions first) --------------------------- */
-/* Whether the ranks run on GPUs: all of them (*gpu = true) or none (false). A mix is
- * ncclInvalidUsage after a WARN naming a rank of each kind (every rank sees the same peers, so all
- * fail alike). */
-ncclResult_t coll_gpu_check_peers(const peer_info_t* peers, int nranks, bool* gpu);
-/* What one rank proposes for its communicator; every rank's proposal is allgathered and merged. */
-typedef struct coll_gpu_params {
-  int32_t nchannels;    /* channels wanted (topology, or the GPU default), already clamped */
-  int32_t ll128;        /* 1: LL128 is safe on every connection this rank can see */
-  int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
-                         * switch): rings go both ways round (topo_ring_order) */
-  int32_t direct;       /* 1: one host, every pair this rank can see P2P (OneShot, TwoShot) */
-  double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
-  double intra_lat_us;  /* per-hop latency inside the host */
-} coll_gpu_params_t;
-/* Ranks of the communicator on rank's GPU (itself included): more than one only with
- * NCCL_MULTI_RANK_GPU_ENABLE=1. */
-int coll_ranks_on_gpu(const peer_info_t* peers, int nranks, int rank);
-/* Channels a rank may use when ranks_on_gpu ranks share a GPU of nsm multiprocessors: the kernels
- * of all of them spin on each other, so all their blocks (one a channel, one a multiprocessor at
- * most: the kernels take a multiprocessor's registers) must be resident together. */
-int coll_shared_gpu_channels(int nchannels, int ranks_on_gpu, int nsm);
-/* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
-int coll_nchannels_clamp(int want);
-/* Clamps a channel count to the config's minCTAs..maxCTAs (NCCL_MIN_CTAS / NCCL_MAX_CTAS already
- * applied) and 1..PLAN_MAX_CHANNELS. Every rank passes the same config (as stock requires). */
-int coll_ctas_clamp(int n, const ncclConfig_t* cfg);
-/* This rank's proposal from its host's topology (NULL: unknown) and the peers (pure, apart from
- * reading NCCL_* parameters). */
-void coll_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks,
-                           int rank, int nhosts, coll_gpu_params_t* out);
-/* The communicator's values: fewest channels, LL128 and the direct algorithms only if every rank
- * allows them, rings both ways if any host has direct links, slowest pair bandwidth, largest
- * latency (pure). */
-void coll_gpu_params_merge(const coll_gpu_params_t* all, int n, coll_gpu_params_t* out);
-/* One topology per host: the lowest rank of each host detects it (or, on a virtual platform,
- * takes the platform's description of it), sends it as XML to the other ranks of its host, and
- * every rank of the host (that one too) uses the parsed copy. */
-ncclResult_t coll_topo_agree(const platform_t* platform, bootstrap_t* b, const peer_info_t* peers,
-                             int nranks, int rank, topo_system_t** out);
-/* Allgathers every rank's proposal and merges them (every rank must call). */
-ncclResult_t coll_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
-                                   const coll_gpu_params_t* mine, coll_gpu_params_t* out);
-/* coll_comm_init's GPU part, before channels exist: topology, channel count, LL128 and tuning. */
-ncclResult_t coll_gpu_setup(struct coll_comm* cc, struct ncclComm* comm);
-/* Makes dev current on this thread (saving the previous one in *saved), and back. */
-ncclResult_t coll_device_enter(int dev, int* saved);
-void coll_device_leave(int dev, int saved);
-/* Relaxed stream-capture mode for setup work that may happen while the user captures a graph. */
-enum cudaStreamCaptureMode coll_capture_relax(void);
-void coll_capture_restore(enum cudaStreamCaptureMode mode);
+/* ---- gpu.c: what a GPU communicator adds -------------------------------------------------- */
 /* The launch stream of the running group (its first task's), after making it wait for the group's
  * other streams; coll_gpu_join_after makes those wait for the launch. */
 ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch);

@@ -122,7 +122,8 @@ static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
     return ncclInvalidArgument;
   }
   *op = (dev_redop_t){0};
-  if (enqueue_has_op(a->func)) CHECK(coll_redop_resolve(comm->coll, a->op, a->dtype, a->api, op));
+  if (enqueue_has_op(a->func))
+    CHECK(coll_redop_resolve(coll_of(comm), a->op, a->dtype, a->api, op));
   if (a->count == 0) return ncclSuccess;
   bool root = a->root == comm->rank;
   bool need_send = true, need_recv = true;
@@ -165,7 +166,7 @@ static ncclResult_t enqueue_task(const coll_args_t* a, int func, const void* sen
                    .count = a->count,
                    .stream = a->stream,
                    .prof_api = a->prof_api};
-  return coll_task_append(a->comm->coll, &t);
+  return coll_task_append(coll_of(a->comm), &t);
 }
 
 static ncclResult_t enqueue_tasks(const coll_args_t* a, const dev_redop_t* op) {
@@ -247,7 +248,7 @@ static ncclResult_t enqueue_call(coll_args_t* a, bool* held) {
   COMM_API_SCOPE();
   ncclResult_t res = comm_check_ready(a->comm, a->api);
   if (res != ncclSuccess) goto fail;
-  if (a->comm->coll == NULL) {
+  if (coll_of(a->comm) == NULL) {
     WARN("%s: comm %p has no collective state (its initialization did not complete)", a->api,
          (void*)a->comm);
     res = ncclInvalidUsage;
@@ -256,7 +257,7 @@ static ncclResult_t enqueue_call(coll_args_t* a, bool* held) {
   CHECK_GOTO(comm_hold(a->comm, a->api), res, fail);
   *held = true;
   CHECK_GOTO(enqueue_check(a, &op), res, fail);
-  struct coll_comm* cc = a->comm->coll;
+  struct coll_comm* cc = coll_of(a->comm);
   prog_op_t pop;
   progress_enqueue(a->comm, enqueue_kind(a->func), a->count, (int)a->dtype, (int)a->op,
                    enqueue_has_root(a->func) ? a->root : -1, &pop);

@@ -110,7 +110,8 @@ void coll_group_forget(struct coll_comm* cc) {
 }
 
 void coll_comm_leave_group(ncclComm_t comm) {
-  if (comm->coll != NULL) coll_group_forget(comm->coll);
+  struct coll_comm* cc = coll_of(comm);
+  if (cc != NULL) coll_group_forget(cc);
 }
 
 /* Takes this thread's list of communicators and resets the group. */
@@ -397,9 +398,9 @@ static double group_simulate_comm(struct coll_comm* cc) {
   int nreqs = 0;
   double us = -1;
   if (coll_plan_build(cc, &cc->pending, &nreqs) == ncclSuccess) {
-    sim_estimate_in_t in = {.exec = &cc->exec,
+    sim_estimate_in_t in = {.exec = &cc->comm->resources->exec,
                             .plan = &cc->plan,
-                            .topo = cc->topo,
+                            .topo = cc->comm->resources->topo,
                             .peers = cc->comm->peers,
                             .host_of = cc->host_of,
                             .nhosts = cc->nhosts,

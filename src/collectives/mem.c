@@ -171,7 +171,7 @@ static ncclResult_t mem_release(const mem_alloc_t* a) {
     return ncclSuccess;
   }
   int saved = -1;
-  CHECK(coll_device_enter(a->dev, &saved));
+  CHECK(comm_device_enter(a->dev, &saved));
   ncclResult_t res = ncclSuccess;
   if (a->kind == MEM_KIND_CUMEM) {
     const cu_driver_t* d = cu_driver();
@@ -183,7 +183,7 @@ static ncclResult_t mem_release(const mem_alloc_t* a) {
     CUDA_CHECK_GOTO(cudaFree(a->ptr), res, leave);
   }
 leave:
-  coll_device_leave(a->dev, saved);
+  comm_device_leave(a->dev, saved);
   return res;
 }
 
@@ -243,11 +243,11 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
  * cc->regs holds pointers to the records; a handle is valid only while it is in the table of the
  * communicator it is given with (compared by value, never dereferenced before). */
 static ncclResult_t reg_comm(ncclComm_t comm, const char* api, struct coll_comm** out) {
-  if (comm->coll == NULL) {
+  if (coll_of(comm) == NULL) {
     WARN("%s: comm %p is not initialized", api, (void*)comm);
     return ncclInvalidUsage;
   }
-  *out = comm->coll;
+  *out = coll_of(comm);
   return ncclSuccess;
 }
 

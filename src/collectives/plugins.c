@@ -302,7 +302,7 @@ static void coll_prof_channel(void* arg, int channel, int start) {
 }
 
 ncclResult_t coll_prof_exec_hook(struct coll_comm* cc) {
-  cc->exec.channel_event = NULL;
+  cc->comm->resources->exec.channel_event = NULL;
   if (cc->gpu || !(profiler_mask(cc->prof) & PROF_KERNEL_CH)) return ncclSuccess;
   if (cc->prof_ch_cap < cc->works_cap) {
     void** h = realloc(cc->prof_ch, cc->works_cap * sizeof(*h));
@@ -314,6 +314,7 @@ ncclResult_t coll_prof_exec_hook(struct coll_comm* cc) {
     cc->prof_ch = h;
     cc->prof_ch_cap = cc->works_cap;
   }
-  cc->exec.channel_event = coll_prof_channel;
+  cc->comm->resources->exec.channel_arg = cc;
+  cc->comm->resources->exec.channel_event = coll_prof_channel;
   return ncclSuccess;
 }

@@ -196,7 +196,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
     res = ncclInvalidArgument;
     goto out;
   }
-  struct coll_comm* cc = comm->coll;
+  struct coll_comm* cc = coll_of(comm);
   if (cc == NULL) {
     WARN("%s: communicator is not initialized yet", api);
     res = ncclInvalidUsage;
@@ -236,7 +236,7 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
     res = ncclInvalidArgument;
     goto out;
   }
-  struct coll_comm* cc = comm->coll;
+  struct coll_comm* cc = coll_of(comm);
   int idx = (int)op - (int)ncclNumOps;
   bool ok = false;
   if (cc != NULL && (int)op >= 0) {

@@ -81,9 +81,22 @@ void comm_free(ncclComm_t comm) {
     comm_job_release(comm->job);
     comm->job = NULL;
   }
-  ncclResult_t res = core_upper()->comm_free(comm);
-  if (res != ncclSuccess)
-    INFO(NCCL_INIT, "comm %p: collectives comm_free -> %d", (void*)comm, (int)res);
+  /* The collectives layer's work stops (this thread's open group lets go of comm, a nonblocking
+   * group is joined) before the executor and the transports go; its plugins close after them
+   * (the executor's threads may still report channel events). */
+  const core_upper_ops_t* upper = core_upper();
+  upper->comm_leave_group(comm);
+  (void)upper->comm_finalize(comm);
+  ncclResult_t res = comm_res_free(comm);
+  if (res != ncclSuccess) {
+    INFO(NCCL_INIT, "comm %p: comm_res_free -> %d", (void*)comm, (int)res);
+    /* A host launch did not leave: what it may still use (the collectives state) stays too. */
+    comm->coll = NULL;
+  } else {
+    res = upper->comm_free(comm);
+    if (res != ncclSuccess)
+      INFO(NCCL_INIT, "comm %p: collectives comm_free -> %d", (void*)comm, (int)res);
+  }
   if (comm->bootstrap != NULL) {
     res = bootstrap_close(comm->bootstrap);
     if (res != ncclSuccess)

@@ -1,6 +1,6 @@
 /* ncclConfig_t: validation, version/size handling, defaults and env overrides (as stock 2.28).
  * What Baton does with each field: blocking, commName, minCTAs/maxCTAs (the channel range,
- * collectives/comm.c), netName (checked against the network in use, init.c) and trafficClass
+ * core/resources.c), netName (checked against the network in use, init.c) and trafficClass
  * (handed to the network's connect) are honoured; cgaClusterSize, splitShare and shrinkShare have
  * no meaning in Baton and a value that asks for something WARNs once per process. */
 #include <stdatomic.h>

@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "device/device.h"
 #include "topo/topo.h"
+#include "transport/transport.h"
 
 #define COMM_MAGIC 0x4261746f6e436f6dULL      /* "BatonCom" */
 #define COMM_MAGIC_DEAD 0x44656164436f6d6dULL /* "DeadComm": poisoned by destroy/abort */
@@ -24,7 +25,8 @@ typedef enum {
   COMM_STATE_ERROR,     /* init failed or a fatal async error */
 } comm_state_t;
 
-struct coll_comm;     /* collectives layer state: channels, tasks, plans (src/collectives) */
+struct coll_comm;     /* collectives layer state: tasks, the group, plans (src/collectives) */
+struct comm_res;      /* channels, connections, executor (resources.c) */
 struct comm_job;      /* a lifecycle operation running on its own thread (nonblocking mode) */
 struct comm_progress; /* what this rank knows of its operations (progress.c) */
 
@@ -67,10 +69,11 @@ struct ncclComm {
   struct comm_progress* progress; /* operation numbers and completion (progress.c) */
   socket_addr_t* ras_addrs;       /* nranks: each rank's RAS service address (family 0: none) */
   char (*peer_hosts)[48];         /* nranks: each rank's host name (RAS_HOST_LEN) */
-  int trace_id;           /* its tracks in the timeline (trace.c), 0 until the first event */
-  bool ras_ref;           /* ras_comm_prepare took a reference */
-  bool ras_listed;        /* ras_comm_register listed it */
-  struct coll_comm* coll; /* owned by src/collectives */
+  int trace_id;               /* its tracks in the timeline (trace.c), 0 until the first event */
+  bool ras_ref;               /* ras_comm_prepare took a reference */
+  bool ras_listed;            /* ras_comm_register listed it */
+  struct comm_res* resources; /* resources.c: channels, connections, executor */
+  struct coll_comm* coll;     /* owned by src/collectives */
 };
 
 /* ---- Argument checks for entry points ----------------------------------------------------------
@@ -237,15 +240,120 @@ typedef struct core_upper_ops {
 void core_upper_register(const core_upper_ops_t* ops);
 const core_upper_ops_t* core_upper(void);
 
-/* Still defined in src/collectives (comm.c), moving into core with the resources (issue 21):
- * the executor's launch progress, the connections it waits on, and the positions of its ring
+/* ---- Communicator resources (resources.c, res_gpu.c) ---------------------------------------
+ * What every operation of a communicator runs on, set up at init after the peer exchange and
+ * before the collectives layer's part: the topology every rank of a host agrees on, the channel
+ * count and tuning inputs every rank agrees on, the channels (a ring and a tree each), the
+ * transport context and its connections (made on demand, or all at init with
+ * NCCL_RUNTIME_CONNECT=0), and the executor (host, CUDA, or a virtual platform's). The
+ * collectives layer reads the facts it plans with and asks for connections and launches through
+ * the calls below; nothing here knows tasks or plans' making. */
+typedef struct comm_res {
+  int rank, nranks;
+  bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
+                     real, so nothing calls CUDA; the platform's executor times its plans */
+  bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
+  bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
+  int nchannels;
+  int nhosts;
+  int* host_of;    /* nranks: host index of each rank (first-seen order of host_hash) */
+  int* ring_ranks; /* the channels' rings, nranks each: one, or two (both ways round) */
+  conn_fifo_t**
+      fifo_tables; /* nchannels * 2 * nranks: per channel send[nranks] then recv[nranks] */
+  dev_channel_t* channels;
+  exec_comm_t exec;
+  transport_ctx_t tctx;
+  bool tctx_ready;
+  const executor_ops_t* executor;
+  void* exec_state;
+  topo_tuning_t tuning;
+  topo_system_t* topo; /* GPU: this host's GPUs, identical on every rank of the host */
+  size_t slot_data_bytes[PROTO_COUNT]; /* payload bytes of one FIFO slot per protocol */
+} comm_res_t;
+
+/* CUDA is called for this communicator: a real GPU's, not a virtual platform's. */
+static inline bool comm_res_real_gpu(const comm_res_t* r) {
+  return r->gpu && !r->simulated;
+}
+/* At init: fills comm->resources (partial on failure; comm_res_free releases it). */
+ncclResult_t comm_res_init(ncclComm_t comm);
+/* Waits until the executor's launches have completed (they stop early once *abort_flag is set). */
+ncclResult_t comm_res_wait(ncclComm_t comm);
+/* Finalize, and revoke/abort waiting for in-flight work: the collectives layer's queued work
+ * (core_upper_ops_t.comm_finalize), then the executor's (comm_res_wait). */
+ncclResult_t comm_drain(ncclComm_t comm);
+/* Releases comm->resources (NULL or partial is fine). A host launch that does not leave keeps
+ * what it uses allocated: then the error is returned and comm->resources is NULL all the same. */
+ncclResult_t comm_res_free(ncclComm_t comm);
+/* Connects what reqs lists (skipping what exists) and points the channels' FIFO tables at it. */
+ncclResult_t comm_res_connect(ncclComm_t comm, const conn_request_t* reqs, int nreqs);
+/* Hands plan to the executor (stream: the CUDA executor's launch stream, else NULL). */
+ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, cudaStream_t stream);
+/* The executor's launch progress, the connections it waits on, and the positions of its ring
  * connections on the first channels (the last two: host executor only; counts returned). Safe
  * before init completes: then nothing is reported. */
-void coll_comm_progress(ncclComm_t comm, exec_progress_t* out);
-int coll_comm_waits(ncclComm_t comm, prog_wait_t* out, int max);
-int coll_comm_conns(ncclComm_t comm, prog_conn_t* out, int max);
+void comm_res_progress(ncclComm_t comm, exec_progress_t* out);
+int comm_res_waits(ncclComm_t comm, prog_wait_t* out, int max);
+int comm_res_conns(ncclComm_t comm, prog_conn_t* out, int max);
 /* Device times of launch number `launch` (GPU only; false when not known). */
-bool coll_comm_launch_time(ncclComm_t comm, uint64_t launch, uint64_t* start_ns, uint64_t* end_ns);
+bool comm_res_launch_time(ncclComm_t comm, uint64_t launch, uint64_t* start_ns, uint64_t* end_ns);
+/* The transport name ("SHM", "NET", ...) carrying comm's connection to/from peer on channel, or
+ * NULL while not connected. */
+const char* comm_conn_transport(ncclComm_t comm, int channel, int peer, int is_send);
+/* Makes dev current on this thread (saving the previous one in *saved), and back. */
+ncclResult_t comm_device_enter(int dev, int* saved);
+void comm_device_leave(int dev, int saved);
+/* Relaxed stream-capture mode for setup work that may happen while the user captures a graph. */
+enum cudaStreamCaptureMode comm_capture_relax(void);
+void comm_capture_restore(enum cudaStreamCaptureMode mode);
+
+#define RES_GPU_DEFAULT_NCHANNELS 4 /* CUDA executor when the topology has no opinion */
+/* res_gpu.c (pure functions first). Whether the ranks run on GPUs: all of them (*gpu = true) or
+ * none (false). A mix is ncclInvalidUsage after a WARN naming a rank of each kind (every rank sees
+ * the same peers, so all fail alike). */
+ncclResult_t res_gpu_check_peers(const peer_info_t* peers, int nranks, bool* gpu);
+/* What one rank proposes for its communicator; every rank's proposal is allgathered and merged. */
+typedef struct res_gpu_params {
+  int32_t nchannels;    /* channels wanted (topology, or the GPU default), already clamped */
+  int32_t ll128;        /* 1: LL128 is safe on every connection this rank can see */
+  int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
+                         * switch): rings go both ways round (topo_ring_order) */
+  int32_t direct;       /* 1: one host, every pair this rank can see P2P (OneShot, TwoShot) */
+  double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
+  double intra_lat_us;  /* per-hop latency inside the host */
+} res_gpu_params_t;
+/* Ranks of the communicator on rank's GPU (itself included): more than one only with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1. */
+int res_ranks_on_gpu(const peer_info_t* peers, int nranks, int rank);
+/* Channels a rank may use when ranks_on_gpu ranks share a GPU of nsm multiprocessors: the kernels
+ * of all of them spin on each other, so all their blocks (one a channel, one a multiprocessor at
+ * most: the kernels take a multiprocessor's registers) must be resident together. */
+int res_shared_gpu_channels(int nchannels, int ranks_on_gpu, int nsm);
+/* Clamps a channel count to NCCL_MIN_NCHANNELS..NCCL_MAX_NCHANNELS and 1..PLAN_MAX_CHANNELS. */
+int res_nchannels_clamp(int want);
+/* Clamps a channel count to the config's minCTAs..maxCTAs (NCCL_MIN_CTAS / NCCL_MAX_CTAS already
+ * applied) and 1..PLAN_MAX_CHANNELS. Every rank passes the same config (as stock requires). */
+int res_ctas_clamp(int n, const ncclConfig_t* cfg);
+/* This rank's proposal from its host's topology (NULL: unknown) and the peers (pure, apart from
+ * reading NCCL_* parameters). */
+void res_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, int nranks, int rank,
+                          int nhosts, res_gpu_params_t* out);
+/* The communicator's values: fewest channels, LL128 and the direct algorithms only if every rank
+ * allows them, rings both ways if any host has direct links, slowest pair bandwidth, largest
+ * latency (pure). */
+void res_gpu_params_merge(const res_gpu_params_t* all, int n, res_gpu_params_t* out);
+/* One topology per host: the lowest rank of each host detects it (or, on a virtual platform,
+ * takes the platform's description of it), sends it as XML to the other ranks of its host, and
+ * every rank of the host (that one too) uses the parsed copy. */
+ncclResult_t res_topo_agree(const platform_t* platform, bootstrap_t* b, const peer_info_t* peers,
+                            int nranks, int rank, topo_system_t** out);
+/* Allgathers every rank's proposal and merges them (every rank must call). */
+ncclResult_t res_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
+                                  const res_gpu_params_t* mine, res_gpu_params_t* out);
+/* comm_res_init's GPU part, before channels exist: topology, channel count, LL128 and tuning. */
+ncclResult_t res_gpu_setup(comm_res_t* r, ncclComm_t comm);
 
 /* ==== Private to src/core =======================================================================
  */
@@ -269,8 +377,8 @@ int64_t comm_device_bus_id(int dev);
 /* For log lines: stock's hex form ("1b000"), or "-1" without a GPU. buf has 24 bytes. */
 const char* comm_bus_text(int64_t bus_id, char* buf);
 
-/* init.c: bootstrap, peer info exchange, coll_comm_init and the INIT log lines for a comm whose
- * rank, nranks, cuda_dev and comm_hash are set. */
+/* init.c: bootstrap, peer info exchange, resources, the collectives part and the INIT log lines for
+ * a comm whose rank, nranks, cuda_dev and comm_hash are set. */
 ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, int nhandles,
                            const char* api);
 

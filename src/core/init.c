@@ -162,6 +162,7 @@ ncclResult_t comm_init_run(ncclComm_t comm, const bootstrap_handle_t* handles, i
   uint64_t t_boot = clock_ns();
   CHECK(comm_peers_exchange(comm, api));
   uint64_t t_peers = clock_ns();
+  CHECK(comm_res_init(comm));
   CHECK(core_upper()->comm_init(comm));
   uint64_t t_end = clock_ns();
   ras_comm_register(comm);

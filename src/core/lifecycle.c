@@ -49,7 +49,7 @@ NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
 static ncclResult_t finalize_job_run(comm_job_t* job) {
   ncclComm_t comm = job->owner;
   LOG_SINK_SCOPE(comm->last_error, sizeof(comm->last_error));
-  ncclResult_t res = core_upper()->comm_finalize(comm);
+  ncclResult_t res = comm_drain(comm);
   if (!RESULT_IS_ERROR(res)) atomic_store(&comm->state, COMM_STATE_FINALIZED);
   if (!job->blocking) atomic_store(&comm->async_error, res);
   return res;
@@ -177,7 +177,7 @@ static ncclResult_t revoke_impl(ncclComm_t comm, int revokeFlags) {
   /* Stop in-flight work (including a nonblocking split), wait until it has stopped, then clear
    * the flag: the bootstrap stays usable for split/shrink, collectives are refused by state. */
   CHECK(comm_abort_and_wait(comm));
-  ncclResult_t res = core_upper()->comm_finalize(comm);
+  ncclResult_t res = comm_drain(comm);
   if (RESULT_IS_ERROR(res))
     INFO(NCCL_INIT, "comm %p: collectives comm_finalize after revoke -> %d", (void*)comm, (int)res);
   __atomic_store_n(comm->abort_flag, 0, __ATOMIC_RELEASE);

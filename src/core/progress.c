@@ -149,14 +149,14 @@ void progress_trace_gpu(ncclComm_t comm) {
   struct comm_progress* p = comm->progress;
   if (p == NULL || !trace_on()) return;
   exec_progress_t ep = {0};
-  coll_comm_progress(comm, &ep);
+  comm_res_progress(comm, &ep);
   pthread_mutex_lock(&p->lock);
   uint64_t from = p->traced_launch + 1;
   if (ep.done > p->traced_launch) p->traced_launch = ep.done;
   uint64_t first_plan = p->nplans > PROG_PLANS ? p->nplans - PROG_PLANS : 0;
   for (uint64_t l = from; l <= ep.done; l++) {
     uint64_t t0, t1;
-    if (!coll_comm_launch_time(comm, l, &t0, &t1)) continue;
+    if (!comm_res_launch_time(comm, l, &t0, &t1)) continue;
     prog_op_t op = {.root = -1, .kind = 255};
     uint64_t seq_first = 0;
     for (uint64_t n = first_plan; n < p->nplans; n++) {
@@ -204,7 +204,7 @@ void progress_rewind(ncclComm_t comm) {
 /* Moves done/started forward by the executor's launch progress. Under lock. */
 static void progress_refresh(ncclComm_t comm, struct comm_progress* p) {
   exec_progress_t ep = {0};
-  coll_comm_progress(comm, &ep);
+  comm_res_progress(comm, &ep);
   for (uint64_t n = p->scan; n < p->nplans; n++) {
     const prog_plan_t* pl = &p->plans[n % PROG_PLANS];
     bool running = pl->launch_last == UINT64_MAX; /* its group call has not returned */
@@ -268,6 +268,6 @@ void progress_state(ncclComm_t comm, int asker, prog_state_t* out) {
     out->recvs_from = p->peer_recvs[asker];
   }
   pthread_mutex_unlock(&p->lock);
-  out->nwaits = coll_comm_waits(comm, out->waits, PROG_MAX_WAITS);
-  out->nconns = coll_comm_conns(comm, out->conns, PROG_MAX_CONNS);
+  out->nwaits = comm_res_waits(comm, out->waits, PROG_MAX_WAITS);
+  out->nconns = comm_res_conns(comm, out->conns, PROG_MAX_CONNS);
 }

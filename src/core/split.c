@@ -261,7 +261,7 @@ static ncclResult_t shrink_exclude_list(ncclComm_t comm, const int* list, int co
  * split), wait for it to stop, then clear the flag so the survivors can talk again. */
 static ncclResult_t shrink_abort_parent(ncclComm_t comm) {
   CHECK(comm_abort_and_wait(comm));
-  ncclResult_t res = core_upper()->comm_finalize(comm);
+  ncclResult_t res = comm_drain(comm);
   if (RESULT_IS_ERROR(res))
     INFO(NCCL_INIT, "comm %p: collectives comm_finalize after abort -> %d", (void*)comm, (int)res);
   __atomic_store_n(comm->abort_flag, 0, __ATOMIC_RELEASE);

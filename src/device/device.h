@@ -207,7 +207,8 @@ typedef struct exec_comm {
   size_t err_len;
   /* Profiling (NULL: off): the host executor calls it on each channel's thread before (start 1)
    * and after (start 0) the channel runs its list of a launch. */
-  void (*channel_event)(void* arg, int channel, int start);
+  void (*channel_event)(void* channel_arg, int channel, int start);
+  void* channel_arg; /* the collectives layer's, set with channel_event */
   /* The communicator's platform state (base.h's platform_t.ctx) for a platform's own executor
    * (baton-sim's world); NULL on this machine. */
   void* platform;

@@ -42,16 +42,16 @@ static int check_all_connected(ncclComm_t comm) {
   IT_EXPECT(st.seq == 0, "an operation ran before the check");
   for (int c = 0; c < cc->nchannels; c++) {
     const dev_channel_t* ch = &cc->channels[c];
-    IT_EXPECT(coll_conn_transport(comm, c, ch->ring_next, 1) != NULL,
+    IT_EXPECT(comm_conn_transport(comm, c, ch->ring_next, 1) != NULL,
               "channel %d: no send connection to ring next %d at init", c, ch->ring_next);
-    IT_EXPECT(coll_conn_transport(comm, c, ch->ring_prev, 0) != NULL,
+    IT_EXPECT(comm_conn_transport(comm, c, ch->ring_prev, 0) != NULL,
               "channel %d: no receive connection from ring prev %d at init", c, ch->ring_prev);
     int tree[1 + TREE_MAX_CHILDREN] = {ch->tree_up};
     for (int k = 0; k < TREE_MAX_CHILDREN; k++) tree[1 + k] = ch->tree_down[k];
     for (int k = 0; k < 1 + TREE_MAX_CHILDREN; k++) {
       if (tree[k] < 0) continue;
-      IT_EXPECT(coll_conn_transport(comm, c, tree[k], 1) != NULL &&
-                    coll_conn_transport(comm, c, tree[k], 0) != NULL,
+      IT_EXPECT(comm_conn_transport(comm, c, tree[k], 1) != NULL &&
+                    comm_conn_transport(comm, c, tree[k], 0) != NULL,
                 "channel %d: tree peer %d not connected at init", c, tree[k]);
     }
   }

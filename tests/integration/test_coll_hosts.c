@@ -20,7 +20,7 @@ static int check_transports(itest_rank_t* r) {
   for (int c = 0; c < cc->nchannels; c++) {
     for (int peer = 0; peer < r->nranks; peer++) {
       for (int dir = 0; dir < 2; dir++) {
-        const char* name = coll_conn_transport(comm, c, peer, dir);
+        const char* name = comm_conn_transport(comm, c, peer, dir);
         if (name == NULL) continue;
         nconn++;
         bool cross = comm->peers[peer].host_hash != comm->peers[r->rank].host_hash;

@@ -217,7 +217,7 @@ static int netns_check_transports(ncclComm_t comm, int rank, const netns_run_t* 
   for (int c = 0; c < cc->nchannels; c++) {
     for (int peer = 0; peer < run->nranks; peer++) {
       for (int dir = 0; dir < 2; dir++) {
-        const char* name = coll_conn_transport(comm, c, peer, dir);
+        const char* name = comm_conn_transport(comm, c, peer, dir);
         if (name == NULL) continue;
         nconn++;
         bool cross = netns_of(run, peer) != netns_of(run, rank);

@@ -39,7 +39,7 @@ static uint64_t fnv(const void* p, size_t n) {
 /* Cross-host connections use NET over the expected network; the rest SHM. */
 static int check_transports(itest_rank_t* r, const char* net) {
   ncclComm_t comm = r->comms[0];
-  struct coll_comm* cc = comm->coll;
+  const comm_res_t* cc = comm->resources;
   char want[32];
   snprintf(want, sizeof(want), "NET/%s/", net);
   int nnet = 0;

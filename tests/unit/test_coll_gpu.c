@@ -76,29 +76,29 @@ START_TEST(test_check_peers) {
   const int64_t mixed[3] = {0x19000, -1, 0x4c000};
   bool gpu = true;
   make_peers(peers, 3, host, none);
-  ck_assert_int_eq(coll_gpu_check_peers(peers, 3, &gpu), ncclSuccess);
+  ck_assert_int_eq(res_gpu_check_peers(peers, 3, &gpu), ncclSuccess);
   ck_assert(!gpu);
   make_peers(peers, 3, host, all);
-  ck_assert_int_eq(coll_gpu_check_peers(peers, 3, &gpu), ncclSuccess);
+  ck_assert_int_eq(res_gpu_check_peers(peers, 3, &gpu), ncclSuccess);
   ck_assert(gpu);
   make_peers(peers, 3, host, mixed);
   gpu = false;
-  ck_assert_int_eq(coll_gpu_check_peers(peers, 3, &gpu), ncclInvalidUsage);
+  ck_assert_int_eq(res_gpu_check_peers(peers, 3, &gpu), ncclInvalidUsage);
   ck_assert(!gpu); /* untouched on failure */
   ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "rank 1 has no CUDA device"));
 }
 END_TEST
 
 START_TEST(test_nchannels_clamp) {
-  ck_assert_int_eq(coll_nchannels_clamp(24), 24);
-  ck_assert_int_eq(coll_nchannels_clamp(0), 1);
-  ck_assert_int_eq(coll_nchannels_clamp(1000), 64); /* NCCL_MAX_NCHANNELS default */
+  ck_assert_int_eq(res_nchannels_clamp(24), 24);
+  ck_assert_int_eq(res_nchannels_clamp(0), 1);
+  ck_assert_int_eq(res_nchannels_clamp(1000), 64); /* NCCL_MAX_NCHANNELS default */
   unit_set_param("NCCL_MAX_NCHANNELS", "8");
-  ck_assert_int_eq(coll_nchannels_clamp(24), 8);
+  ck_assert_int_eq(res_nchannels_clamp(24), 8);
   unit_set_param("NCCL_MAX_NCHANNELS", "500");
-  ck_assert_int_eq(coll_nchannels_clamp(1000), PLAN_MAX_CHANNELS);
+  ck_assert_int_eq(res_nchannels_clamp(1000), PLAN_MAX_CHANNELS);
   unit_set_param("NCCL_MIN_NCHANNELS", "6");
-  ck_assert_int_eq(coll_nchannels_clamp(2), 6);
+  ck_assert_int_eq(res_nchannels_clamp(2), 6);
 }
 END_TEST
 
@@ -107,8 +107,8 @@ START_TEST(test_params_nvswitch) {
   peer_info_t peers[4];
   const int host[4] = {0, 0, 0, 0};
   make_peers(peers, 4, host, nvs4_bus);
-  coll_gpu_params_t p;
-  coll_gpu_params_local(sys, peers, 4, 2, 1, &p);
+  res_gpu_params_t p;
+  res_gpu_params_local(sys, peers, 4, 2, 1, &p);
   ck_assert_int_eq(p.nchannels, topo_system_nchannels(sys));
   ck_assert_int_eq(p.nchannels, 62); /* 18 links x 20.6 GB/s at 6 GB/s per channel */
   ck_assert_int_eq(p.ll128, 1);
@@ -117,16 +117,16 @@ START_TEST(test_params_nvswitch) {
   ck_assert(p.intra_lat_us > 0 && p.intra_lat_us < 1.0);
   /* P2P off or two hosts: LL128 would cross host memory */
   unit_set_param("NCCL_P2P_DISABLE", "1");
-  coll_gpu_params_local(sys, peers, 4, 2, 1, &p);
+  res_gpu_params_local(sys, peers, 4, 2, 1, &p);
   ck_assert_int_eq(p.ll128, 0);
   unit_set_param("NCCL_P2P_DISABLE", NULL);
   unit_set_param("NCCL_P2P_LEVEL", "LOC");
-  coll_gpu_params_local(sys, peers, 4, 2, 1, &p);
+  res_gpu_params_local(sys, peers, 4, 2, 1, &p);
   ck_assert_int_eq(p.ll128, 0);
   unit_set_param("NCCL_P2P_LEVEL", NULL);
   const int two_hosts[4] = {0, 0, 1, 1};
   make_peers(peers, 4, two_hosts, nvs4_bus);
-  coll_gpu_params_local(sys, peers, 4, 0, 2, &p);
+  res_gpu_params_local(sys, peers, 4, 0, 2, &p);
   ck_assert_int_eq(p.ll128, 0);
   ck_assert_int_eq(p.nchannels, 62);
   topo_system_free(sys);
@@ -139,8 +139,8 @@ START_TEST(test_params_pcie_and_alone) {
   const int host[2] = {0, 0};
   const int64_t bus[2] = {0x18000, 0x2a000};
   make_peers(peers, 2, host, bus);
-  coll_gpu_params_t p;
-  coll_gpu_params_local(sys, peers, 2, 0, 1, &p);
+  res_gpu_params_t p;
+  res_gpu_params_local(sys, peers, 2, 0, 1, &p);
   ck_assert_int_eq(topo_system_path(sys, bus[0], bus[1]), TOPO_PATH_PIX);
   ck_assert_int_eq(p.ll128, 0);
   ck_assert_int_eq(p.nchannels, topo_system_nchannels(sys));
@@ -150,8 +150,8 @@ START_TEST(test_params_pcie_and_alone) {
   /* One rank on its host, no topology: the GPU default, no pair, no LL128. */
   const int64_t one[1] = {0x18000};
   make_peers(peers, 1, host, one);
-  coll_gpu_params_local(NULL, peers, 1, 0, 1, &p);
-  ck_assert_int_eq(p.nchannels, COLL_GPU_DEFAULT_NCHANNELS);
+  res_gpu_params_local(NULL, peers, 1, 0, 1, &p);
+  ck_assert_int_eq(p.nchannels, RES_GPU_DEFAULT_NCHANNELS);
   ck_assert_int_eq(p.ll128, 0);
   ck_assert(p.pair_bw_gbs == 0);
 }
@@ -165,31 +165,31 @@ START_TEST(test_shared_gpu) {
   const int host[4] = {0, 0, 0, 1};
   const int64_t bus[4] = {nvs4_bus[0], nvs4_bus[0], nvs4_bus[1], nvs4_bus[0]};
   make_peers(peers, 4, host, bus);
-  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 0), 2); /* rank 3: same bus id, other host */
-  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 1), 2);
-  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 2), 1);
-  ck_assert_int_eq(coll_ranks_on_gpu(peers, 4, 3), 1);
+  ck_assert_int_eq(res_ranks_on_gpu(peers, 4, 0), 2); /* rank 3: same bus id, other host */
+  ck_assert_int_eq(res_ranks_on_gpu(peers, 4, 1), 2);
+  ck_assert_int_eq(res_ranks_on_gpu(peers, 4, 2), 1);
+  ck_assert_int_eq(res_ranks_on_gpu(peers, 4, 3), 1);
   /* the pair on one GPU is a local path: P2P may join it */
   ck_assert_int_eq(topo_system_path(sys, bus[0], bus[1]), TOPO_PATH_LOC);
   transport_ctx_t ctx = {.rank = 0, .nranks = 4, .peers = peers, .cuda_exec = true, .topo = sys};
   ck_assert_int_eq(transport_p2p_policy(&ctx, &peers[0], &peers[1]), P2P_OK);
   /* alone: untouched; 4 ranks on 132 SMs: 33 each; never below 1 */
-  ck_assert_int_eq(coll_shared_gpu_channels(62, 1, 132), 62);
-  ck_assert_int_eq(coll_shared_gpu_channels(62, 4, 132), 33);
-  ck_assert_int_eq(coll_shared_gpu_channels(4, 4, 132), 4);
-  ck_assert_int_eq(coll_shared_gpu_channels(8, 16, 4), 1);
-  ck_assert_int_eq(coll_shared_gpu_channels(8, 2, 0), 8); /* SM count unknown */
+  ck_assert_int_eq(res_shared_gpu_channels(62, 1, 132), 62);
+  ck_assert_int_eq(res_shared_gpu_channels(62, 4, 132), 33);
+  ck_assert_int_eq(res_shared_gpu_channels(4, 4, 132), 4);
+  ck_assert_int_eq(res_shared_gpu_channels(8, 16, 4), 1);
+  ck_assert_int_eq(res_shared_gpu_channels(8, 2, 0), 8); /* SM count unknown */
   topo_system_free(sys);
 }
 END_TEST
 
 START_TEST(test_params_merge) {
-  coll_gpu_params_t all[3] = {
+  res_gpu_params_t all[3] = {
       {.nchannels = 24, .ll128 = 1, .pair_bw_gbs = 370.8, .intra_lat_us = 0.8},
       {.nchannels = 16, .ll128 = 1, .pair_bw_gbs = 0, .intra_lat_us = 2.0},
       {.nchannels = 20, .ll128 = 1, .pair_bw_gbs = 82.4, .intra_lat_us = 0.8}};
-  coll_gpu_params_t m;
-  coll_gpu_params_merge(all, 3, &m);
+  res_gpu_params_t m;
+  res_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.nchannels, 16);
   ck_assert_int_eq(m.ll128, 1);
   ck_assert_int_eq(m.direct_links, 0);
@@ -197,13 +197,13 @@ START_TEST(test_params_merge) {
   ck_assert(fabs(m.intra_lat_us - 2.0) < 1e-9);
   all[2].ll128 = 0;
   all[1].direct_links = 1; /* one host with direct links: both ways for all */
-  coll_gpu_params_merge(all, 3, &m);
+  res_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.ll128, 0);
   ck_assert_int_eq(m.direct_links, 1);
   unit_set_param("NCCL_MAX_NCHANNELS", "4");
-  coll_gpu_params_merge(all, 3, &m);
+  res_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.nchannels, 4);
-  coll_gpu_params_merge(all, 1, &m);
+  res_gpu_params_merge(all, 1, &m);
   ck_assert_int_eq(m.nchannels, 4);
   ck_assert(fabs(m.pair_bw_gbs - 370.8) < 1e-9);
 }
@@ -248,7 +248,7 @@ static int agree_rank(int rank, int n, void* arg) {
   bootstrap_t* b = NULL;
   CHILD_CHECK(bootstrap_init(&ac->handle, 1, rank, n, NULL, &b) == ncclSuccess);
   topo_system_t* sys = NULL;
-  CHILD_CHECK(coll_topo_agree(NULL, b, peers, n, rank, &sys) == ncclSuccess);
+  CHILD_CHECK(res_topo_agree(NULL, b, peers, n, rank, &sys) == ncclSuccess);
   CHILD_CHECK(sys->ngpus == 2);
   topo_path_t path = topo_system_path(sys, bus[host[rank] * 2], bus[host[rank] * 2 + 1]);
   CHILD_CHECK(path == TOPO_PATH_NVL); /* the leader's view, not other_xml's PCIe */
@@ -267,12 +267,12 @@ static int agree_rank(int rank, int n, void* arg) {
   CHILD_CHECK(hashes[0] == hashes[1] && hashes[2] == hashes[3] && hashes[0] != hashes[2]);
   /* Parameters: host A's topology allows 14 channels (4 x 20.6 GB/s), host B's 62; each rank
    * cuts that to its own maximum (8, 12, 16, 20); all agree on the smallest. */
-  coll_gpu_params_t mine, agreed;
-  coll_gpu_params_local(sys, peers, n, rank, 2, &mine);
+  res_gpu_params_t mine, agreed;
+  res_gpu_params_local(sys, peers, n, rank, 2, &mine);
   const int allowed = host[rank] == 0 ? 14 : 62;
   CHILD_CHECK(mine.nchannels == (allowed < 8 + 4 * rank ? allowed : 8 + 4 * rank));
   CHILD_CHECK(mine.direct_links == (host[rank] == 0)); /* host A's pair: 4 links of its own */
-  CHILD_CHECK(coll_gpu_params_agree(b, n, rank, &mine, &agreed) == ncclSuccess);
+  CHILD_CHECK(res_gpu_params_agree(b, n, rank, &mine, &agreed) == ncclSuccess);
   CHILD_CHECK(agreed.nchannels == 8);
   CHILD_CHECK(agreed.ll128 == 0);        /* two hosts */
   CHILD_CHECK(agreed.direct_links == 1); /* host A's links: every rank runs rings both ways */
@@ -306,7 +306,7 @@ static int fail_rank(int rank, int n, void* arg) {
   bootstrap_t* b = NULL;
   CHILD_CHECK(bootstrap_init(&ac->handle, 1, rank, n, NULL, &b) == ncclSuccess);
   topo_system_t* sys = NULL;
-  ncclResult_t res = coll_topo_agree(NULL, b, peers, n, rank, &sys);
+  ncclResult_t res = res_topo_agree(NULL, b, peers, n, rank, &sys);
   CHILD_CHECK(res == (rank == 0 ? ncclInvalidUsage : ncclRemoteError));
   CHILD_CHECK(sys == NULL);
   CHILD_CHECK(bootstrap_close(b) == ncclSuccess);

@@ -144,9 +144,9 @@ static void exec_record(host_exec_t* ex, ncclResult_t res) {
 /* A channel's list of the current launch, between the profiler's channel events. */
 static ncclResult_t chan_run_list(host_chan_t* ch) {
   const exec_comm_t* comm = ch->ex->comm;
-  if (comm->channel_event != NULL) comm->channel_event(comm->arg, ch->id, 1);
+  if (comm->channel_event != NULL) comm->channel_event(comm->channel_arg, ch->id, 1);
   ncclResult_t res = host_list_run(ch, ch->works, ch->nwork);
-  if (comm->channel_event != NULL) comm->channel_event(comm->arg, ch->id, 0);
+  if (comm->channel_event != NULL) comm->channel_event(comm->channel_arg, ch->id, 0);
   return res;
 }
 
