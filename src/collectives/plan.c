@@ -28,19 +28,13 @@ const char* coll_func_name(int func) {
   return func >= 0 && func < FUNC_COUNT ? names[func] : "?";
 }
 
+/* The names NCCL_ALGO / NCCL_PROTO use (topo's tables), so logs and filters agree. */
 const char* coll_algo_name(int algo) {
-  return algo == ALGO_TREE      ? "Tree"
-         : algo == ALGO_RING    ? "Ring"
-         : algo == ALGO_ONESHOT ? "OneShot"
-         : algo == ALGO_TWOSHOT ? "TwoShot"
-                                : "?";
+  return algo >= 0 && algo < ALGO_COUNT ? topo_algo_names[coll_algo_name_index(algo)] : "?";
 }
 
 const char* coll_proto_name(int proto) {
-  return proto == PROTO_LL       ? "LL"
-         : proto == PROTO_LL128  ? "LL128"
-         : proto == PROTO_SIMPLE ? "Simple"
-                                 : "?";
+  return proto >= 0 && proto < PROTO_COUNT ? topo_proto_names[proto] : "?";
 }
 
 /* ---- Pure arithmetic ------------------------------------------------------------------------ */
