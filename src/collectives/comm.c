@@ -136,9 +136,8 @@ static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
 /* Profiler events (plugins.c) bracket the launch: on the host executor they end when the plan has
  * run, on the CUDA executor once it has been launched (as stock's end when the launch is made). */
 static ncclResult_t comm_launch(struct coll_comm* cc, bool* captured) {
-  bool any = cc->plan.nlocal > 0;
-  for (int c = 0; c < cc->plan.nchannels; c++) any |= cc->plan.nwork[c] > 0;
-  if (!any) return ncclSuccess; /* nothing to do: nothing is launched */
+  if (cc->plan.nlocal == 0 && !plan_has_channel_work(&cc->plan))
+    return ncclSuccess; /* nothing to do: nothing is launched */
   coll_prof_run_begin(cc);
   ncclResult_t res = comm_launch_plan(cc, captured);
   coll_prof_run_end(cc);

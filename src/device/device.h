@@ -176,6 +176,14 @@ typedef struct plan {
   const local_op_t* local;
 } plan_t;
 
+/* Whether a plan has work for peers on some channel (a kernel or host-channel run); plan.local
+ * alone needs none. */
+static inline bool plan_has_channel_work(const plan_t* p) {
+  for (int c = 0; c < p->nchannels; c++)
+    if (p->nwork[c] > 0) return true;
+  return false;
+}
+
 /* ---- What an executor sees of its communicator ---------------------------------------------- */
 #define TREE_MAX_CHILDREN 3
 typedef struct dev_channel {

@@ -289,8 +289,7 @@ static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool captu
 static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
   cuda_exec_t* ex = state;
   if (plan == NULL) return ncclSuccess;
-  bool kernel = false;
-  for (int c = 0; c < plan->nchannels; c++) kernel |= plan->nwork[c] > 0;
+  const bool kernel = plan_has_channel_work(plan);
   const bool local = plan->nlocal > 0;
   if (!kernel && !local) return ncclSuccess; /* nothing to do: nothing is launched */
   CHECK(status_check(ex));
