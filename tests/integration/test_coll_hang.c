@@ -59,9 +59,11 @@ static const char* const env_report = "NCCL_BATON_HANG_REPORT_SEC=2";
 /* ---- Stalling a thread (the stall case) --------------------------------------------------------
  */
 static atomic_int* stall_flag;
+static atomic_int stall_entered;
 
 static void stall_handler(int sig) {
   (void)sig;
+  atomic_store(&stall_entered, 1);
   while (atomic_load(stall_flag) == 0) usleep(10 * 1000);
 }
 
@@ -165,6 +167,11 @@ static int hang_body(itest_rank_t* r, void* arg) {
     int tid = thread_named("NCCL Proxy");
     IT_EXPECT(tid > 0, "rank 2 has no proxy thread");
     IT_EXPECT(syscall(SYS_tgkill, getpid(), tid, SIGUSR2) == 0, "tgkill failed");
+    /* The proxy stalls before the operation starts (on a loaded machine the signal could land
+     * after the operation's traffic had already gone through, and the call completed). */
+    double s0 = itest_now();
+    while (!atomic_load(&stall_entered) && itest_now() - s0 < 10) usleep(1000);
+    IT_EXPECT(atomic_load(&stall_entered), "rank 2's proxy thread did not stall");
   }
 
   watchdog_t w = {.comm = comm,
