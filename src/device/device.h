@@ -150,7 +150,53 @@ typedef struct work {
   int root;     /* Broadcast/Reduce root; Send/Recv peer (never this rank) */
   int root_idx; /* Broadcast/Reduce on a ring: the root's position in the channel's ring */
   int nranks;
+  /* Zero copy (OneShot items only; see "Registered windows" below). zc: the item starts with the
+   * probe. zc_win: the shared window slot holding this rank's whole send span (-1: none);
+   * zc_off: sendbuff's offset in it, in bytes. */
+  uint8_t zc;
+  int zc_win;
+  size_t zc_off;
 } work_t;
+
+/* ---- Registered windows read in place (zero copy) -----------------------------------------------
+ * ncclCommWindowRegister is collective: every rank exports its buffer (cuMem or CUDA IPC on GPUs,
+ * the memfd behind ncclMemAlloc's host memory without one) and maps every peer's. When every rank
+ * mapped every other's, the window is shared: it takes a slot (the same on every rank, windows
+ * being registered in the same order) and exec_comm_t.zc_base[slot * nranks + p] is where rank
+ * p's window lies in this process (zc_base_dev: the same table in device memory).
+ *
+ * On a communicator that has shared a window, every OneShot item of AllReduce, AllGather,
+ * ReduceScatter and Broadcast has work.zc set (the same on every rank: sharing is collective) and
+ * runs this way on its channel:
+ *   1. the probe: every rank's zc_desc_t goes to every other rank over the item's connections as
+ *      a OneShot AllGather of ZC_DESC_BYTES bytes (unit 1, LL, one step each way);
+ *   2. every rank now holds all n descriptors and decides alike (zc_usable). Usable: it reads the
+ *      other ranks' inputs where they lie (zc_base + off) and writes only its own output,
+ *      combining in rank order with each rank's own scalar (the same bits as the FIFO path), then
+ *      3. the release: a OneShot AllGather of ZC_DONE_BYTES bytes, so no rank ends the item (and
+ *      lets its user overwrite its input) while another still reads it.
+ *      Not usable: the item's ordinary OneShot steps follow the probe.
+ * In-place AllReduce is never read in place (a rank would overwrite its input while peers read
+ * it); in-place AllGather, ReduceScatter and Broadcast write nothing another rank reads. */
+#define ZC_DESC_BYTES 24
+#define ZC_DONE_BYTES 8
+#define ZC_MAX_WINDOWS 256 /* shared window slots per communicator */
+#define ZC_DESC_INPLACE (1ull << 32)
+typedef struct zc_desc {
+  uint64_t win;    /* slot + 1 of the send buffer's shared window (0: none); | ZC_DESC_INPLACE */
+  uint64_t off;    /* sendbuff's offset in that window, bytes */
+  uint64_t scalar; /* PreMulSum: this rank's scalar bits (as it applies them); else 0 */
+} zc_desc_t;
+
+/* Whether every source func reads lies in a shared window (d: every rank's descriptor). */
+DEVICE_HOST_FN bool zc_usable(int func, int root, int nranks, const zc_desc_t* d) {
+  if (func == FUNC_BROADCAST) return (uint32_t)d[root].win != 0;
+  for (int r = 0; r < nranks; r++) {
+    if ((uint32_t)d[r].win == 0) return false;
+    if (func == FUNC_ALLREDUCE && (d[r].win & ZC_DESC_INPLACE)) return false;
+  }
+  return true;
+}
 
 /* Work that needs no peer: a send to self paired with its receive from self, or a collective on a
  * communicator of one rank. A copy unless the operation changes the data (PreMulSum, floating
@@ -220,6 +266,10 @@ typedef struct exec_comm {
   /* The communicator's platform state (base.h's platform_t.ctx) for a platform's own executor
    * (baton-sim's world); NULL on this machine. */
   void* platform;
+  /* Shared windows (see "Registered windows" above): ZC_MAX_WINDOWS * nranks entries, NULL until
+   * the first window is shared; zc_base_dev is the device copy (CUDA executor). */
+  void* const* zc_base;
+  void* const* zc_base_dev;
 } exec_comm_t;
 
 /* ---- Progress an executor reports (core's progress watch and timeline read it) ----------------
