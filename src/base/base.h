@@ -295,6 +295,10 @@ typedef struct cu_driver {
   /* A dma-buf descriptor for a device memory range (GPUDirect RDMA through dma-buf). */
   CUresult (*mem_get_handle_for_address_range)(void* handle, CUdeviceptr ptr, size_t size,
                                                CUmemRangeHandleType type, unsigned long long flags);
+  /* The cuMem allocation mapped at addr (a reference the caller releases with mem_release), and
+   * the allocation (or mapping) holding a device pointer: sharing a user's buffer (windows). */
+  CUresult (*mem_retain_allocation_handle)(CUmemGenericAllocationHandle* handle, void* addr);
+  CUresult (*mem_get_address_range)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
 } cu_driver_t;
 
 /* The process's driver table (loaded on first call), NULL when the driver is unusable. */

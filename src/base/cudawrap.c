@@ -16,7 +16,8 @@ typedef struct cu_sym {
 
 #define CU_SYM(field, name) \
   { name, offsetof(cu_driver_t, field) }
-/* The plain names are the ABI these signatures describe (none has a _v2 twin in cuda.h). */
+/* The plain names are the ABI these signatures describe (none has a _v2 twin in cuda.h), but for
+ * cuMemGetAddressRange, whose 64-bit signature is the _v2 entry point. */
 static const cu_sym_t cu_syms[] = {
     CU_SYM(init, "cuInit"),
     CU_SYM(get_error_string, "cuGetErrorString"),
@@ -35,6 +36,8 @@ static const cu_sym_t cu_syms[] = {
     CU_SYM(mem_import_from_shareable_handle, "cuMemImportFromShareableHandle"),
     CU_SYM(mem_get_allocation_granularity, "cuMemGetAllocationGranularity"),
     CU_SYM(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange"),
+    CU_SYM(mem_retain_allocation_handle, "cuMemRetainAllocationHandle"),
+    CU_SYM(mem_get_address_range, "cuMemGetAddressRange_v2"),
 };
 #define CU_NSYMS ((int)(sizeof(cu_syms) / sizeof(cu_syms[0])))
 

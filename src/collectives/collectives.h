@@ -204,6 +204,9 @@ ncclResult_t coll_job_join(struct coll_comm* cc);
 /* ---- mem.c ---------------------------------------------------------------------------------- */
 /* Releases the registrations left in cc's table (destroy). */
 void coll_regs_free(struct coll_comm* cc);
+/* The shared window holding all of [buff, buff + bytes): its slot and buff's offset in it. */
+bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot,
+                      size_t* off);
 
 /* ---- redop.c -------------------------------------------------------------------------------- */
 /* The executor's view of op for datatype on cc (Avg -> PreMulSum or SumPostDiv; user ops from the

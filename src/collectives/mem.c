@@ -4,18 +4,22 @@
  * (granularity-rounded, exportable as a POSIX file descriptor where the driver allows it, mapped
  * read-write for the device and every device that can access it as a peer), or cudaMalloc when
  * the driver API or virtual memory management is unavailable (or NCCL_CUMEM_ENABLE=0). Without a
- * GPU it gives page-aligned, zeroed host memory (host executor). A small registry remembers every
+ * GPU it gives page-aligned, zeroed host memory (host executor): a memfd mapped shared, so that
+ * the other processes of the host can map a window on it. A small registry remembers every
  * allocation, so ncclMemFree releases each the way it was made and rejects other pointers.
  *
- * Registration: the executors copy user buffers through the connection FIFOs, so no buffer has
- * to be registered for correctness. ncclCommRegister / ncclCommWindowRegister record the buffer in
- * a table owned by the communicator and return a pointer to the record as the handle.
- * Deregistration looks the handle up in that table before touching it: a wild pointer, a handle
- * already deregistered or one of another communicator is ncclInvalidArgument with a WARN, never a
- * dereference. The communicator releases what is left at destroy. Collectives work the same on
- * registered and unregistered buffers, on either executor. */
+ * Registration: no buffer has to be registered for correctness (the executors copy through the
+ * connection FIFOs). ncclCommRegister records the buffer in a table owned by the communicator and
+ * returns a pointer to the record as the handle; the data path is unchanged. ncclCommWindowRegister
+ * (collective) records it and asks core to share it with every rank (core/windows.c): a shared
+ * window is read in place by OneShot (device.h, "Registered windows read in place"). Deregistration
+ * looks the handle up in the table before touching it: a wild pointer, a handle already
+ * deregistered or one of another communicator is ncclInvalidArgument with a WARN, never a
+ * dereference. The communicator releases what is left at destroy. Collectives give the same
+ * results on registered and unregistered buffers, on either executor. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "collectives/collectives.h"
@@ -27,7 +31,9 @@ struct ncclWindow_vidmem {
   mem_reg_kind_t kind;
   void* buff;
   size_t size;
-  int flags; /* NCCL_WIN_* (windows) */
+  int flags;             /* NCCL_WIN_* (windows) */
+  int slot;              /* windows shared with every rank: the slot (core/windows.c), else -1 */
+  comm_window_t* shared; /* core's record of the sharing (NULL: not shared) */
 };
 
 /* ---- Allocation registry ------------------------------------------------------------------- */
@@ -35,10 +41,11 @@ typedef enum { MEM_KIND_HOST = 0, MEM_KIND_CUMEM, MEM_KIND_CUDA } mem_kind_t;
 
 typedef struct mem_alloc {
   void* ptr;
-  size_t bytes; /* mapped size (cuMem) */
+  size_t bytes; /* mapped size (cuMem, host) */
   mem_kind_t kind;
   int dev;
   CUmemGenericAllocationHandle handle;
+  int fd; /* host memory: the memfd behind the mapping (-1: plain heap memory) */
 } mem_alloc_t;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -167,7 +174,12 @@ static ncclResult_t mem_gpu_alloc(int dev, size_t size, mem_alloc_t* a) {
 
 static ncclResult_t mem_release(const mem_alloc_t* a) {
   if (a->kind == MEM_KIND_HOST) {
-    free(a->ptr);
+    if (a->fd >= 0) {
+      munmap(a->ptr, a->bytes);
+      close(a->fd);
+    } else {
+      free(a->ptr);
+    }
     return ncclSuccess;
   }
   int saved = -1;
@@ -185,6 +197,53 @@ static ncclResult_t mem_release(const mem_alloc_t* a) {
 leave:
   comm_device_leave(a->dev, saved);
   return res;
+}
+
+/* ---- Host allocations (host executor) --------------------------------------------------------
+ * A memfd mapped shared, so that a window registered on it can be mapped by the other processes
+ * of the host (they read it in place); zero-filled by the kernel. Page-aligned heap memory where
+ * memfd is refused (then only ranks of this process read it in place). */
+static ncclResult_t mem_host_alloc(size_t size, mem_alloc_t* a) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) page = 4096;
+  size_t rounded = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
+  *a = (mem_alloc_t){.bytes = rounded, .kind = MEM_KIND_HOST, .dev = -1, .fd = -1};
+  int fd = memfd_create("baton-memalloc", MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, (off_t)rounded) == 0) {
+    void* p = mmap(NULL, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) {
+      a->ptr = p;
+      a->fd = fd;
+      return ncclSuccess;
+    }
+  }
+  if (fd >= 0) close(fd);
+  INFO(NCCL_ALLOC, "ncclMemAlloc: no memfd for %zu bytes (%s); heap memory", rounded,
+       strerror(errno));
+  void* p = NULL;
+  int err = posix_memalign(&p, (size_t)page, rounded);
+  if (err != 0) {
+    WARN("ncclMemAlloc: posix_memalign of %zu bytes failed: %s", rounded, strerror(err));
+    return ncclSystemError;
+  }
+  memset(p, 0, rounded);
+  a->ptr = p;
+  return ncclSuccess;
+}
+
+/* The memfd behind host memory [buff, buff + bytes) that ncclMemAlloc gave; false if none. */
+static bool mem_host_share_of(const void* buff, size_t bytes, share_host_mem_t* out) {
+  bool found = false;
+  pthread_mutex_lock(&mem_lock);
+  for (int i = 0; i < mem_nallocs && !found; i++) {
+    const mem_alloc_t* a = &mem_allocs[i];
+    const uintptr_t lo = (uintptr_t)a->ptr, b = (uintptr_t)buff;
+    if (a->kind != MEM_KIND_HOST || a->fd < 0 || b < lo || b + bytes > lo + a->bytes) continue;
+    *out = (share_host_mem_t){.fd = a->fd, .bytes = a->bytes, .offset = (size_t)(b - lo)};
+    found = true;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return found;
 }
 
 /* ---- Entry points --------------------------------------------------------------------------- */
@@ -207,18 +266,9 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
     INFO(NCCL_ALLOC, "%s: %zu bytes on device %d at %p (%s)", api, a.bytes, dev, a.ptr,
          a.kind == MEM_KIND_CUMEM ? "cuMem" : "cudaMalloc");
   } else {
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0) page = 4096;
-    size_t rounded = (size + (size_t)page - 1) / (size_t)page * (size_t)page;
-    void* p = NULL;
-    int err = posix_memalign(&p, (size_t)page, rounded);
-    if (err != 0) {
-      WARN("%s: posix_memalign of %zu bytes failed: %s", api, rounded, strerror(err));
-      return ncclSystemError;
-    }
-    memset(p, 0, rounded);
-    a = (mem_alloc_t){.ptr = p, .bytes = rounded, .kind = MEM_KIND_HOST, .dev = -1};
-    INFO(NCCL_ALLOC, "%s: %zu bytes of host memory at %p (host executor)", api, rounded, p);
+    CHECK(mem_host_alloc(size, &a));
+    INFO(NCCL_ALLOC, "%s: %zu bytes of host memory at %p (host executor%s)", api, a.bytes, a.ptr,
+         a.fd >= 0 ? ", shareable" : "");
   }
   ncclResult_t res = mem_track(&a);
   if (res != ncclSuccess) {
@@ -255,7 +305,8 @@ static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buf
                             int flags, struct ncclWindow_vidmem** out) {
   struct ncclWindow_vidmem* reg = NULL;
   CHECK(MEM_CALLOC(&reg, 1));
-  *reg = (struct ncclWindow_vidmem){.kind = kind, .buff = buff, .size = size, .flags = flags};
+  *reg = (struct ncclWindow_vidmem){
+      .kind = kind, .buff = buff, .size = size, .flags = flags, .slot = -1};
   ncclResult_t res = ncclSuccess;
   pthread_mutex_lock(&cc->lock);
   if (cc->nregs == cc->regs_cap) {
@@ -280,13 +331,14 @@ static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buf
 }
 
 /* Takes handle out of cc's table if it is a registration of that kind there; false otherwise
- * (handle is not dereferenced then). */
+ * (handle is not dereferenced then). A shared window stops being shared first. */
 static bool reg_remove(struct coll_comm* cc, const void* handle, mem_reg_kind_t kind) {
   bool found = false;
   pthread_mutex_lock(&cc->lock);
   for (int i = 0; i < cc->nregs; i++) {
     if ((const void*)cc->regs[i] != handle) continue;
     if (cc->regs[i]->kind != kind) break;
+    comm_window_unshare(cc->comm, cc->regs[i]->shared);
     free(cc->regs[i]);
     cc->regs[i] = cc->regs[--cc->nregs];
     found = true;
@@ -296,6 +348,24 @@ static bool reg_remove(struct coll_comm* cc, const void* handle, mem_reg_kind_t 
   return found;
 }
 
+bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot,
+                      size_t* off) {
+  bool found = false;
+  const uintptr_t b = (uintptr_t)buff;
+  pthread_mutex_lock(&cc->lock);
+  for (int i = 0; i < cc->nregs && !found; i++) {
+    const struct ncclWindow_vidmem* w = cc->regs[i];
+    const uintptr_t lo = (uintptr_t)w->buff;
+    if (w->slot < 0 || b < lo || b + bytes > lo + w->size || b + bytes < b) continue;
+    *slot = w->slot;
+    *off = (size_t)(b - lo);
+    found = true;
+  }
+  pthread_mutex_unlock(&cc->lock);
+  return found;
+}
+
+/* core released the shared windows with the communicator's resources, before this runs. */
 void coll_regs_free(struct coll_comm* cc) {
   if (cc->nregs > 0)
     INFO(NCCL_REG, "comm %p: releasing %d registrations left at destroy", (void*)cc->comm,
@@ -362,11 +432,24 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
     return ncclInvalidArgument;
   }
   CHECK(reg_comm(comm, api, &cc));
-  CHECK(reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w));
-  INFO(NCCL_REG,
-       "%s: buff %p size %zu flags 0x%x -> window %p (no mapping needed: the executors copy "
-       "through FIFOs)",
-       api, buff, size, (unsigned)winFlags, (void*)w);
+  /* Collective from here: every rank takes part in the sharing, whatever its buffer. */
+  share_host_mem_t host, *hostp = NULL;
+  if (buff != NULL && size > 0 && !cc->gpu && mem_host_share_of(buff, size, &host)) hostp = &host;
+  int slot = -1;
+  comm_window_t* shared = NULL;
+  CHECK(comm_window_share(comm, buff, size, hostp, &slot, &shared));
+  ncclResult_t res = reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w);
+  if (res != ncclSuccess) {
+    comm_window_unshare(comm, shared);
+    return res;
+  }
+  pthread_mutex_lock(&cc->lock);
+  w->slot = slot;
+  w->shared = shared;
+  pthread_mutex_unlock(&cc->lock);
+  INFO(NCCL_REG, "%s: buff %p size %zu flags 0x%x -> window %p (%s)", api, buff, size,
+       (unsigned)winFlags, (void*)w,
+       slot >= 0 ? "shared: OneShot reads it in place" : "not shared: copied through the FIFOs");
   *win = w;
   return ncclSuccess;
 }

@@ -412,9 +412,33 @@ static ncclResult_t plan_item_finish(const struct coll_comm* cc, int c, size_t e
   return ncclSuccess;
 }
 
+/* Zero copy (device.h, "Registered windows read in place"): on a communicator that has shared a
+ * window (every rank knows it alike), every OneShot item starts with the probe; zc_win names the
+ * shared window holding this rank's whole send span, if one does. */
+static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t esize, work_t* w) {
+  w->zc = 0;
+  w->zc_win = -1;
+  w->zc_off = 0;
+  if (t->algo != ALGO_ONESHOT || !comm_windows_shared(cc->comm)) return;
+  if (t->func != FUNC_ALLREDUCE && t->func != FUNC_ALLGATHER && t->func != FUNC_REDUCESCATTER &&
+      t->func != FUNC_BROADCAST)
+    return;
+  w->zc = 1;
+  size_t span = t->count * esize;
+  if (t->func == FUNC_REDUCESCATTER) span *= (size_t)cc->nranks;
+  int slot;
+  size_t off;
+  if (t->sendbuff != NULL && coll_window_find(cc, t->sendbuff, span, &slot, &off)) {
+    w->zc_win = slot;
+    w->zc_off = off;
+  }
+}
+
 static ncclResult_t plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t align = esize < 16 ? 16 / esize : 1;
+  work_t zc;
+  plan_zero_copy(cc, t, esize, &zc);
   for (int c = 0; c < t->nchannels; c++) {
     size_t off, n;
     coll_split(t->count, t->nchannels, c, align, &off, &n);
@@ -431,7 +455,10 @@ static ncclResult_t plan_collective(struct coll_comm* cc, const coll_task_t* t, 
                 .chan_count = n,
                 .chunk = plan_chunk(cc, t, n, esize, align),
                 .root = t->root,
-                .nranks = cc->nranks};
+                .nranks = cc->nranks,
+                .zc = zc.zc,
+                .zc_win = zc.zc_win,
+                .zc_off = zc.zc_off};
     CHECK(plan_item_finish(cc, c, esize, &w));
     plan_add_work(cc, c, &w);
     plan_req_collective(cc, t, c, nreqs);

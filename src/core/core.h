@@ -271,7 +271,31 @@ typedef struct comm_res {
   topo_tuning_t tuning;
   topo_system_t* topo; /* GPU: this host's GPUs, identical on every rank of the host */
   size_t slot_data_bytes[PROTO_COUNT]; /* payload bytes of one FIFO slot per protocol */
+  /* Shared windows (windows.c): the tables exec points at, this rank's slots in use, the live
+   * windows, and whether one was ever shared (the planner's zero-copy switch; the same on every
+   * rank, sharing being collective). */
+  void** zc_base;
+  void** zc_base_dev;
+  uint8_t* zc_used;
+  struct comm_window** windows;
+  int nwindows, windows_cap;
+  bool zc_shared;
 } comm_res_t;
+
+/* ---- Shared windows (windows.c) --------------------------------------------------------------
+ * Collective: shares [buff, buff + bytes) with every rank when every rank can map every other's
+ * (comm_windows_possible: the communicator can run OneShot). *slot: the window's slot (-1: not
+ * shared, collectives copy through the FIFOs); *out: what comm_window_unshare takes back (NULL
+ * when not shared). host: the memfd behind a host buffer (NULL: none). */
+typedef struct comm_window comm_window_t;
+bool comm_windows_possible(const comm_res_t* r);
+ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
+                               const share_host_mem_t* host, int* slot, comm_window_t** out);
+void comm_window_unshare(ncclComm_t comm, comm_window_t* w);
+/* At comm_res_free: every window left, and the tables. */
+void comm_windows_free(ncclComm_t comm, comm_res_t* r);
+/* Whether comm has shared a window (the planner's zero-copy switch). */
+bool comm_windows_shared(ncclComm_t comm);
 
 /* CUDA is called for this communicator: a real GPU's, not a virtual platform's. */
 static inline bool comm_res_real_gpu(const comm_res_t* r) {

@@ -288,6 +288,7 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
     }
     if (res == ncclSuccess) res = r;
   }
+  comm_windows_free(comm, cc); /* the executor is done reading them */
   if (cc->tctx_ready) {
     ncclResult_t r = transport_ctx_free(&cc->tctx);
     if (res == ncclSuccess) res = r;

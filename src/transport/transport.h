@@ -189,4 +189,52 @@ void fd_pass_revoke(const fd_export_t* e);             /* closes the duplicate *
 ncclResult_t fd_pass_import(const fd_export_t* e, volatile uint32_t* abort_flag, int timeout_ms,
                             int* fd_out);
 
+/* ---- Sharing a user's buffer with the processes of one host (share.c) -------------------------
+ * For windows that peers read in place. share_export describes buff for the other ranks (its
+ * share_desc_t travels through the bootstrap; e keeps what must be revoked later); share_import
+ * maps a peer's description and sets m->base to where the peer's buffer lies in this process, or
+ * leaves it NULL when it cannot be reached (another host; nothing offered; host memory for a GPU
+ * rank). Errors are returned only for a share that should have worked and failed. */
+typedef enum {
+  SHARE_NONE = 0,
+  SHARE_CUMEM,    /* fd: the cuMem allocation's descriptor */
+  SHARE_CUDA_IPC, /* ipc: cudaIpcMemHandle_t of the allocation */
+  SHARE_MEMFD     /* fd: host memory's memfd */
+} share_kind_t;
+typedef struct share_desc {
+  int kind; /* share_kind_t */
+  int cuda_dev;
+  uint64_t pid_hash, host_hash;
+  uint64_t addr;    /* the buffer in the exporter's process */
+  size_t bytes;     /* the buffer's length */
+  size_t map_bytes; /* the allocation an importer maps */
+  size_t offset;    /* the buffer's offset in that allocation */
+  fd_export_t fd;
+  char ipc[64];
+} share_desc_t;
+typedef struct share_export {
+  bool exported;
+  fd_export_t fd;
+} share_export_t;
+/* Host memory behind a buffer (ncclMemAlloc's memfd): fd, the whole mapping's bytes, the
+ * buffer's offset in it. */
+typedef struct share_host_mem {
+  int fd;
+  size_t bytes, offset;
+} share_host_mem_t;
+typedef struct share_map {
+  void* base; /* the peer's buffer here, NULL: unreachable */
+  int dev;
+  void* map;
+  size_t map_bytes;
+  CUmemGenericAllocationHandle handle;
+  bool have_handle, reserved, mapped, ipc_opened, host_mapped;
+} share_map_t;
+ncclResult_t share_export(const peer_info_t* me, const void* buff, size_t bytes,
+                          const share_host_mem_t* host, share_desc_t* d, share_export_t* e);
+void share_revoke(share_export_t* e);
+ncclResult_t share_import(const peer_info_t* me, const share_desc_t* d,
+                          volatile uint32_t* abort_flag, share_map_t* m);
+void share_unmap(share_map_t* m);
+
 #endif /* BATON_TRANSPORT_H */

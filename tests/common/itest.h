@@ -129,9 +129,18 @@ typedef struct itest_op {
   char* input_copy; /* this rank's input, to check that out-of-place sendbuff is untouched */
   ncclRedOp_t nccl_op;
   bool user_op;
+  bool windows;        /* buffers from ncclMemAlloc, registered as windows (itest_windows) */
+  ncclWindow_t win[2]; /* the windows this rank registered for the case (NULL: none) */
+  void* decoy;         /* itest_windows' outside rank: the buffer its windows cover instead */
   double scalar;    /* the PreMulSum scalar of even ranks (odd ones pass another) */
   void* scalar_mem; /* device-residence scalar (host memory on the host executor) */
 } itest_op_t;
+
+/* Windows mode for the cases prepared from now on in this process: every buffer comes from
+ * ncclMemAlloc and is registered with ncclCommWindowRegister (collective: every rank prepares the
+ * same cases), and deregistered at release. Rank `outside` (-1: none) registers as many windows,
+ * over a buffer of its own, and passes ordinary buffers outside them. */
+void itest_windows(bool on, int outside);
 
 /* Allocates and fills buffers; creates a user op for IT_PREMUL_*. 0 on success. */
 int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c);

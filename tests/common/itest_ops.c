@@ -335,12 +335,48 @@ static void expect_float(ncclDataType_t t, int op, int nranks, size_t idx, uint3
 #define GUARD_BYTE 0xA5
 #define POISON_BYTE 0x5A
 
-static char* alloc_guarded(size_t elems, size_t esize, char** raw) {
-  size_t bytes = (elems + 2 * GUARD_ELEMS) * esize;
-  *raw = malloc(bytes);
+static struct {
+  bool on;
+  int outside;
+} it_windows = {false, -1};
+
+void itest_windows(bool on, int outside) {
+  it_windows.on = on;
+  it_windows.outside = outside;
+}
+
+static size_t guarded_bytes(size_t elems, size_t esize) {
+  return (elems + 2 * GUARD_ELEMS) * esize;
+}
+
+/* malloc, or ncclMemAlloc for a window (mem) */
+static char* alloc_guarded_in(size_t elems, size_t esize, char** raw, bool mem) {
+  size_t bytes = guarded_bytes(elems, esize);
+  if (mem) {
+    if (ncclMemAlloc((void**)raw, bytes) != ncclSuccess) *raw = NULL;
+  } else {
+    *raw = malloc(bytes);
+  }
   if (*raw == NULL) return NULL;
   memset(*raw, GUARD_BYTE, bytes);
   return *raw + GUARD_ELEMS * esize;
+}
+
+/* Windows mode: one window per buffer the case has (the same number on every rank). */
+static int windows_register(itest_op_t* o, size_t send_bytes, size_t recv_bytes) {
+  if (o->rank == it_windows.outside) {
+    size_t most = send_bytes > recv_bytes ? send_bytes : recv_bytes;
+    IT_NCCL(ncclMemAlloc(&o->decoy, most));
+    IT_NCCL(ncclCommWindowRegister(o->comm, o->decoy, most, &o->win[0], NCCL_WIN_DEFAULT));
+    if (!o->c.inplace)
+      IT_NCCL(ncclCommWindowRegister(o->comm, o->decoy, most, &o->win[1], NCCL_WIN_DEFAULT));
+    return 0;
+  }
+  IT_NCCL(ncclCommWindowRegister(o->comm, o->recv_raw, recv_bytes, &o->win[0], NCCL_WIN_DEFAULT));
+  if (!o->c.inplace)
+    IT_NCCL(
+        ncclCommWindowRegister(o->comm, o->send_raw, send_bytes, &o->win[1], NCCL_WIN_DEFAULT));
+  return 0;
 }
 
 static int guards_intact(const char* raw, size_t elems, size_t esize) {
@@ -423,9 +459,11 @@ int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c) {
     o->scalar = base;
   }
 
+  o->windows = it_windows.on;
+  const bool mem = o->windows && o->rank != it_windows.outside;
   if (c->inplace) {
     size_t elems = in_elems > out_elems ? in_elems : out_elems;
-    o->recv = alloc_guarded(elems, es, &o->recv_raw);
+    o->recv = alloc_guarded_in(elems, es, &o->recv_raw, mem);
     IT_EXPECT(o->recv != NULL, "out of memory for %zu elements", elems);
     o->recv_elems = o->send_elems = elems;
     switch (c->func) {
@@ -451,8 +489,8 @@ int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c) {
         break;
     }
   } else {
-    o->send = alloc_guarded(in_elems, es, &o->send_raw);
-    o->recv = alloc_guarded(out_elems, es, &o->recv_raw);
+    o->send = alloc_guarded_in(in_elems, es, &o->send_raw, mem);
+    o->recv = alloc_guarded_in(out_elems, es, &o->recv_raw, mem);
     IT_EXPECT(o->send && o->recv, "out of memory");
     o->send_elems = in_elems;
     o->recv_elems = out_elems;
@@ -460,6 +498,10 @@ int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c) {
     memset(o->recv, POISON_BYTE, out_elems * es);
     if ((c->func == IT_BROADCAST) && !root) memset(o->send, POISON_BYTE, in_elems * es);
   }
+  if (o->windows &&
+      windows_register(o, c->inplace ? 0 : guarded_bytes(o->send_elems, es),
+                       guarded_bytes(o->recv_elems, es)))
+    return 1;
   o->input_copy = malloc(o->send_elems * es + 1);
   IT_EXPECT(o->input_copy != NULL, "out of memory");
   size_t send_elems_now = c->inplace ? o->send_elems : in_elems;
@@ -616,8 +658,16 @@ int itest_op_check(const itest_op_t* o) {
 
 void itest_op_release(itest_op_t* o) {
   if (o->user_op) (void)ncclRedOpDestroy(o->nccl_op, o->comm);
-  free(o->send_raw);
-  free(o->recv_raw);
+  for (int i = 0; i < 2; i++)
+    if (o->win[i] != NULL) (void)ncclCommWindowDeregister(o->comm, o->win[i]);
+  if (o->windows && o->rank != it_windows.outside) {
+    (void)ncclMemFree(o->send_raw);
+    (void)ncclMemFree(o->recv_raw);
+  } else {
+    free(o->send_raw);
+    free(o->recv_raw);
+  }
+  (void)ncclMemFree(o->decoy);
   free(o->input_copy);
   free(o->scalar_mem);
   memset(o, 0, sizeof(*o));

@@ -5,7 +5,9 @@
  * results against the test's own references (itest_ops.c), and the planner's choice checked. */
 #include <check.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collectives/collectives.h"
 #include "itest.h"
@@ -108,6 +110,106 @@ static void direct_run(int nranks, const char* algo_env, int algo) {
   ck_assert_msg(itest_run(&o, direct_body, &dc) == 0, "%d ranks, %s", nranks, algo_env);
 }
 
+/* ---- Windows read in place (device.h, "Registered windows read in place") ----------------------
+ * Every buffer in a shared window: OneShot reads the peers' inputs where they lie (the host
+ * executor says so in an INFO line per channel, counted in this rank's log), except an in-place
+ * AllReduce; with one rank's buffers outside its windows every rank takes the FIFO path, but for
+ * a Broadcast from another root. Results are checked either way. */
+#define ZC_LOG_FMT "/tmp/baton-zc-%d-%d.log" /* test process, rank process */
+static int zc_test_pid;
+static char zc_env[96];
+
+static int zc_lines(void) {
+  char path[96];
+  snprintf(path, sizeof(path), ZC_LOG_FMT, zc_test_pid, (int)getpid());
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return 0;
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof(line), f) != NULL) n += strstr(line, "read in place") != NULL;
+  fclose(f);
+  return n;
+}
+
+static int func_of(int it_func) {
+  switch (it_func) {
+    case IT_ALLGATHER:
+      return FUNC_ALLGATHER;
+    case IT_REDUCESCATTER:
+      return FUNC_REDUCESCATTER;
+    case IT_BROADCAST:
+      return FUNC_BROADCAST;
+    default:
+      return FUNC_ALLREDUCE;
+  }
+}
+
+static int windows_body(itest_rank_t* r, void* arg) {
+  const int outside = *(const int*)arg;
+  ncclComm_t comm = r->comms[0];
+  const int n = r->nranks;
+  static const ncclDataType_t types[4] = {ncclFloat32, ncclInt8, ncclBfloat16, ncclFloat64};
+  static const size_t counts[] = {1, 7, 1001, 20003};
+  static const int funcs[4] = {IT_ALLREDUCE, IT_ALLGATHER, IT_REDUCESCATTER, IT_BROADCAST};
+  uint32_t seed = 7000;
+  int k = 0;
+  itest_windows(true, outside);
+  for (int ti = 0; ti < 4; ti++) {
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+      for (int fi = 0; fi < 4; fi++) {
+        for (int place = 0; place < 2; place++, k++) {
+          itest_case_t c = {.func = funcs[fi],
+                            .dtype = types[ti],
+                            .op = k % IT_OP_COUNT,
+                            .count = counts[ci],
+                            .root = k % n,
+                            .inplace = place,
+                            .seed = seed++};
+          if (types[ti] == ncclInt8 && (c.op == IT_PREMUL_HOST || c.op == IT_PREMUL_DEVICE))
+            c.op = IT_MIN;
+          const int before = zc_lines();
+          if (itest_op_run(comm, &c) || expect_algo(r, func_of(c.func), ALGO_ONESHOT, &c))
+            return 1;
+          const bool all_in = outside < 0 || (c.func == IT_BROADCAST && c.root != outside);
+          const bool want = all_in && !(c.func == IT_ALLREDUCE && place);
+          const int got = zc_lines() - before;
+          IT_EXPECT(want ? got > 0 : got == 0,
+                    "%s %s count %zu %s root %d: %d channel(s) read in place, expected %s",
+                    itest_func_name(c.func), itest_type_name(c.dtype), c.count,
+                    place ? "in place" : "out of place", c.root, got, want ? "some" : "none");
+        }
+      }
+    }
+  }
+  itest_windows(false, -1);
+  char path[96];
+  snprintf(path, sizeof(path), ZC_LOG_FMT, zc_test_pid, (int)getpid());
+  unlink(path);
+  return 0;
+}
+
+static void windows_run(int nranks, int outside) {
+  zc_test_pid = (int)getpid();
+  snprintf(zc_env, sizeof(zc_env), "NCCL_DEBUG_FILE=/tmp/baton-zc-%d-%%p.log", zc_test_pid);
+  itest_opts_t o = {.nranks = nranks,
+                    .timeout_s = 280,
+                    .env = {"NCCL_ALGO=OneShot", "NCCL_PROTO=LL", "NCCL_BUFFSIZE=65536",
+                            "NCCL_LL_BUFFSIZE=65536", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL",
+                            zc_env}};
+  ck_assert_msg(itest_run(&o, windows_body, &outside) == 0, "%d ranks, outside %d", nranks,
+                outside);
+}
+
+START_TEST(test_oneshot_windows_3) {
+  windows_run(3, -1);
+}
+END_TEST
+
+START_TEST(test_oneshot_windows_outside_4) {
+  windows_run(4, 1);
+}
+END_TEST
+
 START_TEST(test_oneshot_2) {
   direct_run(2, "NCCL_ALGO=OneShot", ALGO_ONESHOT);
 }
@@ -142,6 +244,8 @@ static Suite* direct_suite(void) {
   tcase_add_test(tc, test_oneshot_8);
   tcase_add_test(tc, test_twoshot_3);
   tcase_add_test(tc, test_twoshot_8);
+  tcase_add_test(tc, test_oneshot_windows_3);
+  tcase_add_test(tc, test_oneshot_windows_outside_4);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -10,6 +10,7 @@
  * the root's ring position; point-to-point in bytes; copies to self are plan.local, not items):
  * this file only checks that the connections it needs exist and hold a step. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "device/host/host_exec.h"
 
@@ -148,11 +149,164 @@ static ncclResult_t lanes_run(host_chan_t* ch, host_lane_t* lanes, int nlanes) {
   return ncclSuccess;
 }
 
+/* ---- Zero copy (device.h, "Registered windows read in place") ------------------------------- */
+/* A OneShot AllGather of `bytes` bytes (unit 1, LL, one chunk) over the item's connections: the
+ * probe and the release, exactly the lines an AllGather item of that size would carry. */
+static ncclResult_t zc_allgather(host_chan_t* ch, const work_t* w, const void* mine, void* all,
+                                 size_t bytes) {
+  const work_t g = {.func = FUNC_ALLGATHER,
+                    .algo = ALGO_ONESHOT,
+                    .proto = PROTO_LL,
+                    .dtype = ncclUint8,
+                    .sendbuff = mine,
+                    .recvbuff = all,
+                    .count = bytes,
+                    .chan_off = 0,
+                    .chan_count = bytes,
+                    .chunk = bytes,
+                    .root = w->root,
+                    .nranks = w->nranks};
+  host_lane_t* ln = &ch->lanes[0];
+  lane_init(ln, ch, &g, 1);
+  ln->geo.kind = LANE_DIRECT;
+  ln->geo.algo = ALGO_ONESHOT;
+  for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
+  CHECK(conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true));
+  ln->nops = host_lane_nops(ln);
+  return lanes_run(ch, ln, 1);
+}
+
+/* This rank's PreMulSum scalar bits as it applies them (a device scalar is read now). */
+static uint64_t zc_scalar(const work_t* w, size_t esize) {
+  if (w->op.kind != DEV_OP_PREMULSUM) return 0;
+  if (!w->op.scalar_on_device) return w->op.scalar;
+  uint64_t v = 0;
+  memcpy(&v, w->op.scalar_ptr, esize); /* little-endian: the low bytes */
+  return v;
+}
+
+/* rank r's contribution as it counts: its own scalar for PreMulSum */
+static dev_redop_t zc_rank_op(const work_t* w, const zc_desc_t* d, int r) {
+  dev_redop_t op = w->op;
+  if (op.kind == DEV_OP_PREMULSUM) {
+    op.scalar = d[r].scalar;
+    op.scalar_on_device = 0;
+  }
+  return op;
+}
+
+/* dst[0, n) = every rank's src[r] combined in rank order (each with its own scalar), finished. */
+static void zc_fold(const work_t* w, const zc_desc_t* d, const char* const* src, char* dst,
+                    size_t n) {
+  for (int r = 0; r < w->nranks; r++) {
+    const dev_redop_t op = zc_rank_op(w, d, r);
+    host_reduce(dst, src[r], r == 0 ? NULL : dst, n, w->dtype, &op);
+  }
+  host_postop(dst, n, w->dtype, &w->op);
+}
+
+/* The item's slice with every rank's input read where it lies. */
+static ncclResult_t zc_run_slice(host_chan_t* ch, const work_t* w, const zc_desc_t* d,
+                                 size_t esize) {
+  const exec_comm_t* comm = ch->ex->comm;
+  const int n = comm->nranks, me = comm->rank;
+  const char* src[DIRECT_MAX_RANKS];
+  for (int p = 0; p < n; p++) {
+    const uint32_t win = (uint32_t)d[p].win;
+    src[p] = p == me  ? (const char*)w->sendbuff
+             : win > 0 ? (const char*)comm->zc_base[(size_t)(win - 1) * (size_t)n + (size_t)p] +
+                             d[p].off
+                       : NULL;
+  }
+  const size_t off = w->chan_off * esize, bytes = w->chan_count * esize;
+  char* out = w->recvbuff;
+  switch (w->func) {
+    case FUNC_BROADCAST:
+      if (out + off != src[w->root] + off) memcpy(out + off, src[w->root] + off, bytes);
+      return ncclSuccess;
+    case FUNC_ALLGATHER:
+      for (int p = 0; p < n; p++) {
+        char* dst = out + (size_t)p * w->count * esize + off;
+        if (dst != src[p] + off) memcpy(dst, src[p] + off, bytes);
+      }
+      return ncclSuccess;
+    case FUNC_ALLREDUCE: { /* out of place on every rank (zc_usable) */
+      const char* s[DIRECT_MAX_RANKS];
+      for (int p = 0; p < n; p++) s[p] = src[p] + off;
+      zc_fold(w, d, s, out + off, w->chan_count);
+      return ncclSuccess;
+    }
+    default: { /* ReduceScatter: block `me` of every input; in place, the output is this rank's
+                * own block, so the combination builds in the staging buffer piece by piece */
+      const size_t blk = (size_t)me * w->count * esize + off;
+      const char* s[DIRECT_MAX_RANKS];
+      for (int p = 0; p < n; p++) s[p] = src[p] + blk;
+      if (out + off != s[me]) {
+        zc_fold(w, d, s, out + off, w->chan_count);
+        return ncclSuccess;
+      }
+      const size_t piece = ch->stage_bytes / esize;
+      if (piece == 0) {
+        WARN("Host executor: channel %d has no staging for an in-place ReduceScatter", ch->id);
+        return ncclInternalError;
+      }
+      for (size_t done = 0; done < w->chan_count; done += piece) {
+        const size_t k = dev_min(piece, w->chan_count - done);
+        const char* sp[DIRECT_MAX_RANKS];
+        for (int p = 0; p < n; p++) sp[p] = s[p] + done * esize;
+        zc_fold(w, d, sp, ch->stage[HOST_STAGE_SEND], k);
+        memcpy(out + off + done * esize, ch->stage[HOST_STAGE_SEND], k * esize);
+      }
+      return ncclSuccess;
+    }
+  }
+}
+
+/* The probe; then either the slice read in place and the release (true in *done), or nothing
+ * more (the caller runs the item's ordinary steps). */
+static ncclResult_t zc_try(host_chan_t* ch, const work_t* w, size_t esize, bool* done) {
+  const exec_comm_t* comm = ch->ex->comm;
+  const int n = comm->nranks, me = comm->rank;
+  zc_desc_t d[DIRECT_MAX_RANKS], mine;
+  *done = false;
+  mine.win = w->zc_win >= 0 ? (uint64_t)(w->zc_win + 1) : 0;
+  if (w->func == FUNC_ALLREDUCE && w->sendbuff == w->recvbuff) mine.win |= ZC_DESC_INPLACE;
+  mine.off = w->zc_off;
+  mine.scalar = zc_scalar(w, esize);
+  CHECK(lanes_reserve(ch, 1));
+  CHECK(zc_allgather(ch, w, &mine, d, sizeof(zc_desc_t)));
+  if (!zc_usable(w->func, w->root, n, d)) return ncclSuccess;
+  if (comm->zc_base == NULL) {
+    WARN("Host executor: rank %d: the ranks' windows are shared but this rank has no table",
+         me);
+    return ncclInternalError;
+  }
+  __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the peers' inputs, before their probe lines */
+  CHECK(host_chan_stage_reserve(ch, w->chunk * esize));
+  CHECK(zc_run_slice(ch, w, d, esize));
+  INFO(NCCL_COLL, "Host executor: rank %d channel %d: %s of %zu elements read in place", me,
+       ch->id, w->func == FUNC_ALLREDUCE     ? "AllReduce"
+               : w->func == FUNC_ALLGATHER   ? "AllGather"
+               : w->func == FUNC_BROADCAST   ? "Broadcast"
+                                             : "ReduceScatter",
+       w->chan_count);
+  __atomic_thread_fence(__ATOMIC_RELEASE); /* every read done before the release line */
+  uint64_t rel = 0, rels[DIRECT_MAX_RANKS];
+  CHECK(zc_allgather(ch, w, &rel, rels, ZC_DONE_BYTES));
+  *done = true;
+  return ncclSuccess;
+}
+
 ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   const dev_channel_t* dc = host_chan_dev(ch);
   size_t esize;
   if (w->count == 0 || w->chan_count == 0) return ncclSuccess;
   CHECK(work_check(ch, w, &esize));
+  if (w->zc && w->algo == ALGO_ONESHOT && w->nranks > 1 && w->nranks <= DIRECT_MAX_RANKS) {
+    bool done;
+    CHECK(zc_try(ch, w, esize, &done));
+    if (done) return ncclSuccess;
+  }
   CHECK(lanes_reserve(ch, 2));
   host_lane_t* ln = &ch->lanes[0];
   lane_init(ln, ch, w, esize);

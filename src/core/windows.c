@@ -1,0 +1,218 @@
+/* Shared windows: user buffers every rank of the communicator can read in place (device.h,
+ * "Registered windows read in place").
+ *
+ * comm_window_share is collective (ncclCommWindowRegister is): every rank exports its buffer
+ * (transport's share_export), the descriptions are allgathered, every rank maps every peer's, and
+ * a second allgather tells whether all of them managed; only then is the window shared. A shared
+ * window takes the lowest slot free on this rank; the ranks register in the same order, so they
+ * pick the same slot, and the table is indexed by each rank's own slot all the same
+ * (zc_base[slot_p * nranks + p]), so a rank's descriptor always names an entry that rank filled.
+ * Only communicators that can run OneShot share (one host, 2 to DIRECT_MAX_RANKS ranks, every
+ * GPU pair P2P): a fact every rank agrees on, so either all take part in the exchange or none. */
+#include <stdlib.h>
+
+#include "core/core.h"
+
+struct comm_window {
+  int slot;      /* this rank's slot, -1: not shared */
+  int* slots;    /* nranks: each rank's slot for this window */
+  void* buff;    /* this rank's buffer */
+  share_export_t exp;
+  share_map_t* maps; /* nranks: the peers' buffers mapped here */
+};
+
+/* The exchange of one rank's window: its description, its slot, and later whether it mapped
+ * every peer's. */
+typedef struct window_offer {
+  share_desc_t desc;
+  int32_t slot;
+  int32_t mapped_all;
+} window_offer_t;
+
+bool comm_windows_possible(const comm_res_t* r) {
+  if (r == NULL || r->simulated || r->nranks < 2 || r->nranks > DIRECT_MAX_RANKS) return false;
+  if (r->nhosts != 1) return false;
+  return r->gpu ? r->direct_ok : true;
+}
+
+static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
+  const size_t n = (size_t)ZC_MAX_WINDOWS * (size_t)r->nranks;
+  if (r->zc_base == NULL) {
+    CHECK(mem_calloc((void**)&r->zc_base, n, sizeof(void*)));
+    CHECK(mem_calloc((void**)&r->zc_used, ZC_MAX_WINDOWS, sizeof(uint8_t)));
+    r->exec.zc_base = (void* const*)r->zc_base;
+  }
+  if (comm_res_real_gpu(r) && r->zc_base_dev == NULL) {
+    int saved = -1;
+    CHECK(comm_device_enter(comm->cuda_dev, &saved));
+    enum cudaStreamCaptureMode mode = comm_capture_relax();
+    ncclResult_t res = ncclSuccess;
+    void* p = NULL;
+    CUDA_CHECK_GOTO(cudaMalloc(&p, n * sizeof(void*)), res, out);
+    CUDA_CHECK_GOTO(cudaMemset(p, 0, n * sizeof(void*)), res, out);
+    r->zc_base_dev = p;
+    r->exec.zc_base_dev = (void* const*)p;
+    p = NULL;
+  out:
+    if (p != NULL) (void)cudaFree(p);
+    comm_capture_restore(mode);
+    comm_device_leave(comm->cuda_dev, saved);
+    CHECK(res);
+  }
+  return ncclSuccess;
+}
+
+/* Sets rank p's entry for slot s (its own numbering) to v, here and in the device copy. */
+static ncclResult_t windows_set(ncclComm_t comm, comm_res_t* r, int s, int p, void* v) {
+  const size_t i = (size_t)s * (size_t)r->nranks + (size_t)p;
+  r->zc_base[i] = v;
+  if (r->zc_base_dev == NULL) return ncclSuccess;
+  int saved = -1;
+  CHECK(comm_device_enter(comm->cuda_dev, &saved));
+  enum cudaStreamCaptureMode mode = comm_capture_relax();
+  ncclResult_t res = ncclSuccess;
+  CUDA_CHECK_GOTO(cudaMemcpy(r->zc_base_dev + i, &v, sizeof(v), cudaMemcpyHostToDevice), res, out);
+out:
+  comm_capture_restore(mode);
+  comm_device_leave(comm->cuda_dev, saved);
+  return res;
+}
+
+static void window_release(comm_window_t* w, int nranks) {
+  if (w == NULL) return;
+  if (w->maps != NULL)
+    for (int p = 0; p < nranks; p++) share_unmap(&w->maps[p]);
+  share_revoke(&w->exp);
+  free(w->maps);
+  free(w->slots);
+  free(w);
+}
+
+static ncclResult_t windows_track(comm_res_t* r, comm_window_t* w) {
+  if (r->nwindows == r->windows_cap) {
+    int cap = r->windows_cap ? 2 * r->windows_cap : 8;
+    comm_window_t** p = realloc(r->windows, (size_t)cap * sizeof(*p));
+    if (p == NULL) {
+      WARN("Window sharing: out of memory for %d windows", cap);
+      return ncclSystemError;
+    }
+    r->windows = p;
+    r->windows_cap = cap;
+  }
+  r->windows[r->nwindows++] = w;
+  return ncclSuccess;
+}
+
+ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
+                               const share_host_mem_t* host, int* slot, comm_window_t** out) {
+  comm_res_t* r = comm->resources;
+  const int n = comm->nranks, me = comm->rank;
+  *slot = -1;
+  *out = NULL;
+  if (!comm_windows_possible(r)) return ncclSuccess;
+  CHECK(windows_tables(comm, r));
+  comm_window_t* w = NULL;
+  window_offer_t* all = NULL;
+  ncclResult_t res = ncclSuccess;
+  CHECK_GOTO(MEM_CALLOC(&w, 1), res, fail);
+  w->slot = -1;
+  w->buff = buff;
+  CHECK_GOTO(MEM_CALLOC(&w->slots, (size_t)n), res, fail);
+  CHECK_GOTO(MEM_CALLOC(&w->maps, (size_t)n), res, fail);
+  CHECK_GOTO(MEM_CALLOC(&all, (size_t)n), res, fail);
+  int mine = -1;
+  for (int s = 0; s < ZC_MAX_WINDOWS && mine < 0; s++)
+    if (!r->zc_used[s]) mine = s;
+  /* From here on every rank must reach both allgathers: local trouble only withdraws the offer. */
+  if (share_export(&comm->peers[me], buff, bytes, host, &all[me].desc, &w->exp) != ncclSuccess) {
+    INFO(NCCL_REG, "Window %p: export failed; not shared", buff);
+    all[me].desc.kind = SHARE_NONE;
+  }
+  all[me].slot = mine;
+  CHECK_GOTO(bootstrap_allgather(comm->bootstrap, all, sizeof(*all)), res, fail);
+  bool mapped = mine >= 0;
+  for (int p = 0; p < n && mapped; p++) {
+    if (p == me) {
+      w->maps[p].base = buff;
+      continue;
+    }
+    if (all[p].slot < 0 ||
+        share_import(&comm->peers[me], &all[p].desc, comm->abort_flag, &w->maps[p]) !=
+            ncclSuccess ||
+        w->maps[p].base == NULL)
+      mapped = false;
+  }
+  all[me].mapped_all = mapped;
+  CHECK_GOTO(bootstrap_allgather(comm->bootstrap, all, sizeof(*all)), res, fail);
+  bool shared = true;
+  for (int p = 0; p < n; p++) shared &= all[p].mapped_all != 0;
+  if (!shared) {
+    INFO(NCCL_REG,
+         "Window %p (%zu bytes): not every rank can map every other's; collectives copy through "
+         "the FIFOs",
+         buff, bytes);
+    window_release(w, n);
+    free(all);
+    return ncclSuccess;
+  }
+  w->slot = mine;
+  for (int p = 0; p < n; p++) {
+    w->slots[p] = all[p].slot;
+    CHECK_GOTO(windows_set(comm, r, all[p].slot, p, w->maps[p].base), res, fail);
+  }
+  r->zc_used[mine] = 1;
+  CHECK_GOTO(windows_track(r, w), res, fail);
+  r->zc_shared = true;
+  INFO(NCCL_REG, "Window %p (%zu bytes): shared in slot %d; OneShot reads it in place", buff,
+       bytes, mine);
+  *slot = mine;
+  *out = w;
+  free(all);
+  return ncclSuccess;
+fail:
+  if (w != NULL && w->slot >= 0) {
+    for (int p = 0; p < n; p++) (void)windows_set(comm, r, w->slots[p], p, NULL);
+    r->zc_used[w->slot] = 0;
+  }
+  window_release(w, n);
+  free(all);
+  return res;
+}
+
+void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
+  comm_res_t* r = comm->resources;
+  if (w == NULL || r == NULL) return;
+  for (int i = 0; i < r->nwindows; i++) {
+    if (r->windows[i] != w) continue;
+    r->windows[i] = r->windows[--r->nwindows];
+    /* An entry another window took meanwhile (a peer deregistered first and registered again)
+     * stays. */
+    for (int p = 0; p < r->nranks; p++) {
+      const size_t k = (size_t)w->slots[p] * (size_t)r->nranks + (size_t)p;
+      if (r->zc_base[k] == w->maps[p].base) (void)windows_set(comm, r, w->slots[p], p, NULL);
+    }
+    r->zc_used[w->slot] = 0;
+    window_release(w, r->nranks);
+    return;
+  }
+}
+
+void comm_windows_free(ncclComm_t comm, comm_res_t* r) {
+  for (int i = 0; i < r->nwindows; i++) window_release(r->windows[i], r->nranks);
+  free(r->windows);
+  r->windows = NULL;
+  r->nwindows = r->windows_cap = 0;
+  if (r->zc_base_dev != NULL && cudaFree(r->zc_base_dev) != cudaSuccess)
+    (void)cudaGetLastError(); /* teardown: nothing to retry */
+  free(r->zc_base);
+  free(r->zc_used);
+  r->zc_base = NULL;
+  r->zc_base_dev = NULL;
+  r->zc_used = NULL;
+  (void)comm;
+}
+
+bool comm_windows_shared(ncclComm_t comm) {
+  const comm_res_t* r = comm != NULL ? comm->resources : NULL;
+  return r != NULL && r->zc_shared;
+}
