@@ -13,7 +13,10 @@
  * int32, fp8 e4m3, double x sum, prod, min, max, premulsum (host and device scalar), sumpostdiv x
  * counts 0, 1, 7, 1000, 2^20+3 x in and out of place, some with user buffers off 16-byte alignment
  * or a small chunk; point-to-point all-to-all including sends to self; plans with many items (the
- * large parameter block, and splits over several launches); then an interop pass: even ranks on the
+ * large parameter block, and splits over several launches); zero-copy OneShot items (every rank's
+ * sbuf and rbuf a shared window: read in place, the same bits as over the FIFOs, and the FIFOs
+ * where a rank has no window or AllReduce runs in place; the path checked by the steps each
+ * connection moved); then an interop pass: even ranks on the
  * host executor sharing connections (pinned host memory) with GPU ranks, Simple and LL.
  *
  * Usage: test_cuda_exec [--ranks R] [--full] [--interop | --no-interop] [--stress N] [--seed S]
@@ -1218,6 +1221,21 @@ static void run_matrix(world_t& w, bool full) {
  * type and op, the reductions' bits compared with the same inputs over the FIFOs; in-place
  * AllReduce and a rank without a window take the FIFOs after the probe. Each case also checks
  * which path it took (zc_check_steps). */
+/* A zero-copy OneShot case, out of place, aligned, a slot's worth a step. */
+static ccase zc_case(int func, int dtype, int op, size_t count, int root, int zc) {
+  ccase c;
+  memset(&c, 0, sizeof(c));
+  c.func = func;
+  c.algo = ALGO_ONESHOT;
+  c.proto = PROTO_LL;
+  c.dtype = dtype;
+  c.op = op;
+  c.count = count;
+  c.root = root;
+  c.zc = zc;
+  return c;
+}
+
 static void run_zc_matrix(world_t& w, bool full) {
   const int types[] = {ncclFloat32, ncclFloat16,    ncclBfloat16,
                        ncclInt32,   ncclFloat8e4m3, ncclFloat64};
@@ -1233,20 +1251,12 @@ static void run_zc_matrix(world_t& w, bool full) {
           for (int inplace = 0; inplace < 2; inplace++)
             for (int ri = 0; ri < (f == FUNC_BROADCAST ? 2 : 1); ri++) {
               if (g_dead) return;
-              ccase c;
-              c.func = f;
-              c.algo = ALGO_ONESHOT;
-              c.proto = PROTO_LL;
-              c.dtype = t;
-              c.op = op;
-              c.count = count;
+              ccase c = zc_case(f, t, op, count, ri == 0 ? 0 : w.R - 1, ZCASE_ALL);
               c.inplace = inplace != 0;
-              c.root = ri == 0 ? 0 : w.R - 1;
               /* odd element offsets: the 8-byte and byte paths; else 16-byte vectors */
               c.misalign = count != 1 && idx % 3 == 1 ? 1 : 0;
               c.scalar_dev = op == DEV_OP_PREMULSUM && idx % 2 == 0;
               c.chunk = count == 1000 && idx % 4 == 3 ? 100 : 0;
-              c.zc = ZCASE_ALL;
               idx++;
               if (!reduces(f)) {
                 run_coll_case(w, c);
@@ -1276,19 +1286,9 @@ static void run_zc_matrix(world_t& w, bool full) {
       for (size_t count : {(size_t)7, (size_t)1000})
         for (int ri = 0; ri < (f == FUNC_BROADCAST ? 2 : 1); ri++) {
           if (g_dead) return;
-          ccase c;
-          c.func = f;
-          c.algo = ALGO_ONESHOT;
-          c.proto = PROTO_LL;
-          c.dtype = t;
-          c.op = reduces(f) ? DEV_OP_PREMULSUM : DEV_OP_SUM;
-          c.count = count;
-          c.inplace = false;
-          c.root = ri == 0 ? 0 : w.R - 1;
-          c.misalign = 0;
-          c.scalar_dev = false;
+          const int op = reduces(f) ? DEV_OP_PREMULSUM : DEV_OP_SUM;
+          ccase c = zc_case(f, t, op, count, ri == 0 ? 0 : w.R - 1, ZCASE_LAST_NONE);
           c.chunk = count == 1000 ? 100 : 0;
-          c.zc = ZCASE_LAST_NONE;
           run_coll_case(w, c);
         }
 }
