@@ -13,7 +13,10 @@
  * int32, fp8 e4m3, double x sum, prod, min, max, premulsum (host and device scalar), sumpostdiv x
  * counts 0, 1, 7, 1000, 2^20+3 x in and out of place, some with user buffers off 16-byte alignment
  * or a small chunk; point-to-point all-to-all including sends to self; plans with many items (the
- * large parameter block, and splits over several launches); then an interop pass: even ranks on the
+ * large parameter block, and splits over several launches); zero-copy OneShot items (every rank's
+ * sbuf and rbuf a shared window: read in place, the same bits as over the FIFOs, and the FIFOs
+ * where a rank has no window or AllReduce runs in place; the path checked by the steps each
+ * connection moved); then an interop pass: even ranks on the
  * host executor sharing connections (pinned host memory) with GPU ranks, Simple and LL.
  *
  * Usage: test_cuda_exec [--ranks R] [--full] [--interop | --no-interop] [--stress N] [--seed S]
@@ -42,6 +45,7 @@ extern "C" {
 
 #define MAXR 8
 #define NCH 2
+#define ZC_WINDOWS_USED 2 /* the shared window slots the zero-copy cases name */
 
 #define CK(call)                                                                             \
   do {                                                                                       \
@@ -236,6 +240,10 @@ struct rank_t {
   size_t buf_bytes;
   char* scalar_dev; /* the premulsum scalar when it lives on the device */
   uint64_t scalar_host;
+  /* Zero copy: shared window 0 is every rank's sbuf, window 1 its rbuf (these ranks share one
+   * process, so a peer's window lies at its own address); exec_comm_t.zc_base points here */
+  void* zc_host[ZC_WINDOWS_USED * MAXR];
+  void** zc_dev;
 };
 
 struct world_t {
@@ -246,6 +254,7 @@ struct world_t {
   rank_t r[MAXR];
   std::vector<conn_mem> mems;
   std::vector<conn_fifo_t*> fifos;
+  uint64_t* tail[NCH][MAXR][MAXR]; /* connection a -> b's tail (the sender's position) */
 };
 
 static void* alloc_shared(bool host, int dev, size_t bytes) {
@@ -277,6 +286,7 @@ static void make_conn(world_t& w, int c, int a, int b) {
   m.tail = (uint64_t*)alloc_shared(host, w.r[b].dev, 64);
   m.sizes = (int*)alloc_shared(host, w.r[b].dev, NCCL_STEPS * sizeof(int));
   w.mems.push_back(m);
+  w.tail[c][a][b] = m.tail;
   for (int side = 0; side < 2; side++) {
     conn_fifo_t* f = (conn_fifo_t*)calloc(1, sizeof(conn_fifo_t));
     for (int p = 0; p < PROTO_COUNT; p++) {
@@ -405,6 +415,7 @@ static void world_init(world_t& w, int R, int ngpu, bool interop) {
       exit(2);
     }
     CK(cudaMalloc((void**)&rk.scalar_dev, 8));
+    CK(cudaMalloc((void**)&rk.zc_dev, sizeof(rk.zc_host)));
   }
 }
 
@@ -432,6 +443,7 @@ static void world_fini(world_t& w) {
     }
     free_bufs(rk);
     CK(cudaFree(rk.scalar_dev));
+    CK(cudaFree(rk.zc_dev));
     CK(cudaStreamDestroy(rk.stream));
     if (rk.abort_pinned)
       CK(cudaFreeHost((void*)rk.abort_flag));
@@ -718,7 +730,11 @@ struct ccase {
   int misalign; /* elements added to the user pointers (off 16-byte alignment) */
   bool scalar_dev;
   size_t chunk;
+  /* Zero copy (OneShot): 0 off; ZCASE_ALL, every rank's input in a shared window; ZCASE_LAST_NONE,
+   * rank R-1's not (zc_win -1) */
+  int zc;
 };
+enum { ZCASE_OFF = 0, ZCASE_ALL, ZCASE_LAST_NONE };
 
 static std::string case_name(const ccase& c) {
   char b[256];
@@ -730,6 +746,9 @@ static std::string case_name(const ccase& c) {
            pname(c.proto), tname(c.dtype), oname(c.op), c.count,
            c.inplace ? "in-place" : "out-of-place", c.root, c.misalign,
            c.scalar_dev ? " device-scalar" : "", c.chunk);
+  if (c.zc != ZCASE_OFF)
+    snprintf(b + strlen(b), sizeof(b) - strlen(b), "%s",
+             c.zc == ZCASE_ALL ? " zero-copy" : " zero-copy, rank R-1 without a window");
   return b;
 }
 
@@ -810,8 +829,69 @@ static bool close_enough(int t, double got, double ref, double mag) {
   return fabs(got - ref) <= tol;
 }
 
-/* Runs one collective case on every rank and checks every rank's output. */
-static void run_coll_case(world_t& w, const ccase& cs) {
+/* ---- Zero copy --------------------------------------------------------------------------------
+ * Whether every rank reads the inputs in place (device.h's zc_usable, decided here from the case
+ * alone): every rank's input in a window, no in-place AllReduce; Broadcast needs the root's only.
+ */
+static bool zc_expect_usable(const ccase& cs, int R) {
+  if (cs.zc == ZCASE_OFF || (cs.func == FUNC_ALLREDUCE && cs.inplace)) return false;
+  const int none = cs.zc == ZCASE_LAST_NONE ? R - 1 : -1;
+  return cs.func == FUNC_BROADCAST ? cs.root != none : none < 0;
+}
+
+/* Every rank's table of shared windows (slot 0: sbuf, slot 1: rbuf of every rank), written
+ * again after ensure_bufs may have moved the buffers. */
+static void zc_tables(world_t& w) {
+  for (int q = 0; q < w.R; q++) {
+    rank_t& rk = w.r[q];
+    for (int p = 0; p < w.R; p++) {
+      rk.zc_host[0 * w.R + p] = w.r[p].sbuf;
+      rk.zc_host[1 * w.R + p] = w.r[p].rbuf;
+    }
+    to_rank(rk, rk.zc_dev, rk.zc_host, sizeof(rk.zc_host));
+    rk.comm.zc_base = rk.zc_host;
+    rk.comm.zc_base_dev = rk.zc_dev;
+  }
+}
+
+static void read_tails(world_t& w, uint64_t (*t)[MAXR][MAXR]) {
+  for (int c = 0; c < NCH; c++)
+    for (int a = 0; a < w.R; a++)
+      for (int b = 0; b < w.R; b++) {
+        t[c][a][b] = 0;
+        if (a != b) CK(cudaMemcpy(&t[c][a][b], w.tail[c][a][b], 8, cudaMemcpyDefault));
+      }
+}
+
+/* Which path a OneShot item took shows in its connections' positions: read in place, the probe
+ * and the release (2 steps each way); over the FIFOs, the probe and a step per chunk (Broadcast:
+ * from the root only). False (and a FAIL line) if some connection moved otherwise. */
+static bool zc_check_steps(world_t& w, const ccase& cs, plan_buf* plans,
+                           uint64_t (*before)[MAXR][MAXR], const std::string& what) {
+  uint64_t after[NCH][MAXR][MAXR];
+  read_tails(w, after);
+  const bool usable = zc_expect_usable(cs, w.R);
+  for (int c = 0; c < NCH; c++)
+    for (int a = 0; a < w.R; a++) {
+      uint64_t want = 0;
+      for (const work_t& wk : plans[a].w[c]) {
+        const bool sends = cs.func != FUNC_BROADCAST || a == cs.root;
+        want += usable ? 2 : 1 + (sends ? (wk.chan_count + wk.chunk - 1) / wk.chunk : 0);
+      }
+      for (int b = 0; b < w.R; b++) {
+        if (a == b || after[c][a][b] - before[c][a][b] == want) continue;
+        printf("FAIL %s: channel %d connection %d -> %d moved %llu steps, expected %llu (%s)\n",
+               what.c_str(), c, a, b, (unsigned long long)(after[c][a][b] - before[c][a][b]),
+               (unsigned long long)want, usable ? "read in place" : "over the FIFOs");
+        return false;
+      }
+    }
+  return true;
+}
+
+/* Runs one collective case on every rank and checks every rank's output; keep: rank 0's output
+ * (for comparing two paths' bits). */
+static void run_coll_case(world_t& w, const ccase& cs, std::vector<char>* keep = nullptr) {
   const int R = w.R, t = cs.dtype;
   const size_t es = tsize(t), n = cs.count;
   const bool gather = cs.func == FUNC_ALLGATHER, scatter = cs.func == FUNC_REDUCESCATTER;
@@ -822,6 +902,7 @@ static void run_coll_case(world_t& w, const ccase& cs) {
   const size_t span = guard + mis + region + guard;
   const std::string what = case_name(cs);
   ensure_bufs(w, span);
+  if (cs.zc != ZCASE_OFF) zc_tables(w);
   g_checks++;
 
   std::vector<std::vector<double>> vals(R);
@@ -867,8 +948,20 @@ static void run_coll_case(world_t& w, const ccase& cs) {
     }
     coll_t ct = {cs.func, cs.algo, cs.proto, t, op, inp, outp, n, cs.root, cs.chunk};
     plan_coll(plans[q], ct, R, NCH);
+    if (cs.zc != ZCASE_OFF) { /* the input's window: slot 0 out of place, slot 1 in place */
+      const bool none = cs.zc == ZCASE_LAST_NONE && q == R - 1;
+      for (int c = 0; c < NCH; c++)
+        for (work_t& wk : plans[q].w[c]) {
+          wk.zc = 1;
+          wk.zc_win = none ? -1 : cs.inplace ? 1 : 0;
+          wk.zc_off = none ? 0 : (size_t)(inp - (cs.inplace ? rk.rbuf : rk.sbuf));
+        }
+    }
   }
-  if (!run_plans(w, plans, what)) {
+  uint64_t tails[NCH][MAXR][MAXR];
+  if (cs.zc != ZCASE_OFF) read_tails(w, tails);
+  if (!run_plans(w, plans, what) ||
+      (cs.zc != ZCASE_OFF && !zc_check_steps(w, cs, plans, tails, what))) {
     g_fail++;
     delete[] plans;
     return;
@@ -893,6 +986,7 @@ static void run_coll_case(world_t& w, const ccase& cs) {
       }
     }
     const char* outp = scatter && cs.inplace ? region_p + (size_t)q * n * es : region_p;
+    if (q == 0 && keep != nullptr) keep->assign(outp, outp + out_elems * es);
     const size_t touched = (cs.inplace ? region : out_elems * es);
     for (size_t i = 0; i < guard + mis && ok; i++) ok = (uint8_t)got[i] == 0xA5;
     for (size_t i = guard + mis + touched; i < span && ok; i++) ok = (uint8_t)got[i] == 0xA5;
@@ -1111,6 +1205,7 @@ static void run_matrix(world_t& w, bool full) {
                 c.misalign = (count == 7 || count == 1000) && idx % 3 == 1 ? 1 : 0;
                 c.scalar_dev = op == DEV_OP_PREMULSUM && idx % 2 == 0;
                 c.chunk = count == 1000 && idx % 4 == 3 ? 100 : 0;
+                c.zc = ZCASE_OFF;
                 idx++;
                 run_coll_case(w, c);
               }
@@ -1120,6 +1215,121 @@ static void run_matrix(world_t& w, bool full) {
       }
     }
   }
+}
+
+/* Zero-copy OneShot items (device.h, "Registered windows"): read in place for every function,
+ * type and op, the reductions' bits compared with the same inputs over the FIFOs; in-place
+ * AllReduce and a rank without a window take the FIFOs after the probe. Each case also checks
+ * which path it took (zc_check_steps). */
+/* A zero-copy OneShot case, out of place, aligned, a slot's worth a step. */
+static ccase zc_case(int func, int dtype, int op, size_t count, int root, int zc) {
+  ccase c;
+  memset(&c, 0, sizeof(c));
+  c.func = func;
+  c.algo = ALGO_ONESHOT;
+  c.proto = PROTO_LL;
+  c.dtype = dtype;
+  c.op = op;
+  c.count = count;
+  c.root = root;
+  c.zc = zc;
+  return c;
+}
+
+static void run_zc_matrix(world_t& w, bool full) {
+  const int types[] = {ncclFloat32, ncclFloat16,    ncclBfloat16,
+                       ncclInt32,   ncclFloat8e4m3, ncclFloat64};
+  const size_t counts[] = {1, 7, 1000, 70001};
+  const int funcs[] = {FUNC_ALLREDUCE, FUNC_ALLGATHER, FUNC_REDUCESCATTER, FUNC_BROADCAST};
+  int idx = 0;
+  for (int f : funcs)
+    for (int t : types) {
+      const int nops = reduces(f) ? DEV_OP_COUNT : 1;
+      for (int op = 0; op < nops; op++)
+        for (size_t count : counts) {
+          if (!full && count > 10000 && op != DEV_OP_SUM) continue;
+          for (int inplace = 0; inplace < 2; inplace++)
+            for (int ri = 0; ri < (f == FUNC_BROADCAST ? 2 : 1); ri++) {
+              if (g_dead) return;
+              ccase c = zc_case(f, t, op, count, ri == 0 ? 0 : w.R - 1, ZCASE_ALL);
+              c.inplace = inplace != 0;
+              /* odd element offsets: the 8-byte and byte paths; else 16-byte vectors */
+              c.misalign = count != 1 && idx % 3 == 1 ? 1 : 0;
+              c.scalar_dev = op == DEV_OP_PREMULSUM && idx % 2 == 0;
+              c.chunk = count == 1000 && idx % 4 == 3 ? 100 : 0;
+              idx++;
+              if (!reduces(f)) {
+                run_coll_case(w, c);
+                continue;
+              }
+              /* the same inputs (the generator's state) over the FIFOs: the same bits */
+              const uint64_t rng = g_rng;
+              const int fails = g_fail;
+              std::vector<char> zc_out, fifo_out;
+              run_coll_case(w, c, &zc_out);
+              c.zc = ZCASE_OFF;
+              g_rng = rng;
+              run_coll_case(w, c, &fifo_out);
+              if (g_fail == fails && zc_out != fifo_out) {
+                c.zc = ZCASE_ALL;
+                printf("FAIL %s: rank 0's result differs in its bits from the FIFO path's\n",
+                       case_name(c).c_str());
+                g_fail++;
+              }
+            }
+        }
+    }
+  /* one rank's input outside any window: nobody reads in place (Broadcast: unless the root's
+   * is in one) */
+  for (int f : funcs)
+    for (int t : {ncclFloat32, ncclInt32})
+      for (size_t count : {(size_t)7, (size_t)1000})
+        for (int ri = 0; ri < (f == FUNC_BROADCAST ? 2 : 1); ri++) {
+          if (g_dead) return;
+          const int op = reduces(f) ? DEV_OP_PREMULSUM : DEV_OP_SUM;
+          ccase c = zc_case(f, t, op, count, ri == 0 ? 0 : w.R - 1, ZCASE_LAST_NONE);
+          c.chunk = count == 1000 ? 100 : 0;
+          run_coll_case(w, c);
+        }
+}
+
+/* A zero-copy item on a communicator without the device table of windows is the planner's bug:
+ * every rank's launch refuses it (ncclInternalError) before launching anything. */
+static void run_zc_no_table(world_t& w) {
+  const char* what = "AllReduce/oneshot zero-copy without a window table";
+  g_checks++;
+  ensure_bufs(w, 1024);
+  bool ok = true;
+  for (int q = 0; q < w.R; q++) {
+    rank_t& rk = w.r[q];
+    dev_redop_t op;
+    memset(&op, 0, sizeof(op));
+    op.kind = DEV_OP_SUM;
+    plan_buf pb;
+    coll_t ct = {FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_LL, ncclFloat32, op,
+                 rk.sbuf,        rk.rbuf,      64,       0,           0};
+    plan_coll(pb, ct, w.R, NCH);
+    for (int c = 0; c < NCH; c++)
+      for (work_t& wk : pb.w[c]) {
+        wk.zc = 1;
+        wk.zc_win = 0;
+      }
+    pb.finish();
+    void* const* saved = rk.comm.zc_base_dev;
+    rk.comm.zc_base_dev = nullptr;
+    CK(cudaSetDevice(rk.dev));
+    const ncclResult_t res = rk.ops->launch(rk.exec, &pb.plan, rk.stream);
+    rk.comm.zc_base_dev = saved;
+    if (res != ncclInternalError) {
+      printf("FAIL %s: rank %d's launch returned %d, expected ncclInternalError\n", what, q,
+             (int)res);
+      ok = false;
+    }
+  }
+  if (!ok)
+    g_fail++;
+  else if (g_verbose)
+    printf("ok   %s\n", what);
 }
 
 /* --stress N: the large point-to-point case N more times per protocol (races that show once in
@@ -1136,6 +1346,11 @@ static void run_stress(world_t& w, int n) {
 
 static void run_all(world_t& w, bool full) {
   run_matrix(w, full);
+  /* zero copy: the GPU world only (the interop pass gives host ranks plain host buffers) */
+  if (!w.interop && w.R <= DIRECT_MAX_RANKS) {
+    if (!g_dead) run_zc_no_table(w);
+    if (!g_dead) run_zc_matrix(w, full);
+  }
   const int protos[] = {PROTO_SIMPLE, PROTO_LL, PROTO_LL128};
   for (int p : protos) {
     if (w.interop && p == PROTO_LL128) continue;

@@ -130,7 +130,7 @@ typedef struct cuda_work {
   uint8_t dtype; /* ncclDataType_t */
   uint8_t op;    /* dev_op_kind_t */
   uint8_t scalar_on_device;
-  uint8_t pad;
+  uint8_t zc;     /* work_t.zc: a OneShot item that starts with the zero-copy probe */
   uint8_t esize;  /* datatype size */
   int32_t root;   /* Broadcast/Reduce: the root's index in the channel's ring; Send/Recv: peer */
   uint32_t chunk; /* units per step (a slot holds at most INT_MAX bytes) */
@@ -144,7 +144,11 @@ typedef struct cuda_work {
     const void* scalar_ptr; /* collectives: PREMULSUM with scalar_on_device */
     cuda_conn_t* conn;      /* point-to-point: the connection to or from the peer */
   } u;
+  /* zc items: work_t.zc_win + 1 (0: none) in the top CUDA_ZC_WIN_SHIFT bits, work_t.zc_off
+   * below: one word, so the item grows by 8 bytes only (the parameter blocks hold items). */
+  uint64_t zc_loc;
 } cuda_work_t;
+#define CUDA_ZC_WIN_SHIFT 48 /* zc_off < 2^48 bytes; the slot + 1 <= ZC_MAX_WINDOWS in 16 bits */
 
 /* ---- Kernel-visible error report (mapped host memory) --------------------------------------- */
 enum { CUDA_ERR_NONE = 0, CUDA_ERR_SIZE = 1, CUDA_ERR_ABORT = 2 };
@@ -185,7 +189,10 @@ typedef struct cuda_args_hdr {
   cuda_status_t* status;
   cuda_progress_t* progress;     /* device view of the mapped progress record (NULL: none) */
   unsigned int* progress_blocks; /* device memory: blocks of this launch that have ended */
-  unsigned long long launch;     /* this launch's number (exec_progress_t) */
+  /* exec_comm_t.zc_base_dev at launch: where rank p's shared window s lies, at s * nranks + p
+   * (NULL while no window is shared; zc items read it) */
+  void* const* zc_base;
+  unsigned long long launch; /* this launch's number (exec_progress_t) */
   int32_t rank;
   int32_t nranks;
   int32_t nblocks;
@@ -225,11 +232,11 @@ typedef struct cuda_args_large {
 } cuda_args_large_t;
 
 #ifdef __cplusplus
-static_assert(sizeof(cuda_work_t) == 64, "cuda_work_t layout");
+static_assert(sizeof(cuda_work_t) == 72, "cuda_work_t layout");
 static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
 static_assert(sizeof(cuda_args_small_t) <= 4096, "the small parameter block exceeds 4 KiB");
 #else
-_Static_assert(sizeof(cuda_work_t) == 64, "cuda_work_t layout");
+_Static_assert(sizeof(cuda_work_t) == 72, "cuda_work_t layout");
 _Static_assert(sizeof(cuda_args_large_t) <= 32764, "kernel parameters exceed Hopper's limit");
 #endif
 

@@ -14,7 +14,10 @@
  * at the abort flag (should_stop).
  *
  * Per chunk and connection: OneShot one step each way (Broadcast: one step from the root);
- * TwoShot two: the reduce-scatter part, then the combined part from its owner.
+ * TwoShot two: the reduce-scatter part, then the combined part from its owner. A zero-copy
+ * OneShot item (work.zc) first exchanges descriptors (the probe: one step each way, as a 24-byte
+ * AllGather) and then either reads the other ranks' inputs in their shared windows and ends with
+ * the release (one more step each way), or runs its chunks as above (zc_run).
  *
  * Direct items run in a kernel of their own (kernel_direct.cu: a plan's direct collectives are
  * all or none of its collectives, plan.c), launched before the plan's point-to-point items, the
@@ -26,10 +29,18 @@
 
 namespace baton {
 
-/* What direct_run keeps in shared memory: the mirrors of every connection it drives. */
+/* What direct_run keeps in shared memory: the mirrors of every connection it drives, and a zero
+ * copy item's exchanges (device.h, "Registered windows"): this rank's descriptor and every
+ * rank's (the probe's output), the release's zero word and its output, and where every rank's
+ * input lies in this process. */
 struct direct_smem_t {
   cuda_conn_t send[DIRECT_MAX_PEERS];
   cuda_conn_t recv[DIRECT_MAX_PEERS];
+  zc_desc_t zc_mine;
+  zc_desc_t zc_desc[DIRECT_MAX_RANKS];
+  uint64_t zc_zero;
+  uint64_t zc_done[DIRECT_MAX_RANKS];
+  const char* zc_src[DIRECT_MAX_RANKS];
 };
 
 /* 8 bytes seen as elements. */
@@ -91,6 +102,7 @@ struct direct_item_t {
   size_t unit, count, off, cnt, chunk;
   int func, algo, n, rank, root, op;
   uint64_t scalar, div;
+  bool zc_read; /* zero copy, after a usable probe: read the inputs where they lie (zc_item) */
 };
 
 /* Polls line i of c's slot at step c.step + dstep until its flags are there; false on a stop. */
@@ -310,35 +322,215 @@ static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const di
   return true;
 }
 
-/* The item with its datatype's arithmetic. */
+/* ---- Zero copy: the inputs read where they lie (device.h, "Registered windows") ---------------
+ * After a usable probe, d.zc_src[p] is rank p's input in this process (its window, mapped here,
+ * or this rank's own sendbuff). Every thread of the block takes its share of 16-byte vectors,
+ * ZC_UNROLL of them in flight per source, when every pointer of the span is 16-byte aligned, and
+ * 8-byte words (load8 / store8: any alignment) otherwise and for the tail. Peers' windows are
+ * read with ordinary loads: the probe's lines said that each peer's kernel began, so its stream
+ * had finished writing the input; the release keeps the peers from changing it meanwhile. */
+#define ZC_UNROLL 4
+
+/* dst[0, nbytes) = every rank's source at byte soff, combined word by word as dreduce does (in
+ * rank order, each rank's word pre-op'd with that rank's scalar, then post): the FIFO path's
+ * bits. A thread reads all of a word's sources before it stores it (in-place ReduceScatter). */
+template <typename O>
+static __device__ void zc_reduce(const direct_smem_t& d, const direct_item_t& it, size_t soff,
+                                 char* dst, size_t nbytes) {
+  typedef typename O::elem_t T;
+  typedef wrules<O> W;
+  uintptr_t a = (uintptr_t)dst;
+  for (int r = 0; r < it.n; r++) a |= (uintptr_t)(d.zc_src[r] + soff);
+  size_t done = 0;
+  if ((a & 15) == 0) {
+    const size_t nv = nbytes / 16;
+    for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * ZC_UNROLL) {
+      uint64_t lo[ZC_UNROLL], hi[ZC_UNROLL];
+      for (int r = 0; r < it.n; r++) {
+        const char* s = d.zc_src[r] + soff;
+        const T sc = O::from_bits(d.zc_desc[r].scalar);
+        uint4 x[ZC_UNROLL];
+#pragma unroll
+        for (int u = 0; u < ZC_UNROLL; u++) {
+          const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+          x[u] = v < nv ? *reinterpret_cast<const uint4*>(s + v * 16) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < ZC_UNROLL; u++) {
+          const uint64_t l = W::first((uint64_t)x[u].x | (uint64_t)x[u].y << 32, it.op, sc);
+          const uint64_t h = W::first((uint64_t)x[u].z | (uint64_t)x[u].w << 32, it.op, sc);
+          lo[u] = r == 0 ? l : W::next(lo[u], l, it.op);
+          hi[u] = r == 0 ? h : W::next(hi[u], h, it.op);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < ZC_UNROLL; u++) {
+        const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+        if (v >= nv) break;
+        const uint64_t l = W::post(lo[u], it.op, it.div), h = W::post(hi[u], it.op, it.div);
+        *reinterpret_cast<uint4*>(dst + v * 16) =
+            make_uint4((uint32_t)l, (uint32_t)(l >> 32), (uint32_t)h, (uint32_t)(h >> 32));
+      }
+    }
+    done = nv * 16;
+  }
+  const size_t nw = (nbytes - done + 7) / 8;
+  for (size_t i = threadIdx.x; i < nw; i += CUDA_EXEC_THREADS) {
+    const size_t at = done + i * 8;
+    const int valid = (int)dev_min(nbytes - at, 8);
+    uint64_t acc = 0;
+    for (int r = 0; r < it.n; r++) {
+      const uint64_t w = low_bytes(load8(d.zc_src[r] + soff + at, valid), valid);
+      const uint64_t x = W::first(w, it.op, O::from_bits(d.zc_desc[r].scalar));
+      acc = r == 0 ? x : W::next(acc, x, it.op);
+    }
+    store8(dst + at, low_bytes(W::post(acc, it.op, it.div), valid), valid);
+  }
+}
+
+/* dst[0, nbytes) = src[0, nbytes). */
+static __device__ void zc_copy(char* dst, const char* src, size_t nbytes) {
+  size_t done = 0;
+  if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
+    const size_t nv = nbytes / 16;
+    for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * ZC_UNROLL) {
+      uint4 x[ZC_UNROLL];
+#pragma unroll
+      for (int u = 0; u < ZC_UNROLL; u++) {
+        const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+        if (v < nv) x[u] = *reinterpret_cast<const uint4*>(src + v * 16);
+      }
+#pragma unroll
+      for (int u = 0; u < ZC_UNROLL; u++) {
+        const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+        if (v < nv) *reinterpret_cast<uint4*>(dst + v * 16) = x[u];
+      }
+    }
+    done = nv * 16;
+  }
+  const size_t nw = (nbytes - done + 7) / 8;
+  for (size_t i = threadIdx.x; i < nw; i += CUDA_EXEC_THREADS) {
+    const size_t at = done + i * 8;
+    const int valid = (int)dev_min(nbytes - at, 8);
+    store8(dst + at, load8(src + at, valid), valid);
+  }
+}
+
+/* The item's channel slice, read in place (no connection is touched). */
+template <typename O>
+static __device__ bool zc_item(const direct_smem_t& d, const direct_item_t& it) {
+  const size_t u = it.unit, x = it.off, nb = it.cnt * u;
+  switch (it.func) {
+    case FUNC_ALLREDUCE:
+      zc_reduce<O>(d, it, x * u, it.out + x * u, nb);
+      break;
+    case FUNC_REDUCESCATTER:
+      zc_reduce<O>(d, it, ((size_t)it.rank * it.count + x) * u, it.out + x * u, nb);
+      break;
+    case FUNC_ALLGATHER:
+      for (int p = 0; p < it.n; p++) {
+        char* dst = it.out + ((size_t)p * it.count + x) * u;
+        const char* src = d.zc_src[p] + x * u;
+        if (src != dst) zc_copy(dst, src, nb); /* in place: this rank's block is its input */
+      }
+      break;
+    default: /* Broadcast */
+      if (d.zc_src[it.root] + x * u != it.out + x * u)
+        zc_copy(it.out + x * u, d.zc_src[it.root] + x * u, nb);
+      break;
+  }
+  return true;
+}
+
+/* The item with its datatype's arithmetic: its chunks over the FIFOs, or read in place. */
+template <typename O>
+static __device__ __forceinline__ bool direct_item(const kctx_t& k, direct_smem_t& d,
+                                                   const direct_item_t& it) {
+  return it.zc_read ? zc_item<O>(d, it) : direct_chunks<O>(k, d, it);
+}
+
 static __device__ __noinline__ bool direct_typed(const kctx_t& k, direct_smem_t& d,
                                                  const direct_item_t& it, int dtype) {
   switch (dtype) {
     case ncclInt8:
-      return direct_chunks<ops_i8>(k, d, it);
+      return direct_item<ops_i8>(k, d, it);
     case ncclUint8:
-      return direct_chunks<ops_u8>(k, d, it);
+      return direct_item<ops_u8>(k, d, it);
     case ncclInt32:
-      return direct_chunks<ops_i32>(k, d, it);
+      return direct_item<ops_i32>(k, d, it);
     case ncclUint32:
-      return direct_chunks<ops_u32>(k, d, it);
+      return direct_item<ops_u32>(k, d, it);
     case ncclInt64:
-      return direct_chunks<ops_i64>(k, d, it);
+      return direct_item<ops_i64>(k, d, it);
     case ncclUint64:
-      return direct_chunks<ops_u64>(k, d, it);
+      return direct_item<ops_u64>(k, d, it);
     case ncclFloat16:
-      return direct_chunks<ops_f16>(k, d, it);
+      return direct_item<ops_f16>(k, d, it);
     case ncclFloat32:
-      return direct_chunks<ops_f32>(k, d, it);
+      return direct_item<ops_f32>(k, d, it);
     case ncclFloat64:
-      return direct_chunks<ops_f64>(k, d, it);
+      return direct_item<ops_f64>(k, d, it);
     case ncclBfloat16:
-      return direct_chunks<ops_bf16>(k, d, it);
+      return direct_item<ops_bf16>(k, d, it);
     case ncclFloat8e4m3:
-      return direct_chunks<ops_e4m3>(k, d, it);
+      return direct_item<ops_e4m3>(k, d, it);
     default:
-      return direct_chunks<ops_e5m2>(k, d, it);
+      return direct_item<ops_e5m2>(k, d, it);
   }
+}
+
+/* A OneShot AllGather of nbytes (unit 1, one chunk) from src to out (n * nbytes), both in shared
+ * memory: the probe's and the release's exchange, the lines direct_chunk sends for it. */
+static __device__ bool zc_exchange(const kctx_t& k, direct_smem_t& d, const direct_item_t& it,
+                                   const void* src, void* out, size_t nbytes) {
+  direct_item_t x = it;
+  x.local = static_cast<const char*>(src);
+  x.out = static_cast<char*>(out);
+  x.unit = 1;
+  x.count = x.cnt = x.chunk = nbytes;
+  x.off = 0;
+  x.func = FUNC_ALLGATHER;
+  x.algo = ALGO_ONESHOT;
+  x.root = 0;
+  x.op = DEV_OP_SUM;
+  x.scalar = x.div = 0;
+  x.zc_read = false;
+  return direct_chunks<ops_u8>(k, d, x);
+}
+
+/* A zero-copy item: the probe, then the item read in place and the release if every rank can,
+ * else its ordinary chunks (every rank decides alike, on the same n descriptors). */
+static __device__ bool zc_run(const kctx_t& k, direct_smem_t& d, const cuda_args_hdr_t* hdr,
+                              const cuda_work_t* w, const direct_item_t& it) {
+  if (threadIdx.x == 0) {
+    const uint64_t win = w->zc_loc >> CUDA_ZC_WIN_SHIFT;
+    d.zc_mine.win = win | (it.func == FUNC_ALLREDUCE && it.local == it.out ? ZC_DESC_INPLACE : 0);
+    d.zc_mine.off = w->zc_loc & ((1ull << CUDA_ZC_WIN_SHIFT) - 1);
+    d.zc_mine.scalar = it.op == DEV_OP_PREMULSUM ? it.scalar : 0;
+    d.zc_zero = 0;
+  }
+  __syncthreads();
+  if (!zc_exchange(k, d, it, &d.zc_mine, d.zc_desc, ZC_DESC_BYTES)) return false;
+  if (!zc_usable(it.func, it.root, it.n, d.zc_desc)) return direct_typed(k, d, it, w->dtype);
+  for (int p = threadIdx.x; p < it.n; p += CUDA_EXEC_THREADS) {
+    const zc_desc_t& z = d.zc_desc[p];
+    const uint32_t slot = (uint32_t)z.win - 1; /* meaningful where z.win names a window */
+    d.zc_src[p] = p == it.rank ? it.local
+                  : (uint32_t)z.win == 0
+                      ? nullptr /* a Broadcast's non-root: never read */
+                      : static_cast<const char*>(hdr->zc_base[(size_t)slot * it.n + p]) + z.off;
+  }
+  /* the probe's lines (relaxed loads) before the reads of the inputs they vouch for: an acquire
+   * in every thread that polled, which the barrier hands to every thread that reads */
+  fence_acq_rel_sys();
+  __syncthreads();
+  direct_item_t rd = it;
+  rd.zc_read = true;
+  direct_typed(k, d, rd, w->dtype);
+  /* every thread's reads of the peers' inputs are done before any release line is written */
+  fence_acq_rel_sys();
+  __syncthreads();
+  return zc_exchange(k, d, it, &d.zc_zero, d.zc_done, ZC_DONE_BYTES);
 }
 
 /* A direct item with the whole block: the mirrors of every connection to and from the other
@@ -377,8 +569,10 @@ static __device__ bool direct_run(const kctx_t& k, direct_smem_t& d, const cuda_
                 : w->esize == 4 ? *static_cast<const uint32_t*>(p)
                                 : *static_cast<const uint64_t*>(p);
   }
+  it.zc_read = false;
   __syncthreads();
-  const bool ok = direct_typed(k, d, it, w->dtype);
+  const bool ok = w->zc && w->algo == ALGO_ONESHOT ? zc_run(k, d, hdr, w, it)
+                                                   : direct_typed(k, d, it, w->dtype);
   __syncthreads();
   if (threadIdx.x < 2 * peers) {
     const int j = threadIdx.x;

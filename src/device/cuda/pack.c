@@ -64,6 +64,25 @@ static ncclResult_t conn_check(cuda_exec_t* ex, int c, int peer, int is_send, in
   return ncclSuccess;
 }
 
+/* A zero-copy item's probe fields (device.h, "Registered windows"). Every rank's kernel runs the
+ * probe whatever its descriptor says, so what cannot be described is the planner's error, never
+ * a quiet "no window" (that would still be safe, but would hide the bug). */
+static ncclResult_t pack_zc(const exec_comm_t* comm, const work_t* w, cuda_work_t* o) {
+  if (comm->zc_base_dev == NULL || w->zc_win >= ZC_MAX_WINDOWS || w->zc_win < -1 ||
+      (uint64_t)w->zc_off >> CUDA_ZC_WIN_SHIFT != 0) {
+    WARN(
+        "CUDA executor: rank %d: a zero-copy item with window slot %d at offset %zu, %s (the "
+        "planner sets zc only on a communicator with shared windows, slots below %d)",
+        comm->rank, w->zc_win, w->zc_off,
+        comm->zc_base_dev == NULL ? "but no device table of shared windows" : "out of range",
+        ZC_MAX_WINDOWS);
+    return ncclInternalError;
+  }
+  o->zc = 1;
+  o->zc_loc = (uint64_t)(w->zc_win + 1) << CUDA_ZC_WIN_SHIFT | (uint64_t)w->zc_off;
+  return ncclSuccess;
+}
+
 static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work_t* o, bool* net) {
   const exec_comm_t* comm = ex->comm;
   const dev_channel_t* dc = &comm->channels[c];
@@ -92,6 +111,7 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
   o->chunk = (uint32_t)w->chunk;
   o->sendbuff = (const char*)w->sendbuff;
   o->recvbuff = (char*)w->recvbuff;
+  if (w->zc && w->algo == ALGO_ONESHOT) CHECK(pack_zc(comm, w, o));
 
   if (func_is_p2p(w->func)) { /* point-to-point counts in bytes */
     int is_send = w->func == FUNC_SEND;
@@ -142,10 +162,11 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
              comm->nranks <= DIRECT_MAX_RANKS && w->proto == PROTO_LL && w->func != FUNC_REDUCE &&
              (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
     o->root = w->root; /* a direct Broadcast's root: its rank */
+    const size_t need = o->zc && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
-      CHECK(conn_check(ex, c, p, 1, w->proto, step, net));
-      CHECK(conn_check(ex, c, p, 0, w->proto, step, net));
+      CHECK(conn_check(ex, c, p, 1, w->proto, need, net));
+      CHECK(conn_check(ex, c, p, 0, w->proto, need, net));
     }
   } else {
     WARN(
@@ -210,6 +231,7 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
   h->status = ex->d_status;
   h->progress = ex->d_progress;
   h->progress_blocks = ex->d_progress_blocks;
+  h->zc_base = ex->comm->zc_base_dev; /* core may have shared a window since the last launch */
   h->launch = ex->launched + 1;
   h->rank = ex->comm->rank;
   h->nranks = ex->comm->nranks;
