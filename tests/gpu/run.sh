@@ -395,15 +395,20 @@ stage_end build
 
 # ---- unit: GPU test binaries ------------------------------------------------------------------
 stage_unit() {
-  local found=0 t name rc
+  local found=0 t name rc args
   for t in "$TEST_DIR"/test_*; do
     if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
     found=1
-    name=$(basename "$t")
-    run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN \
-      "LD_LIBRARY_PATH=$OURS_DIR:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$t"
-    rc=$?
-    record unit "$name" "$(status_of "$rc")" "$(why "$rc"): $(grep -v '^# ' "$LOGS/unit/$name.log" | tail -n 1 | cut -c1-150)"
+    # test_windows takes its rank count (processes on GPU 0): 2 and 4, each a row of its own
+    local -a runs=("")
+    [ "$(basename "$t")" = test_windows ] && runs=(2 4)
+    for args in "${runs[@]}"; do
+      name=$(basename "$t")${args:+.r$args}
+      run_logged "$LOGS/unit/$name.log" "$T_UNIT" env CK_DEFAULT_TIMEOUT=120 NCCL_DEBUG=WARN \
+        "LD_LIBRARY_PATH=$OURS_DIR:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$t" ${args:+"$args"}
+      rc=$?
+      record unit "$name" "$(status_of "$rc")" "$(why "$rc"): $(grep -v '^# ' "$LOGS/unit/$name.log" | tail -n 1 | cut -c1-150)"
+    done
   done
   [ "$found" = 1 ] || record unit gpu-tests SKIP "no $TEST_DIR/test_* binaries (BATON_GPU_TESTS target not built?)"
   [ "$UNIT_STRESS" -gt 0 ] 2>/dev/null || return 0
@@ -521,6 +526,12 @@ stage_nccltests() {
   for b in all_reduce all_gather reduce_scatter broadcast; do
     nt_case "$b.OneShot" "NCCL_ALGO=OneShot" "${b}_perf" -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -g "$n"
   done
+  # the same over windows every rank registers (-R 2: ncclCommWindowRegister, symmetric), which
+  # OneShot reads in place (zero copy); and the model's own choices over them
+  for b in all_reduce all_gather reduce_scatter broadcast; do
+    nt_case "$b.OneShot.R2" "NCCL_ALGO=OneShot" "${b}_perf" -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -R 2 -g "$n"
+  done
+  nt_case "all_reduce.R2" "" all_reduce_perf -b 8 -e "$CORR_MAX" -f 8 -c 1 -n 5 -w 1 -R 2 -g "$n"
   nt_case "all_reduce.TwoShot" "NCCL_ALGO=TwoShot" all_reduce_perf -b 8 -e 1M -f 4 -c 1 -n 5 -w 1 -g "$n"
   nt_case "all_reduce.OneShot.types-ops" "NCCL_ALGO=OneShot" all_reduce_perf -b 8 -e 64K -f 32 -c 1 \
     -n 2 -w 1 -d all -o all -g "$n"
