@@ -286,6 +286,8 @@ ncclResult_t coll_group_end(void) {
   ncclResult_t inits = group_ninits > 0 ? group_wait_inits(err != ncclSuccess) : ncclSuccess;
   struct coll_comm* head = group_take();
   if (err == ncclSuccess && RESULT_IS_ERROR(inits)) err = inits;
+  ncclResult_t wins = coll_windows_share_deferred(); /* before the group's operations */
+  if (err == ncclSuccess) err = wins;
   if (err != ncclSuccess) {
     /* An operation of the group failed its checks (WARNed then): nothing of the group runs. */
     group_drop(head);
@@ -441,6 +443,8 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
   group_error = ncclSuccess;
   ncclResult_t inits = group_ninits > 0 ? group_wait_inits(err != ncclSuccess) : ncclSuccess;
   if (err == ncclSuccess && RESULT_IS_ERROR(inits)) err = inits;
+  ncclResult_t wins = coll_windows_share_deferred();
+  if (err == ncclSuccess) err = wins;
   struct coll_comm* head = group_take();
   double est = 0;
   if (err == ncclSuccess) {

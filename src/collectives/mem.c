@@ -391,6 +391,107 @@ static ncclResult_t reg_deregister(ncclComm_t comm, const void* handle, mem_reg_
   return ncclSuccess;
 }
 
+/* ---- Windows registered inside a group --------------------------------------------------------
+ * Sharing is collective, and one thread may hold several ranks (nccl-tests -g N registers every
+ * rank's windows between ncclGroupStart and ncclGroupEnd): inside a group the window is recorded
+ * at once and shared at the outermost ncclGroupEnd, every communicator's windows in registration
+ * order on a thread of its own, so that ranks of one thread meet in their exchanges. */
+typedef struct win_pending {
+  struct coll_comm* cc;
+  struct ncclWindow_vidmem* w;
+  bool has_host;
+  share_host_mem_t host;
+} win_pending_t;
+static __thread win_pending_t* win_pend;
+static __thread int win_npend, win_pend_cap;
+
+static ncclResult_t win_defer(struct coll_comm* cc, struct ncclWindow_vidmem* w,
+                              const share_host_mem_t* host) {
+  if (win_npend == win_pend_cap) {
+    int cap = win_pend_cap ? 2 * win_pend_cap : 8;
+    win_pending_t* p = realloc(win_pend, (size_t)cap * sizeof(*p));
+    if (p == NULL) {
+      WARN("ncclCommWindowRegister: out of memory deferring %d windows to ncclGroupEnd", cap);
+      return ncclSystemError;
+    }
+    win_pend = p;
+    win_pend_cap = cap;
+  }
+  win_pend[win_npend++] = (win_pending_t){
+      .cc = cc, .w = w, .has_host = host != NULL, .host = host ? *host : (share_host_mem_t){0}};
+  return ncclSuccess;
+}
+
+/* Shares w and records the outcome in it (held by cc's table). */
+static ncclResult_t win_share(struct coll_comm* cc, struct ncclWindow_vidmem* w,
+                              const share_host_mem_t* host) {
+  int slot = -1;
+  comm_window_t* shared = NULL;
+  CHECK(comm_window_share(cc->comm, w->buff, w->size, host, &slot, &shared));
+  pthread_mutex_lock(&cc->lock);
+  w->slot = slot;
+  w->shared = shared;
+  pthread_mutex_unlock(&cc->lock);
+  INFO(NCCL_REG, "Window %p: buff %p size %zu flags 0x%x (%s)", (void*)w, w->buff, w->size,
+       (unsigned)w->flags,
+       slot >= 0 ? "shared: OneShot reads it in place" : "not shared: copied through the FIFOs");
+  return ncclSuccess;
+}
+
+typedef struct win_job {
+  pthread_t thread;
+  struct coll_comm* cc;
+  const win_pending_t* list;
+  int n;
+  ncclResult_t res;
+} win_job_t;
+
+static void* win_job_main(void* arg) {
+  win_job_t* j = arg;
+  ncclComm_t comm = j->cc->comm;
+  LOG_SINK_SCOPE(comm->last_error, sizeof(comm->last_error));
+  if (j->cc->gpu && cudaSetDevice(comm->cuda_dev) == cudaSuccess)
+    (void)cudaFree(NULL); /* the device's context current for the driver calls */
+  (void)cudaGetLastError();
+  j->res = ncclSuccess;
+  for (int i = 0; i < j->n && j->res == ncclSuccess; i++)
+    if (j->list[i].cc == j->cc)
+      j->res = win_share(j->cc, j->list[i].w, j->list[i].has_host ? &j->list[i].host : NULL);
+  return NULL;
+}
+
+ncclResult_t coll_windows_share_deferred(void) {
+  const int n = win_npend;
+  win_pending_t* list = win_pend;
+  win_pend = NULL;
+  win_npend = win_pend_cap = 0;
+  if (n == 0) return ncclSuccess;
+  win_job_t* jobs = NULL;
+  int njobs = 0;
+  ncclResult_t res = MEM_CALLOC(&jobs, (size_t)n);
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    bool seen = false;
+    for (int k = 0; k < njobs && !seen; k++) seen = jobs[k].cc == list[i].cc;
+    if (!seen) jobs[njobs++] = (win_job_t){.cc = list[i].cc, .list = list, .n = n};
+  }
+  int started = 0;
+  for (; started < njobs && res == ncclSuccess; started++) {
+    int err = pthread_create(&jobs[started].thread, NULL, win_job_main, &jobs[started]);
+    if (err != 0) {
+      WARN("ncclGroupEnd: pthread_create for a window's sharing failed: %s", strerror(err));
+      res = ncclSystemError;
+      break;
+    }
+  }
+  for (int k = 0; k < started; k++) {
+    pthread_join(jobs[k].thread, NULL);
+    if (res == ncclSuccess) res = jobs[k].res;
+  }
+  free(jobs);
+  free(list);
+  return res;
+}
+
 /* ---- Registration entry points --------------------------------------------------------------- */
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
@@ -435,21 +536,12 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   /* Collective from here: every rank takes part in the sharing, whatever its buffer. */
   share_host_mem_t host, *hostp = NULL;
   if (buff != NULL && size > 0 && !cc->gpu && mem_host_share_of(buff, size, &host)) hostp = &host;
-  int slot = -1;
-  comm_window_t* shared = NULL;
-  CHECK(comm_window_share(comm, buff, size, hostp, &slot, &shared));
-  ncclResult_t res = reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w);
+  CHECK(reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w));
+  ncclResult_t res = coll_group_depth() > 0 ? win_defer(cc, w, hostp) : win_share(cc, w, hostp);
   if (res != ncclSuccess) {
-    comm_window_unshare(comm, shared);
+    (void)reg_remove(cc, w, MEM_REG_WINDOW);
     return res;
   }
-  pthread_mutex_lock(&cc->lock);
-  w->slot = slot;
-  w->shared = shared;
-  pthread_mutex_unlock(&cc->lock);
-  INFO(NCCL_REG, "%s: buff %p size %zu flags 0x%x -> window %p (%s)", api, buff, size,
-       (unsigned)winFlags, (void*)w,
-       slot >= 0 ? "shared: OneShot reads it in place" : "not shared: copied through the FIFOs");
   *win = w;
   return ncclSuccess;
 }

@@ -14,9 +14,9 @@
 #include "core/core.h"
 
 struct comm_window {
-  int slot;      /* this rank's slot, -1: not shared */
-  int* slots;    /* nranks: each rank's slot for this window */
-  void* buff;    /* this rank's buffer */
+  int slot;   /* this rank's slot, -1: not shared */
+  int* slots; /* nranks: each rank's slot for this window */
+  void* buff; /* this rank's buffer */
   share_export_t exp;
   share_map_t* maps; /* nranks: the peers' buffers mapped here */
 };
@@ -163,8 +163,8 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
   r->zc_used[mine] = 1;
   CHECK_GOTO(windows_track(r, w), res, fail);
   r->zc_shared = true;
-  INFO(NCCL_REG, "Window %p (%zu bytes): shared in slot %d; OneShot reads it in place", buff,
-       bytes, mine);
+  INFO(NCCL_REG, "Window %p (%zu bytes): shared in slot %d; OneShot reads it in place", buff, bytes,
+       mine);
   *slot = mine;
   *out = w;
   free(all);

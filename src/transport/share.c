@@ -110,7 +110,8 @@ static ncclResult_t share_map_cumem(const share_desc_t* d, int dev, volatile uin
   int fd = -1;
   ncclResult_t res = ncclSuccess;
   if (drv == NULL) {
-    WARN("Window sharing: a peer shares a cuMem allocation but this process has no CUDA driver API");
+    WARN(
+        "Window sharing: a peer shares a cuMem allocation but this process has no CUDA driver API");
     return ncclSystemError;
   }
   CHECK(fd_pass_import(&d->fd, abort_flag, SHARE_IMPORT_TIMEOUT_MS, &fd));

@@ -193,6 +193,55 @@ START_TEST(test_init_all_threads) {
 }
 END_TEST
 
+/* Windows registered between ncclGroupStart and ncclGroupEnd by one thread holding every rank (as
+ * nccl-tests -g N does): registration is collective, so the sharing must wait for the group's end
+ * and run the ranks side by side; one at a time, the first rank's exchange would wait forever
+ * for the others. Then an AllReduce over the windows, as a group of the three ranks. */
+START_TEST(test_windows_in_group) {
+  enum { N = 3, COUNT = 1000 };
+  ncclComm_t comms[N] = {NULL};
+  float* send[N];
+  float* recv[N];
+  ncclWindow_t win[N][2];
+  ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    send[i] = malloc(COUNT * sizeof(float));
+    recv[i] = malloc(COUNT * sizeof(float));
+    ck_assert(send[i] && recv[i]);
+    for (int k = 0; k < COUNT; k++) send[i][k] = (float)(i * 1000 + k);
+  }
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    ck_assert_int_eq(
+        ncclCommWindowRegister(comms[i], send[i], COUNT * sizeof(float), &win[i][0], 0),
+        ncclSuccess);
+    ck_assert_int_eq(
+        ncclCommWindowRegister(comms[i], recv[i], COUNT * sizeof(float), &win[i][1], 0),
+        ncclSuccess);
+    ck_assert(!comm_windows_shared(comms[i])); /* not before ncclGroupEnd */
+  }
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  /* One process: every rank reads every other's buffer as it is. */
+  for (int i = 0; i < N; i++) ck_assert(comm_windows_shared(comms[i]));
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(ncclAllReduce(send[i], recv[i], COUNT, ncclFloat32, ncclSum, comms[i], NULL),
+                     ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < COUNT; k++) ck_assert_float_eq(recv[i][k], (float)(3000 + 3 * k));
+    for (int j = 0; j < 2; j++)
+      ck_assert_int_eq(ncclCommWindowDeregister(comms[i], win[i][j]), ncclSuccess);
+    ck_assert_int_eq(ncclCommWindowDeregister(comms[i], win[i][0]), ncclInvalidArgument);
+  }
+  for (int i = 0; i < N; i++) {
+    ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);
+    free(send[i]);
+    free(recv[i]);
+  }
+}
+END_TEST
+
 START_TEST(test_init_all_devlist) {
   /* No GPU (main hides them): devlist is validated, and the comms run on the host executor. */
   int devlist[3] = {2, 0, 1};
@@ -631,6 +680,7 @@ int main(void) {
   tcase_add_test(tc, test_init_scalable);
   tcase_add_test(tc, test_init_all_threads);
   tcase_add_test(tc, test_init_all_devlist);
+  tcase_add_test(tc, test_windows_in_group);
   tcase_add_test(tc, test_nonblocking_init);
   tcase_add_test(tc, test_nonblocking_env);
   tcase_add_test(tc, test_abort_while_init_waits);

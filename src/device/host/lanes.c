@@ -213,10 +213,10 @@ static ncclResult_t zc_run_slice(host_chan_t* ch, const work_t* w, const zc_desc
   const char* src[DIRECT_MAX_RANKS];
   for (int p = 0; p < n; p++) {
     const uint32_t win = (uint32_t)d[p].win;
-    src[p] = p == me  ? (const char*)w->sendbuff
-             : win > 0 ? (const char*)comm->zc_base[(size_t)(win - 1) * (size_t)n + (size_t)p] +
-                             d[p].off
-                       : NULL;
+    src[p] = p == me ? (const char*)w->sendbuff
+             : win > 0
+                 ? (const char*)comm->zc_base[(size_t)(win - 1) * (size_t)n + (size_t)p] + d[p].off
+                 : NULL;
   }
   const size_t off = w->chan_off * esize, bytes = w->chan_count * esize;
   char* out = w->recvbuff;
@@ -277,18 +277,17 @@ static ncclResult_t zc_try(host_chan_t* ch, const work_t* w, size_t esize, bool*
   CHECK(zc_allgather(ch, w, &mine, d, sizeof(zc_desc_t)));
   if (!zc_usable(w->func, w->root, n, d)) return ncclSuccess;
   if (comm->zc_base == NULL) {
-    WARN("Host executor: rank %d: the ranks' windows are shared but this rank has no table",
-         me);
+    WARN("Host executor: rank %d: the ranks' windows are shared but this rank has no table", me);
     return ncclInternalError;
   }
   __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the peers' inputs, before their probe lines */
   CHECK(host_chan_stage_reserve(ch, w->chunk * esize));
   CHECK(zc_run_slice(ch, w, d, esize));
-  INFO(NCCL_COLL, "Host executor: rank %d channel %d: %s of %zu elements read in place", me,
-       ch->id, w->func == FUNC_ALLREDUCE     ? "AllReduce"
-               : w->func == FUNC_ALLGATHER   ? "AllGather"
-               : w->func == FUNC_BROADCAST   ? "Broadcast"
-                                             : "ReduceScatter",
+  INFO(NCCL_COLL, "Host executor: rank %d channel %d: %s of %zu elements read in place", me, ch->id,
+       w->func == FUNC_ALLREDUCE   ? "AllReduce"
+       : w->func == FUNC_ALLGATHER ? "AllGather"
+       : w->func == FUNC_BROADCAST ? "Broadcast"
+                                   : "ReduceScatter",
        w->chan_count);
   __atomic_thread_fence(__ATOMIC_RELEASE); /* every read done before the release line */
   uint64_t rel = 0, rels[DIRECT_MAX_RANKS];
