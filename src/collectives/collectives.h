@@ -64,6 +64,10 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * they use connects every pair of ranks). */
 #define COLL_DIRECT_MAX_BYTES (512 << 10)
 #define COLL_DIRECT_MAX_CHANNELS 8
+/* Smallest operation (coll_task_bytes) a GPU reads in place from shared windows (plan.c says
+ * why): AllReduce and Broadcast, AllGather and ReduceScatter. */
+#define COLL_ZC_MIN_BYTES_WHOLE (64 << 10)
+#define COLL_ZC_MIN_BYTES_PARTS (512 << 10)
 /* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
  * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
  * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the

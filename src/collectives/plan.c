@@ -413,8 +413,9 @@ static ncclResult_t plan_item_finish(const struct coll_comm* cc, int c, size_t e
 }
 
 /* Zero copy (device.h, "Registered windows read in place"): on a communicator that has shared a
- * window (every rank knows it alike), every OneShot item starts with the probe; zc_win names the
- * shared window holding this rank's whole send span, if one does. */
+ * window (every rank knows it alike), OneShot items start with the probe (on GPUs from a size on:
+ * the count decides, the same on every rank); zc_win names the shared window holding this rank's
+ * whole send span, if one does. */
 static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t esize, work_t* w) {
   w->zc = 0;
   w->zc_win = -1;
@@ -422,6 +423,15 @@ static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t es
   if (t->algo != ALGO_ONESHOT || !comm_windows_shared(cc->comm)) return;
   if (t->func != FUNC_ALLREDUCE && t->func != FUNC_ALLGATHER && t->func != FUNC_REDUCESCATTER &&
       t->func != FUNC_BROADCAST)
+    return;
+  /* On GPUs the probe and the release cost a fixed 6-8 us (ranks sharing one H100): reading in
+   * place first beat the FIFOs at 64 KiB for AllReduce and between 256 and 512 KiB (the output)
+   * for AllGather. Broadcast is taken with AllReduce, ReduceScatter with AllGather (how much each
+   * rank reads); unmeasured on several GPUs. */
+  if (cc->gpu &&
+      coll_task_bytes(t, cc->nranks) < (t->func == FUNC_ALLREDUCE || t->func == FUNC_BROADCAST
+                                            ? COLL_ZC_MIN_BYTES_WHOLE
+                                            : COLL_ZC_MIN_BYTES_PARTS))
     return;
   w->zc = 1;
   size_t span = t->count * esize;
