@@ -165,9 +165,9 @@ typedef struct work {
  * being registered in the same order) and exec_comm_t.zc_base[slot * nranks + p] is where rank
  * p's window lies in this process (zc_base_dev: the same table in device memory).
  *
- * On a communicator that has shared a window, every OneShot item of AllReduce, AllGather,
- * ReduceScatter and Broadcast has work.zc set (the same on every rank: sharing is collective) and
- * runs this way on its channel:
+ * On a communicator that has shared a window, OneShot items of AllReduce, AllGather,
+ * ReduceScatter and Broadcast have work.zc set (on GPUs from a size on; the same on every rank:
+ * sharing is collective and the count decides) and run this way on their channel:
  *   1. the probe: every rank's zc_desc_t goes to every other rank over the item's connections as
  *      a OneShot AllGather of ZC_DESC_BYTES bytes (unit 1, LL, one step each way);
  *   2. every rank now holds all n descriptors and decides alike (zc_usable). Usable: it reads the
