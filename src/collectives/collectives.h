@@ -211,8 +211,7 @@ void coll_regs_free(struct coll_comm* cc);
 /* The outermost ncclGroupEnd: shares the windows registered inside the group (mem.c). */
 ncclResult_t coll_windows_share_deferred(void);
 /* The shared window holding all of [buff, buff + bytes): its slot and buff's offset in it. */
-bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot,
-                      size_t* off);
+bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot, size_t* off);
 
 /* ---- redop.c -------------------------------------------------------------------------------- */
 /* The executor's view of op for datatype on cc (Avg -> PreMulSum or SumPostDiv; user ops from the

@@ -132,8 +132,8 @@ typedef struct itest_op {
   bool windows;        /* buffers from ncclMemAlloc, registered as windows (itest_windows) */
   ncclWindow_t win[2]; /* the windows this rank registered for the case (NULL: none) */
   void* decoy;         /* itest_windows' outside rank: the buffer its windows cover instead */
-  double scalar;    /* the PreMulSum scalar of even ranks (odd ones pass another) */
-  void* scalar_mem; /* device-residence scalar (host memory on the host executor) */
+  double scalar;       /* the PreMulSum scalar of even ranks (odd ones pass another) */
+  void* scalar_mem;    /* device-residence scalar (host memory on the host executor) */
 } itest_op_t;
 
 /* Windows mode for the cases prepared from now on in this process: every buffer comes from

@@ -374,8 +374,7 @@ static int windows_register(itest_op_t* o, size_t send_bytes, size_t recv_bytes)
   }
   IT_NCCL(ncclCommWindowRegister(o->comm, o->recv_raw, recv_bytes, &o->win[0], NCCL_WIN_DEFAULT));
   if (!o->c.inplace)
-    IT_NCCL(
-        ncclCommWindowRegister(o->comm, o->send_raw, send_bytes, &o->win[1], NCCL_WIN_DEFAULT));
+    IT_NCCL(ncclCommWindowRegister(o->comm, o->send_raw, send_bytes, &o->win[1], NCCL_WIN_DEFAULT));
   return 0;
 }
 
@@ -498,9 +497,8 @@ int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c) {
     memset(o->recv, POISON_BYTE, out_elems * es);
     if ((c->func == IT_BROADCAST) && !root) memset(o->send, POISON_BYTE, in_elems * es);
   }
-  if (o->windows &&
-      windows_register(o, c->inplace ? 0 : guarded_bytes(o->send_elems, es),
-                       guarded_bytes(o->recv_elems, es)))
+  if (o->windows && windows_register(o, c->inplace ? 0 : guarded_bytes(o->send_elems, es),
+                                     guarded_bytes(o->recv_elems, es)))
     return 1;
   o->input_copy = malloc(o->send_elems * es + 1);
   IT_EXPECT(o->input_copy != NULL, "out of memory");

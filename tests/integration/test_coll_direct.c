@@ -4,8 +4,8 @@
  * fill several chunks of small FIFOs, in place and out of place, Broadcast from several roots;
  * results against the test's own references (itest_ops.c), and the planner's choice checked. */
 #include <check.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -168,8 +168,7 @@ static int windows_body(itest_rank_t* r, void* arg) {
           if (types[ti] == ncclInt8 && (c.op == IT_PREMUL_HOST || c.op == IT_PREMUL_DEVICE))
             c.op = IT_MIN;
           const int before = zc_lines();
-          if (itest_op_run(comm, &c) || expect_algo(r, func_of(c.func), ALGO_ONESHOT, &c))
-            return 1;
+          if (itest_op_run(comm, &c) || expect_algo(r, func_of(c.func), ALGO_ONESHOT, &c)) return 1;
           const bool all_in = outside < 0 || (c.func == IT_BROADCAST && c.root != outside);
           const bool want = all_in && !(c.func == IT_ALLREDUCE && place);
           const int got = zc_lines() - before;
@@ -191,11 +190,11 @@ static int windows_body(itest_rank_t* r, void* arg) {
 static void windows_run(int nranks, int outside) {
   zc_test_pid = (int)getpid();
   snprintf(zc_env, sizeof(zc_env), "NCCL_DEBUG_FILE=/tmp/baton-zc-%d-%%p.log", zc_test_pid);
-  itest_opts_t o = {.nranks = nranks,
-                    .timeout_s = 280,
-                    .env = {"NCCL_ALGO=OneShot", "NCCL_PROTO=LL", "NCCL_BUFFSIZE=65536",
-                            "NCCL_LL_BUFFSIZE=65536", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL",
-                            zc_env}};
+  itest_opts_t o = {
+      .nranks = nranks,
+      .timeout_s = 280,
+      .env = {"NCCL_ALGO=OneShot", "NCCL_PROTO=LL", "NCCL_BUFFSIZE=65536", "NCCL_LL_BUFFSIZE=65536",
+              "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=COLL", zc_env}};
   ck_assert_msg(itest_run(&o, windows_body, &outside) == 0, "%d ranks, outside %d", nranks,
                 outside);
 }
