@@ -321,6 +321,9 @@ void host_reduce(void* dst, const void* in_local, const void* in_remote, size_t 
 /* dst = a (op) b where both are already-counted partial results (tree/ring middle steps). */
 void host_reduce_partials(void* dst, const void* a, const void* b, size_t n, int dtype,
                           const dev_redop_t* op);
+/* The PREMULSUM scalar's bits, `size` bytes wide, as an integer (a device-residence scalar read
+ * now from its memory); 0 for other ops. */
+uint64_t host_scalar_bits(const dev_redop_t* op, size_t size);
 /* The final step for SUMPOSTDIV: divide in place by op->scalar; a no-op for other ops. */
 void host_postop(void* buf, size_t n, int dtype, const dev_redop_t* op);
 /* Conversions used by the low-precision types (round to nearest even, like the GPU's). */

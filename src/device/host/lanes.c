@@ -103,6 +103,15 @@ static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, s
                       .nwait = 0};
 }
 
+/* A direct lane (OneShot, TwoShot) of item w: every other rank, both ways. */
+static ncclResult_t lane_direct(host_chan_t* ch, host_lane_t* ln, const work_t* w) {
+  ln->geo.kind = LANE_DIRECT;
+  ln->geo.algo = w->algo;
+  ln->geo.root_idx = w->root; /* Broadcast: the root's rank */
+  for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
+  return conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true);
+}
+
 /* Runs lane ln as far as its connections allow. */
 static ncclResult_t lane_progress(host_chan_t* ch, host_lane_t* ln) {
   while (ln->pos < ln->nops) {
@@ -168,21 +177,9 @@ static ncclResult_t zc_allgather(host_chan_t* ch, const work_t* w, const void* m
                     .nranks = w->nranks};
   host_lane_t* ln = &ch->lanes[0];
   lane_init(ln, ch, &g, 1);
-  ln->geo.kind = LANE_DIRECT;
-  ln->geo.algo = ALGO_ONESHOT;
-  for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
-  CHECK(conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true));
+  CHECK(lane_direct(ch, ln, &g));
   ln->nops = host_lane_nops(ln);
   return lanes_run(ch, ln, 1);
-}
-
-/* This rank's PreMulSum scalar bits as it applies them (a device scalar is read now). */
-static uint64_t zc_scalar(const work_t* w, size_t esize) {
-  if (w->op.kind != DEV_OP_PREMULSUM) return 0;
-  if (!w->op.scalar_on_device) return w->op.scalar;
-  uint64_t v = 0;
-  memcpy(&v, w->op.scalar_ptr, esize); /* little-endian: the low bytes */
-  return v;
 }
 
 /* rank r's contribution as it counts: its own scalar for PreMulSum */
@@ -272,7 +269,7 @@ static ncclResult_t zc_try(host_chan_t* ch, const work_t* w, size_t esize, bool*
   mine.win = w->zc_win >= 0 ? (uint64_t)(w->zc_win + 1) : 0;
   if (w->func == FUNC_ALLREDUCE && w->sendbuff == w->recvbuff) mine.win |= ZC_DESC_INPLACE;
   mine.off = w->zc_off;
-  mine.scalar = zc_scalar(w, esize);
+  mine.scalar = host_scalar_bits(&w->op, esize);
   CHECK(lanes_reserve(ch, 1));
   CHECK(zc_allgather(ch, w, &mine, d, sizeof(zc_desc_t)));
   if (!zc_usable(w->func, w->root, n, d)) return ncclSuccess;
@@ -340,11 +337,7 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) && ln->geo.n > 1 &&
              ln->geo.n <= DIRECT_MAX_RANKS && w->func != FUNC_REDUCE &&
              (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
-    ln->geo.kind = LANE_DIRECT;
-    ln->geo.algo = w->algo;
-    ln->geo.root_idx = w->root; /* Broadcast: the root's rank */
-    for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
-    CHECK(conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true));
+    CHECK(lane_direct(ch, ln, w));
     /* an in-place combination in rank order builds in the send staging (prims.c) */
     CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
   } else {

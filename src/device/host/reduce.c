@@ -175,8 +175,7 @@ DEFINE_LOWP_REDUCE(reduce_e4m3, uint8_t, rt_e4m3_to_float, rt_float_to_e4m3)
 DEFINE_LOWP_REDUCE(reduce_e5m2, uint8_t, rt_e5m2_to_float, rt_float_to_e5m2)
 
 /* ---- Dispatch ------------------------------------------------------------------------------- */
-/* The PREMULSUM scalar's bits, `size` bytes wide, as an integer (the caller reinterprets them). */
-static uint64_t scalar_bits(const dev_redop_t* op, size_t size) {
+uint64_t host_scalar_bits(const dev_redop_t* op, size_t size) {
   if (op->kind != DEV_OP_PREMULSUM) return 0;
   if (!op->scalar_on_device || op->scalar_ptr == NULL)
     return size >= 8 ? op->scalar : op->scalar & ((1ull << (8 * size)) - 1);
@@ -217,7 +216,7 @@ static double bits_to_f64(uint64_t bits) {
 static void reduce_dispatch(void* dst, const void* a, const void* b, size_t n, int dtype,
                             reduce_kind_t k, const dev_redop_t* op) {
   const bool scaled = k == RK_SCALE || k == RK_PREMULSUM;
-  const uint64_t s = scaled ? scalar_bits(op, datatype_size((ncclDataType_t)dtype)) : 0;
+  const uint64_t s = scaled ? host_scalar_bits(op, datatype_size((ncclDataType_t)dtype)) : 0;
   switch (dtype) {
     case ncclInt8:
       reduce_i8(dst, a, b, n, k, (int8_t)s);
