@@ -17,18 +17,22 @@
 
 #define SHARE_IMPORT_TIMEOUT_MS 30000
 
-/* The cuMem allocation holding [buff, buff + bytes) as an exported descriptor; false (no WARN)
- * when the memory is not cuMem or not exportable as a descriptor. */
-static bool share_try_cumem(const void* buff, size_t bytes, share_desc_t* d, fd_export_t* exp) {
+/* The allocation holding [buff, buff + bytes): [*base, *base + *size); false when CUDA does not
+ * know the memory or the buffer runs past it. */
+static bool share_range(const void* buff, size_t bytes, CUdeviceptr* base, size_t* size) {
   const cu_driver_t* drv = cu_driver();
-  CUdeviceptr base = 0;
-  size_t size = 0;
+  if (drv == NULL ||
+      drv->mem_get_address_range(base, size, (CUdeviceptr)(uintptr_t)buff) != CUDA_SUCCESS)
+    return false;
+  return (uintptr_t)buff + bytes <= (uintptr_t)*base + *size;
+}
+
+/* The cuMem allocation at base as an exported descriptor; false (no WARN) when the memory is not
+ * cuMem or not exportable as a descriptor. */
+static bool share_try_cumem(CUdeviceptr base, share_desc_t* d, fd_export_t* exp) {
+  const cu_driver_t* drv = cu_driver();
   CUmemGenericAllocationHandle h;
   int fd = -1;
-  if (drv == NULL ||
-      drv->mem_get_address_range(&base, &size, (CUdeviceptr)(uintptr_t)buff) != CUDA_SUCCESS)
-    return false;
-  if ((uintptr_t)buff + bytes > (uintptr_t)base + size) return false;
   if (drv->mem_retain_allocation_handle(&h, (void*)(uintptr_t)base) != CUDA_SUCCESS) return false;
   bool ok = drv->mem_export_to_shareable_handle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                                 0) == CUDA_SUCCESS;
@@ -38,29 +42,19 @@ static bool share_try_cumem(const void* buff, size_t bytes, share_desc_t* d, fd_
   close(fd); /* fd_pass keeps its own duplicate */
   if (!ok) return false;
   d->kind = SHARE_CUMEM;
-  d->map_bytes = size;
-  d->offset = (size_t)((uintptr_t)buff - (uintptr_t)base);
   d->fd = *exp;
   return true;
 }
 
-static bool share_try_ipc(const void* buff, size_t bytes, share_desc_t* d) {
-  const cu_driver_t* drv = cu_driver();
-  CUdeviceptr base = 0;
-  size_t size = 0;
+/* cudaMalloc memory: an IPC handle of the allocation at base. */
+static bool share_try_ipc(CUdeviceptr base, share_desc_t* d) {
   cudaIpcMemHandle_t h;
-  if (drv == NULL ||
-      drv->mem_get_address_range(&base, &size, (CUdeviceptr)(uintptr_t)buff) != CUDA_SUCCESS)
-    return false;
-  if ((uintptr_t)buff + bytes > (uintptr_t)base + size) return false;
   if (cudaIpcGetMemHandle(&h, (void*)(uintptr_t)base) != cudaSuccess) {
     (void)cudaGetLastError(); /* a probe: not cudaMalloc memory */
     return false;
   }
   memcpy(d->ipc, &h, sizeof(h));
   d->kind = SHARE_CUDA_IPC;
-  d->map_bytes = size;
-  d->offset = (size_t)((uintptr_t)buff - (uintptr_t)base);
   return true;
 }
 
@@ -75,9 +69,17 @@ ncclResult_t share_export(const peer_info_t* me, const void* buff, size_t bytes,
   d->addr = (uint64_t)(uintptr_t)buff;
   d->bytes = bytes;
   if (me->cuda_dev >= 0) {
-    if (share_try_cumem(buff, bytes, d, &e->fd)) {
-      e->exported = true;
-    } else if (!share_try_ipc(buff, bytes, d)) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (share_range(buff, bytes, &base, &size)) {
+      d->map_bytes = size;
+      d->offset = (size_t)((uintptr_t)buff - (uintptr_t)base);
+      if (share_try_cumem(base, d, &e->fd))
+        e->exported = true;
+      else
+        (void)share_try_ipc(base, d);
+    }
+    if (d->kind == SHARE_NONE) {
       INFO(NCCL_REG,
            "Window %p (%zu bytes): neither a cuMem allocation with a file descriptor handle nor "
            "cudaMalloc memory; only this process can read it in place",
