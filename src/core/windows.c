@@ -48,8 +48,7 @@ static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
     enum cudaStreamCaptureMode mode = comm_capture_relax();
     ncclResult_t res = ncclSuccess;
     void* p = NULL;
-    CUDA_CHECK_GOTO(cudaMalloc(&p, n * sizeof(void*)), res, out);
-    CUDA_CHECK_GOTO(cudaMemset(p, 0, n * sizeof(void*)), res, out);
+    CUDA_CHECK_GOTO(cudaMalloc(&p, n * sizeof(void*)), res, out); /* filled by windows_sync */
     r->zc_base_dev = p;
     r->exec.zc_base_dev = (void* const*)p;
     p = NULL;
@@ -62,20 +61,24 @@ static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
   return ncclSuccess;
 }
 
-/* Sets rank p's entry for slot s (its own numbering) to v, here and in the device copy. */
-static ncclResult_t windows_set(ncclComm_t comm, comm_res_t* r, int s, int p, void* v) {
-  const size_t i = (size_t)s * (size_t)r->nranks + (size_t)p;
-  r->zc_base[i] = v;
+/* The device copy of the table, after a change (registration is rare: the whole table). */
+static ncclResult_t windows_sync(ncclComm_t comm, comm_res_t* r) {
   if (r->zc_base_dev == NULL) return ncclSuccess;
+  const size_t bytes = (size_t)ZC_MAX_WINDOWS * (size_t)r->nranks * sizeof(void*);
   int saved = -1;
   CHECK(comm_device_enter(comm->cuda_dev, &saved));
   enum cudaStreamCaptureMode mode = comm_capture_relax();
   ncclResult_t res = ncclSuccess;
-  CUDA_CHECK_GOTO(cudaMemcpy(r->zc_base_dev + i, &v, sizeof(v), cudaMemcpyHostToDevice), res, out);
+  CUDA_CHECK_GOTO(cudaMemcpy(r->zc_base_dev, r->zc_base, bytes, cudaMemcpyHostToDevice), res, out);
 out:
   comm_capture_restore(mode);
   comm_device_leave(comm->cuda_dev, saved);
   return res;
+}
+
+/* Rank p's entry for slot s (its own numbering). */
+static void** windows_entry(comm_res_t* r, int s, int p) {
+  return &r->zc_base[(size_t)s * (size_t)r->nranks + (size_t)p];
 }
 
 static void window_release(comm_window_t* w, int nranks) {
@@ -158,9 +161,10 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
   w->slot = mine;
   for (int p = 0; p < n; p++) {
     w->slots[p] = all[p].slot;
-    CHECK_GOTO(windows_set(comm, r, all[p].slot, p, w->maps[p].base), res, fail);
+    *windows_entry(r, all[p].slot, p) = w->maps[p].base;
   }
   r->zc_used[mine] = 1;
+  CHECK_GOTO(windows_sync(comm, r), res, fail);
   CHECK_GOTO(windows_track(r, w), res, fail);
   r->zc_shared = true;
   INFO(NCCL_REG, "Window %p (%zu bytes): shared in slot %d; OneShot reads it in place", buff, bytes,
@@ -171,8 +175,9 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
   return ncclSuccess;
 fail:
   if (w != NULL && w->slot >= 0) {
-    for (int p = 0; p < n; p++) (void)windows_set(comm, r, w->slots[p], p, NULL);
+    for (int p = 0; p < n; p++) *windows_entry(r, w->slots[p], p) = NULL;
     r->zc_used[w->slot] = 0;
+    (void)windows_sync(comm, r);
   }
   window_release(w, n);
   free(all);
@@ -188,10 +193,11 @@ void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
     /* An entry another window took meanwhile (a peer deregistered first and registered again)
      * stays. */
     for (int p = 0; p < r->nranks; p++) {
-      const size_t k = (size_t)w->slots[p] * (size_t)r->nranks + (size_t)p;
-      if (r->zc_base[k] == w->maps[p].base) (void)windows_set(comm, r, w->slots[p], p, NULL);
+      void** e = windows_entry(r, w->slots[p], p);
+      if (*e == w->maps[p].base) *e = NULL;
     }
     r->zc_used[w->slot] = 0;
+    (void)windows_sync(comm, r);
     window_release(w, r->nranks);
     return;
   }
