@@ -324,9 +324,10 @@ static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const di
 
 /* ---- Zero copy: the inputs read where they lie (device.h, "Registered windows") ---------------
  * After a usable probe, d.zc_src[p] is rank p's input in this process (its window, mapped here,
- * or this rank's own sendbuff). Every thread of the block takes its share of 16-byte vectors,
- * ZC_UNROLL of them in flight per source, when every pointer of the span is 16-byte aligned, and
- * 8-byte words (load8 / store8: any alignment) otherwise and for the tail. Peers' windows are
+ * or this rank's own sendbuff). Copies are the block's copy_multi; a reduction has every thread
+ * take its share of 16-byte vectors, ZC_UNROLL of them in flight per source, when every pointer
+ * of the span is 16-byte aligned, and 8-byte words (load8 / store8: any alignment) otherwise and
+ * for the tail. Peers' windows are
  * read with ordinary loads: the probe's lines said that each peer's kernel began, so its stream
  * had finished writing the input; the release keeps the peers from changing it meanwhile. */
 #define ZC_UNROLL 4
@@ -388,32 +389,10 @@ static __device__ void zc_reduce(const direct_smem_t& d, const direct_item_t& it
   }
 }
 
-/* dst[0, nbytes) = src[0, nbytes). */
-static __device__ void zc_copy(char* dst, const char* src, size_t nbytes) {
-  size_t done = 0;
-  if ((((uintptr_t)dst | (uintptr_t)src) & 15) == 0) {
-    const size_t nv = nbytes / 16;
-    for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * ZC_UNROLL) {
-      uint4 x[ZC_UNROLL];
-#pragma unroll
-      for (int u = 0; u < ZC_UNROLL; u++) {
-        const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
-        if (v < nv) x[u] = *reinterpret_cast<const uint4*>(src + v * 16);
-      }
-#pragma unroll
-      for (int u = 0; u < ZC_UNROLL; u++) {
-        const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
-        if (v < nv) *reinterpret_cast<uint4*>(dst + v * 16) = x[u];
-      }
-    }
-    done = nv * 16;
-  }
-  const size_t nw = (nbytes - done + 7) / 8;
-  for (size_t i = threadIdx.x; i < nw; i += CUDA_EXEC_THREADS) {
-    const size_t at = done + i * 8;
-    const int valid = (int)dev_min(nbytes - at, 8);
-    store8(dst + at, load8(src + at, valid), valid);
-  }
+/* dst[0, nbytes) = src[0, nbytes), with the block (prims_device.cuh's copy). */
+static __device__ __forceinline__ void zc_copy(char* dst, const char* src, size_t nbytes) {
+  char* const dsts[1] = {dst};
+  copy_multi(src, dsts, 1, nbytes, threadIdx.x, CUDA_EXEC_THREADS);
 }
 
 /* The item's channel slice, read in place (no connection is touched). */
