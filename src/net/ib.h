@@ -166,7 +166,6 @@ typedef struct ib_dev {
   char* pci_path; /* realpath of /sys/class/infiniband/<name>/device, NULL when virtual */
   uint64_t guid;
   int max_qp;
-  int max_inline;
   bool ar;          /* adaptive routing: data as WRITE, then a 0-byte WRITE_WITH_IMM */
   bool dmabuf;      /* ibv_reg_dmabuf_mr works here */
   atomic_int fatal; /* async fatal events (device, CQ or QP errors) seen */

@@ -187,27 +187,20 @@ static size_t path_device_len(const char* path) {
 int ib_merge_groups(const char* const* pci_paths, int n, bool merge, int max_per_group,
                     int* group_of) {
   int ngroups = 0;
-  int* size = calloc((size_t)(n > 0 ? n : 1), sizeof(int));
-  int* first = calloc((size_t)(n > 0 ? n : 1), sizeof(int)); /* a member of each group */
   for (int i = 0; i < n; i++) {
-    int g = -1;
-    if (merge && pci_paths[i] != NULL && size != NULL && first != NULL) {
-      size_t li = path_device_len(pci_paths[i]);
-      for (int k = 0; k < ngroups && g < 0; k++) {
-        const char* other = pci_paths[first[k]];
-        if (other != NULL && size[k] < max_per_group && path_device_len(other) == li &&
-            strncmp(other, pci_paths[i], li) == 0)
-          g = k;
-      }
+    group_of[i] = -1;
+    bool may_merge = merge && pci_paths[i] != NULL;
+    size_t li = may_merge ? path_device_len(pci_paths[i]) : 0;
+    /* Earlier ports are met in the order their groups were opened: the first match not full. */
+    for (int j = 0; j < i && may_merge && group_of[i] < 0; j++) {
+      const char* other = pci_paths[j];
+      if (other == NULL || path_device_len(other) != li || strncmp(other, pci_paths[i], li) != 0)
+        continue;
+      int members = 0;
+      for (int k = 0; k < i; k++) members += group_of[k] == group_of[j];
+      if (members < max_per_group) group_of[i] = group_of[j];
     }
-    if (g < 0) {
-      g = ngroups++;
-      if (first != NULL) first[g] = i;
-    }
-    if (size != NULL) size[g]++;
-    group_of[i] = g;
+    if (group_of[i] < 0) group_of[i] = ngroups++;
   }
-  free(size);
-  free(first);
   return ngroups;
 }

@@ -282,9 +282,10 @@ extern const ncclNet_t net_socket; /* TCP sockets, src/net/socket.c */
 const ncclNet_t* net_builtin_ib(void);
 
 /* The network NET connections use, initialized, with at least one device; chosen once per process:
- *   NCCL_NET_PLUGIN unset: try libnccl-net.so; "none": no plugin; else libnccl-net-<name>.so or the
- *   name as a path. A library without an ncclNetPlugin_v11/_v10/_v9/_v8 symbol, or whose init
- *   fails or has no device, is skipped with an INFO line (a WARN when it exports another version).
+ *   NCCL_NET_PLUGIN unset: try libnccl-net.so; "none" or "": no plugin; else the library
+ *   plugin_lib_open finds for the name (as stock: the name, then libnccl-net-<name>.so). A
+ *   library without an ncclNetPlugin_v11/_v10/_v9/_v8 symbol, or whose init fails or has no
+ *   device, is skipped with an INFO line (a WARN when it exports another version).
  *   NCCL_NET=<name> picks a network by name among [plugin, IB, Socket] (error if absent);
  *   otherwise the first usable of that list wins. */
 ncclResult_t net_select(const ncclNet_t** out, int* ndev_out);

@@ -24,29 +24,6 @@ static ncclResult_t net_profiler_stub(void** ehandle, int type, void* phandle, i
   return ncclSuccess;
 }
 
-/* On success, opened receives the name that loaded (same size as the candidates: no truncation). */
-static void* net_plugin_open(const char* spec, char opened[static NET_PLUGIN_NAME_MAX]) {
-  char names[2][NET_PLUGIN_NAME_MAX];
-  int nnames = 0;
-  if (spec == NULL) {
-    snprintf(names[nnames++], NET_PLUGIN_NAME_MAX, "libnccl-net.so");
-  } else if (strchr(spec, '/') != NULL) {
-    snprintf(names[nnames++], NET_PLUGIN_NAME_MAX, "%s", spec);
-  } else {
-    snprintf(names[nnames++], NET_PLUGIN_NAME_MAX, "libnccl-net-%s.so", spec);
-    snprintf(names[nnames++], NET_PLUGIN_NAME_MAX, "%s", spec);
-  }
-  for (int i = 0; i < nnames; i++) {
-    void* lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (lib != NULL) {
-      memcpy(opened, names[i], NET_PLUGIN_NAME_MAX); /* snprintf terminated it */
-      return lib;
-    }
-    INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: could not load %s: %s", names[i], dlerror());
-  }
-  return NULL;
-}
-
 /* The version of an ncclNetPlugin_v<N> symbol the library exports outside the accepted range, 0
  * when it has none at all. */
 static int net_plugin_other_version(void* lib) {
@@ -62,15 +39,15 @@ static int net_plugin_other_version(void* lib) {
 /* Loads the external plugin if one is configured and present. *out stays NULL otherwise. */
 static ncclResult_t net_plugin_load(const ncclNet_t** out) {
   const char* spec = param_str(PARAM_NET_PLUGIN);
-  char opened[NET_PLUGIN_NAME_MAX];
+  char opened[NET_PLUGIN_NAME_MAX], why[1024];
   *out = NULL;
-  if (spec != NULL && (spec[0] == '\0' || strcasecmp(spec, "none") == 0)) {
+  if (spec != NULL && (spec[0] == '\0' || plugin_name_is_none(spec))) {
     INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: disabled by NCCL_NET_PLUGIN, using internal networks");
     return ncclSuccess;
   }
-  void* lib = net_plugin_open(spec, opened);
+  void* lib = plugin_lib_open(PLUGIN_NET, spec, opened, sizeof(opened), why, sizeof(why));
   if (lib == NULL) {
-    INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: no plugin found, using internal networks");
+    INFO(NCCL_INIT | NCCL_NET, "NET/Plugin: no plugin found (%s), using internal networks", why);
     return ncclSuccess;
   }
   const ncclNet_t* net = NULL;

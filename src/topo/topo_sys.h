@@ -36,8 +36,6 @@ void topo_read_line(const char* path, char* buf, size_t len);
  * "/sys", or a fake tree in tests). Missing entries leave the unknown values; never fails. */
 void topo_sysfs_gpu(const char* sysfs_root, topo_gpu_t* g);
 
-/* The first line of a small file without its newline; "" when it cannot be read. */
-void topo_read_line(const char* path, char* buf, size_t len);
 /* The PCI function a sysfs device path (a real path under /sys/devices) belongs to: the last
  * bus-id component is the function (*self), the bus ids before it are its bridges (out, as
  * topo_gpu_t.pci_path). false when the path has no PCI component (a virtual device). */
