@@ -56,7 +56,22 @@ static msg_t* queue_take(bootstrap_t* b, int peer, int kind, int tag) {
   return NULL;
 }
 
-static void msg_free(msg_t* m) {
+msg_t* bootstrap_msg_copy(const bootstrap_t* b, int peer, int kind, int tag, const void* data,
+                          size_t size) {
+  msg_t* m = malloc(sizeof(*m));
+  char* copy = malloc(size ? size : 1);
+  if (m == NULL || copy == NULL) {
+    free(m);
+    free(copy);
+    WARN("Bootstrap: rank %d out of memory for a %zu-byte message to rank %d", b->rank, size, peer);
+    return NULL;
+  }
+  if (size) memcpy(copy, data, size);
+  *m = (msg_t){.peer = b->rank, .kind = kind, .tag = tag, .size = size, .data = copy};
+  return m;
+}
+
+void bootstrap_msg_free(msg_t* m) {
   if (m == NULL) return;
   free(m->data);
   free(m);
@@ -249,16 +264,8 @@ static ncclResult_t msg_send(bootstrap_t* b, int peer, int kind, int tag, const 
     return ncclInternalError;
   }
   if (peer == b->rank) {
-    msg_t* m = malloc(sizeof(*m));
-    char* copy = malloc(size ? size : 1);
-    if (m == NULL || copy == NULL) {
-      free(m);
-      free(copy);
-      WARN("Bootstrap: rank %d out of memory for a %zu-byte message to itself", b->rank, size);
-      return ncclSystemError;
-    }
-    if (size) memcpy(copy, data, size);
-    *m = (msg_t){.peer = peer, .kind = kind, .tag = tag, .size = size, .data = copy};
+    msg_t* m = bootstrap_msg_copy(b, peer, kind, tag, data, size);
+    if (m == NULL) return ncclSystemError;
     bootstrap_queue_push(b, m);
     return ncclSuccess;
   }
@@ -348,7 +355,7 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
   } else if (size) {
     memcpy(data, m->data, size);
   }
-  msg_free(m);
+  bootstrap_msg_free(m);
   return res;
 }
 
@@ -508,7 +515,7 @@ ncclResult_t bootstrap_close(bootstrap_t* b) {
   while (b->head != NULL) {
     msg_t* m = b->head;
     b->head = m->next;
-    msg_free(m);
+    bootstrap_msg_free(m);
     left++;
   }
   if (left)

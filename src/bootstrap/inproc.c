@@ -124,16 +124,8 @@ out:
 ncclResult_t inproc_send(bootstrap_t* b, int peer, int kind, int tag, const void* data,
                          size_t size) {
   inproc_world_t* w = b->world;
-  msg_t* m = malloc(sizeof(*m));
-  char* copy = malloc(size ? size : 1);
-  if (m == NULL || copy == NULL) {
-    free(m);
-    free(copy);
-    WARN("Bootstrap: rank %d out of memory for a %zu-byte message to rank %d", b->rank, size, peer);
-    return ncclSystemError;
-  }
-  if (size) memcpy(copy, data, size);
-  *m = (msg_t){.peer = b->rank, .kind = kind, .tag = tag, .size = size, .data = copy};
+  msg_t* m = bootstrap_msg_copy(b, peer, kind, tag, data, size);
+  if (m == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
   uint64_t deadline = clock_ns() + bootstrap_wait_limit_ns();
   pthread_mutex_lock(&w->lock);
@@ -155,10 +147,7 @@ ncclResult_t inproc_send(bootstrap_t* b, int peer, int kind, int tag, const void
     res = ncclRemoteError;
   }
   pthread_mutex_unlock(&w->lock);
-  if (m != NULL) {
-    free(m->data);
-    free(m);
-  }
+  bootstrap_msg_free(m);
   return res;
 }
 
