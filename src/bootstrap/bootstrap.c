@@ -26,6 +26,24 @@ uint64_t bootstrap_wait_limit_ns(void) {
   return (uint64_t)(ms > 0 ? ms : 300000) * 1000000ull;
 }
 
+void bootstrap_cond_init(pthread_cond_t* cond) {
+  pthread_condattr_t cattr;
+  pthread_condattr_init(&cattr);
+  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &cattr);
+  pthread_condattr_destroy(&cattr);
+}
+
+void bootstrap_cond_wait_slice(pthread_cond_t* cond, pthread_mutex_t* lock) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                  (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
+  ts.tv_sec = (time_t)(wake / 1000000000ull);
+  ts.tv_nsec = (long)(wake % 1000000000ull);
+  pthread_cond_timedwait(cond, lock, &ts);
+}
+
 /* ---- The queue --------------------------------------------------------------------------------
  */
 
@@ -336,13 +354,7 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
       res = ncclRemoteError;
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
-                    (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
-    ts.tv_sec = (time_t)(wake / 1000000000ull);
-    ts.tv_nsec = (long)(wake % 1000000000ull);
-    pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+    bootstrap_cond_wait_slice(&b->cond, &b->lock);
   }
   pthread_mutex_unlock(&b->lock);
   if (m == NULL) return res;
@@ -423,11 +435,7 @@ ncclResult_t bootstrap_init(const bootstrap_handle_t* handles, int nhandles, int
   b->wake_fd = -1;
   pthread_mutex_init(&b->send_lock, NULL);
   pthread_mutex_init(&b->lock, NULL);
-  pthread_condattr_t cattr;
-  pthread_condattr_init(&cattr);
-  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-  pthread_cond_init(&b->cond, &cattr);
-  pthread_condattr_destroy(&cattr);
+  bootstrap_cond_init(&b->cond);
   if (bootstrap_handle_is_inproc(&handles[0])) {
     /* Every rank is in this process: no listener, no receiver thread, no root. */
     CHECK_GOTO(inproc_join(&handles[0], b), res, fail);
