@@ -26,6 +26,24 @@ uint64_t bootstrap_wait_limit_ns(void) {
   return (uint64_t)(ms > 0 ? ms : 300000) * 1000000ull;
 }
 
+void bootstrap_cond_init(pthread_cond_t* cond) {
+  pthread_condattr_t cattr;
+  pthread_condattr_init(&cattr);
+  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &cattr);
+  pthread_condattr_destroy(&cattr);
+}
+
+void bootstrap_cond_wait_slice(pthread_cond_t* cond, pthread_mutex_t* lock) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                  (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
+  ts.tv_sec = (time_t)(wake / 1000000000ull);
+  ts.tv_nsec = (long)(wake % 1000000000ull);
+  pthread_cond_timedwait(cond, lock, &ts);
+}
+
 /* ---- The queue --------------------------------------------------------------------------------
  */
 
@@ -56,7 +74,22 @@ static msg_t* queue_take(bootstrap_t* b, int peer, int kind, int tag) {
   return NULL;
 }
 
-static void msg_free(msg_t* m) {
+msg_t* bootstrap_msg_copy(const bootstrap_t* b, int peer, int kind, int tag, const void* data,
+                          size_t size) {
+  msg_t* m = malloc(sizeof(*m));
+  char* copy = malloc(size ? size : 1);
+  if (m == NULL || copy == NULL) {
+    free(m);
+    free(copy);
+    WARN("Bootstrap: rank %d out of memory for a %zu-byte message to rank %d", b->rank, size, peer);
+    return NULL;
+  }
+  if (size) memcpy(copy, data, size);
+  *m = (msg_t){.peer = b->rank, .kind = kind, .tag = tag, .size = size, .data = copy};
+  return m;
+}
+
+void bootstrap_msg_free(msg_t* m) {
   if (m == NULL) return;
   free(m->data);
   free(m);
@@ -249,16 +282,8 @@ static ncclResult_t msg_send(bootstrap_t* b, int peer, int kind, int tag, const 
     return ncclInternalError;
   }
   if (peer == b->rank) {
-    msg_t* m = malloc(sizeof(*m));
-    char* copy = malloc(size ? size : 1);
-    if (m == NULL || copy == NULL) {
-      free(m);
-      free(copy);
-      WARN("Bootstrap: rank %d out of memory for a %zu-byte message to itself", b->rank, size);
-      return ncclSystemError;
-    }
-    if (size) memcpy(copy, data, size);
-    *m = (msg_t){.peer = peer, .kind = kind, .tag = tag, .size = size, .data = copy};
+    msg_t* m = bootstrap_msg_copy(b, peer, kind, tag, data, size);
+    if (m == NULL) return ncclSystemError;
     bootstrap_queue_push(b, m);
     return ncclSuccess;
   }
@@ -329,13 +354,7 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
       res = ncclRemoteError;
       break;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
-                    (uint64_t)MSG_POLL_SLICE_MS * 1000000ull;
-    ts.tv_sec = (time_t)(wake / 1000000000ull);
-    ts.tv_nsec = (long)(wake % 1000000000ull);
-    pthread_cond_timedwait(&b->cond, &b->lock, &ts);
+    bootstrap_cond_wait_slice(&b->cond, &b->lock);
   }
   pthread_mutex_unlock(&b->lock);
   if (m == NULL) return res;
@@ -348,7 +367,7 @@ static ncclResult_t msg_recv(bootstrap_t* b, int peer, int kind, int tag, void* 
   } else if (size) {
     memcpy(data, m->data, size);
   }
-  msg_free(m);
+  bootstrap_msg_free(m);
   return res;
 }
 
@@ -416,11 +435,7 @@ ncclResult_t bootstrap_init(const bootstrap_handle_t* handles, int nhandles, int
   b->wake_fd = -1;
   pthread_mutex_init(&b->send_lock, NULL);
   pthread_mutex_init(&b->lock, NULL);
-  pthread_condattr_t cattr;
-  pthread_condattr_init(&cattr);
-  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-  pthread_cond_init(&b->cond, &cattr);
-  pthread_condattr_destroy(&cattr);
+  bootstrap_cond_init(&b->cond);
   if (bootstrap_handle_is_inproc(&handles[0])) {
     /* Every rank is in this process: no listener, no receiver thread, no root. */
     CHECK_GOTO(inproc_join(&handles[0], b), res, fail);
@@ -508,7 +523,7 @@ ncclResult_t bootstrap_close(bootstrap_t* b) {
   while (b->head != NULL) {
     msg_t* m = b->head;
     b->head = m->next;
-    msg_free(m);
+    bootstrap_msg_free(m);
     left++;
   }
   if (left)

@@ -72,9 +72,17 @@ struct bootstrap {
   uint64_t ag_seq; /* allgathers this rank has made (inproc.c) */
 };
 
-/* bootstrap.c: the queue (messages that arrived, waiting for their recv). */
+/* bootstrap.c: the queue (messages that arrived, waiting for their recv). msg_copy makes a message
+ * from b with a copy of data, addressed to peer (WARN and NULL without memory). */
+msg_t* bootstrap_msg_copy(const bootstrap_t* b, int peer, int kind, int tag, const void* data,
+                          size_t size);
+void bootstrap_msg_free(msg_t* m);
 void bootstrap_queue_push(bootstrap_t* b, msg_t* m);
 uint64_t bootstrap_wait_limit_ns(void);
+/* A condition variable on CLOCK_MONOTONIC, and one wait on it of at most MSG_POLL_SLICE_MS (lock
+ * held), after which the caller checks its abort flag and deadline. */
+void bootstrap_cond_init(pthread_cond_t* cond);
+void bootstrap_cond_wait_slice(pthread_cond_t* cond, pthread_mutex_t* lock);
 bool bootstrap_aborted(const bootstrap_t* b);
 
 /* inproc.c: the in-process transport behind the same calls. join fills b->world (b->rank,

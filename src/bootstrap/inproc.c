@@ -8,7 +8,6 @@
  * leave frees it. A send to a rank that has not joined yet waits for it (bounded like a recv);
  * a send to a rank that has left fails. Waits watch the sender's abort flag. */
 #include <stdlib.h>
-#include <time.h>
 
 #include "bootstrap/bootstrap_int.h"
 
@@ -48,11 +47,7 @@ ncclResult_t bootstrap_inproc_id(bootstrap_handle_t* out) {
   inproc_world_t* w = NULL;
   CHECK(MEM_CALLOC(&w, 1));
   pthread_mutex_init(&w->lock, NULL);
-  pthread_condattr_t cattr;
-  pthread_condattr_init(&cattr);
-  pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-  pthread_cond_init(&w->cond, &cattr);
-  pthread_condattr_destroy(&cattr);
+  bootstrap_cond_init(&w->cond);
   pthread_mutex_lock(&registry_lock);
   /* Unique within the process, which is all an in-process world needs; never 0. */
   w->magic =
@@ -73,12 +68,7 @@ ncclResult_t bootstrap_inproc_id(bootstrap_handle_t* out) {
  * the abort flag is set (logged by the caller). */
 static bool world_wait(inproc_world_t* w, const bootstrap_t* b, uint64_t deadline) {
   if (bootstrap_aborted(b) || clock_ns() >= deadline) return false;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t wake = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 100000000ull;
-  ts.tv_sec = (time_t)(wake / 1000000000ull);
-  ts.tv_nsec = (long)(wake % 1000000000ull);
-  pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+  bootstrap_cond_wait_slice(&w->cond, &w->lock);
   return true;
 }
 
@@ -124,16 +114,8 @@ out:
 ncclResult_t inproc_send(bootstrap_t* b, int peer, int kind, int tag, const void* data,
                          size_t size) {
   inproc_world_t* w = b->world;
-  msg_t* m = malloc(sizeof(*m));
-  char* copy = malloc(size ? size : 1);
-  if (m == NULL || copy == NULL) {
-    free(m);
-    free(copy);
-    WARN("Bootstrap: rank %d out of memory for a %zu-byte message to rank %d", b->rank, size, peer);
-    return ncclSystemError;
-  }
-  if (size) memcpy(copy, data, size);
-  *m = (msg_t){.peer = b->rank, .kind = kind, .tag = tag, .size = size, .data = copy};
+  msg_t* m = bootstrap_msg_copy(b, peer, kind, tag, data, size);
+  if (m == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
   uint64_t deadline = clock_ns() + bootstrap_wait_limit_ns();
   pthread_mutex_lock(&w->lock);
@@ -155,10 +137,7 @@ ncclResult_t inproc_send(bootstrap_t* b, int peer, int kind, int tag, const void
     res = ncclRemoteError;
   }
   pthread_mutex_unlock(&w->lock);
-  if (m != NULL) {
-    free(m->data);
-    free(m);
-  }
+  bootstrap_msg_free(m);
   return res;
 }
 

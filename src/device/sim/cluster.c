@@ -177,24 +177,21 @@ fail:
 int sim_net_path(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int src_nic,
                  int dst_nic, int* links) {
   int k = 0;
-  if (tr == SIM_TR_P2P && ga >= 0 && gb >= 0) {
-    if (n->nvswitch[ga] && n->nvswitch[gb]) {
-      links[k++] = l_gpu(n, na, ga, L_NVL_OUT);
-      links[k++] = l_gpu(n, nb, gb, L_NVL_IN);
-    } else if (n->cap[l_pair(n, na, ga, gb)] > 0) {
-      links[k++] = l_pair(n, na, ga, gb);
-    } else {
-      links[k++] = l_gpu(n, na, ga, L_PCIE_UP);
-      if (n->gpu_numa[ga] != n->gpu_numa[gb]) links[k++] = l_sys(n, na, 0);
-      links[k++] = l_gpu(n, nb, gb, L_PCIE_DOWN);
-    }
-    return k;
-  }
-  if (tr == SIM_TR_SHM || (tr == SIM_TR_P2P && (ga < 0 || gb < 0))) {
+  if (tr == SIM_TR_P2P || tr == SIM_TR_SHM) {
     if (ga < 0 || gb < 0) {
       links[k++] = l_mem(n, na);
       return k;
     }
+    if (tr == SIM_TR_P2P && n->nvswitch[ga] && n->nvswitch[gb]) {
+      links[k++] = l_gpu(n, na, ga, L_NVL_OUT);
+      links[k++] = l_gpu(n, nb, gb, L_NVL_IN);
+      return k;
+    }
+    if (tr == SIM_TR_P2P && n->cap[l_pair(n, na, ga, gb)] > 0) {
+      links[k++] = l_pair(n, na, ga, gb);
+      return k;
+    }
+    /* SHM, or P2P over PCIe. */
     links[k++] = l_gpu(n, na, ga, L_PCIE_UP);
     if (n->gpu_numa[ga] != n->gpu_numa[gb]) links[k++] = l_sys(n, na, 0);
     links[k++] = l_gpu(n, nb, gb, L_PCIE_DOWN);

@@ -117,29 +117,29 @@ static ncclResult_t table_grow(engine_t* e) {
   return ncclSuccess;
 }
 
-/* The connection's index, -1 when there is none. */
-static int conn_find(const engine_t* e, int channel, int src, int dst) {
-  if (e->table_cap == 0) return -1;
+/* The table slot of the connection, or the empty slot where it would go (table_cap > 0). */
+static size_t conn_slot(const engine_t* e, int channel, int src, int dst) {
   size_t s = key_slot(conn_key(channel, src, dst), e->table_cap);
   while (e->table[s] != 0) {
     const eng_conn_t* c = &e->conns[e->table[s] - 1];
-    if (c->channel == channel && c->src == src && c->dst == dst) return e->table[s] - 1;
+    if (c->channel == channel && c->src == src && c->dst == dst) break;
     s = (s + 1) & (e->table_cap - 1);
   }
-  return -1;
+  return s;
+}
+
+/* The connection's index, -1 when there is none. */
+static int conn_find(const engine_t* e, int channel, int src, int dst) {
+  if (e->table_cap == 0) return -1;
+  return e->table[conn_slot(e, channel, src, dst)] - 1;
 }
 
 static ncclResult_t conn_get(engine_t* e, int channel, int src, int dst, int* out) {
   if ((size_t)(e->nconns + 1) * 2 > e->table_cap) CHECK(table_grow(e));
-  uint64_t key = conn_key(channel, src, dst);
-  size_t s = key_slot(key, e->table_cap);
-  while (e->table[s] != 0) {
-    const eng_conn_t* c = &e->conns[e->table[s] - 1];
-    if (c->channel == channel && c->src == src && c->dst == dst) {
-      *out = e->table[s] - 1;
-      return ncclSuccess;
-    }
-    s = (s + 1) & (e->table_cap - 1);
+  size_t s = conn_slot(e, channel, src, dst);
+  if (e->table[s] != 0) {
+    *out = e->table[s] - 1;
+    return ncclSuccess;
   }
   if (e->nconns == e->conns_cap) {
     int cap = e->conns_cap ? 2 * e->conns_cap : 1024;

@@ -93,10 +93,15 @@ static const topo_spec_t specs[] = {
 };
 #define NSPECS ((int)(sizeof(specs) / sizeof(specs[0])))
 
-const char* sim_topo_about(const char* name) {
-  for (int i = 0; i < NSPECS; i++)
-    if (strcasecmp(specs[i].name, name) == 0) return specs[i].about;
+static const topo_spec_t* spec_find(const char* name) {
+  for (int i = 0; i < NSPECS && name != NULL; i++)
+    if (strcasecmp(specs[i].name, name) == 0) return &specs[i];
   return NULL;
+}
+
+const char* sim_topo_about(const char* name) {
+  const topo_spec_t* s = spec_find(name);
+  return s != NULL ? s->about : NULL;
 }
 
 /* Bus ids: GPU g at 0x18 + 0x12 * (g % 4) + 0x80 * (g / 4) on an HGX board (two sockets of four
@@ -137,9 +142,7 @@ static void write_nic(FILE* f, const topo_spec_t* s, int bus, int index, const c
 }
 
 ncclResult_t sim_topo_builtin(const char* name, int nics, char** xml_out) {
-  const topo_spec_t* s = NULL;
-  for (int i = 0; i < NSPECS && s == NULL; i++)
-    if (name != NULL && strcasecmp(specs[i].name, name) == 0) s = &specs[i];
+  const topo_spec_t* s = spec_find(name);
   if (s == NULL) {
     WARN(
         "sim: no built-in topology named %s (built in: h200x8, h100x8-nvswitch-8nic, h200x4, "
