@@ -271,11 +271,8 @@ void ras_note_died(const ras_ident_t* who, bool tell_others) {
     if (c->ras_addrs == NULL || e->gone_rank >= 0) continue;
     for (int r = 0; r < c->nranks; r++) {
       if (r == c->rank || !socket_addr_equal(&c->ras_addrs[r], &who->addr)) continue;
-      prog_state_t st;
-      progress_state(c, -1, &st);
       e->gone_rank = r;
       e->gone_ns = now;
-      e->gone_seq = st.inflight.seq;
       INFO(NCCL_RAS | NCCL_INIT, "RAS: comm 0x%llx rank %d: rank %d (pid %d on %s) died",
            (unsigned long long)c->comm_hash, c->rank, r, (int)who->pid, who->host);
       break;

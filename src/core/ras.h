@@ -104,7 +104,7 @@ typedef struct ras_entry {
   ncclComm_t comm;
   uint64_t reported_seq, reported_ns; /* the last hang report this rank made */
   int gone_rank;                      /* a rank whose process died (-1: none) */
-  uint64_t gone_ns, gone_seq;         /* when that was learned, the call in flight then */
+  uint64_t gone_ns;                   /* when that was learned */
   bool failed;                        /* the watch failed the call in flight because of it */
 } ras_entry_t;
 /* Every tick, for each entry (under the service lock): starts a report, fails a call that waits
