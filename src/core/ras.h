@@ -136,7 +136,6 @@ typedef struct ras_client {
   char line[512];
   size_t got;
   bool json;
-  bool verbose;
   int timeout_s;
 } ras_client_t;
 /* Handles the bytes that arrived; returns false when the connection is over (closed, or handed
