@@ -75,10 +75,6 @@ static int ngones, gones_cap;
 static uint64_t reg_gen; /* bumped when the registry or the gone list changes (the ring's input) */
 
 /* ---- Small helpers ------------------------------------------------------------------------- */
-static socklen_t addr_len(const socket_addr_t* a) {
-  return a->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
 /* A total order on addresses (the keep-alive ring). */
 static int addr_cmp(const socket_addr_t* a, const socket_addr_t* b) {
   if (a->sa.sa_family != b->sa.sa_family) return a->sa.sa_family < b->sa.sa_family ? -1 : 1;
@@ -683,7 +679,7 @@ static int svc_listen(ncclComm_t comm, socket_addr_t* out) {
     a.sin6.sin6_port = 0;
   int fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  socklen_t len = addr_len(&a);
+  socklen_t len = ras_addr_len(&a);
   if (bind(fd, &a.sa, len) != 0 || listen(fd, 128) != 0 || getsockname(fd, &a.sa, &len) != 0) {
     close(fd);
     return -1;

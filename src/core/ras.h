@@ -96,6 +96,8 @@ int ras_tell(const socket_addr_t* addr, int type, const void* payload, uint32_t 
              int timeout_ms);
 /* A connected non-blocking TCP socket to addr within timeout_ms, or -1 (refused: *refused). */
 int ras_connect(const socket_addr_t* addr, int timeout_ms, bool* refused);
+/* The size of addr's sockaddr for connect and bind (IPv4 or IPv6). */
+socklen_t ras_addr_len(const socket_addr_t* addr);
 
 /* ---- hang.c -----------------------------------------------------------------------------------
  */
