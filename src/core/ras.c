@@ -345,7 +345,7 @@ static void answer_query(int fd, const ras_query_t* q) {
 }
 
 /* A complete message on a side-channel connection. Returns false when the connection is done. */
-static bool conn_message(svc_t* s, svc_conn_t* c) {
+static bool conn_message(svc_conn_t* c) {
   const ras_hdr_t* h = (const ras_hdr_t*)c->buf;
   const void* payload = c->buf + sizeof(ras_hdr_t);
   switch (h->type) {
@@ -378,7 +378,6 @@ static bool conn_message(svc_t* s, svc_conn_t* c) {
     default:
       return false;
   }
-  (void)s;
 }
 
 static size_t msg_payload_len(int type) {
@@ -396,7 +395,7 @@ static size_t msg_payload_len(int type) {
 }
 
 /* Reads what arrived on a side-channel connection. Returns false when it is to be dropped. */
-static bool conn_readable(svc_t* s, svc_conn_t* c) {
+static bool conn_readable(svc_conn_t* c) {
   for (;;) {
     size_t want = sizeof(ras_hdr_t);
     if (c->got >= sizeof(ras_hdr_t)) {
@@ -409,7 +408,7 @@ static bool conn_readable(svc_t* s, svc_conn_t* c) {
       want += plen;
     }
     if (c->got == want) {
-      if (!conn_message(s, c)) return false;
+      if (!conn_message(c)) return false;
       continue;
     }
     ssize_t n = recv(c->fd, c->buf + c->got, want - c->got, MSG_DONTWAIT);
@@ -597,7 +596,7 @@ static void* svc_main(void* arg) {
       svc_conn_t* c = &s->conns[i];
       bool keep = true;
       if (pfds[i + 4].revents != 0) {
-        keep = c->kind == SVC_CLIENT ? ras_client_readable(c->client) : conn_readable(s, c);
+        keep = c->kind == SVC_CLIENT ? ras_client_readable(c->client) : conn_readable(c);
         if (c->kind == SVC_CLIENT && !keep) c->fd = -1; /* the client code closed or took it */
       } else if (c->kind != SVC_KEEP && now >= c->deadline_ns) {
         keep = false;
