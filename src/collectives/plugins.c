@@ -111,14 +111,6 @@ void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* a
 }
 
 /* ---- Profiler: names as stock gives them --------------------------------------------------- */
-static const char* coll_prof_type(int dtype) {
-  static const char* const names[] = {"ncclInt8",     "ncclUint8",      "ncclInt32",
-                                      "ncclUint32",   "ncclInt64",      "ncclUint64",
-                                      "ncclFloat16",  "ncclFloat32",    "ncclFloat64",
-                                      "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-  return dtype >= 0 && dtype < (int)(sizeof(names) / sizeof(names[0])) ? names[dtype] : "Unknown";
-}
-
 static const char* coll_prof_algo(int algo) {
   return algo == ALGO_TREE      ? "TREE"
          : algo == ALGO_RING    ? "RING"
@@ -154,12 +146,12 @@ void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size
   if (p2p) {
     d.p2p_api.func = func;
     d.p2p_api.count = count;
-    d.p2p_api.datatype = coll_prof_type(dtype);
+    d.p2p_api.datatype = datatype_name(dtype);
     d.p2p_api.stream = stream;
   } else {
     d.coll_api.func = func;
     d.coll_api.count = count;
-    d.coll_api.datatype = coll_prof_type(dtype);
+    d.coll_api.datatype = datatype_name(dtype);
     d.coll_api.root = root;
     d.coll_api.stream = stream;
   }
@@ -213,7 +205,7 @@ void coll_prof_run_begin(struct coll_comm* cc) {
     if (p2p) {
       d.p2p.func = coll_func_name(t->func);
       d.p2p.buff = t->func == FUNC_SEND ? (void*)t->sendbuff : t->recvbuff;
-      d.p2p.datatype = coll_prof_type(t->dtype);
+      d.p2p.datatype = datatype_name(t->dtype);
       d.p2p.count = t->count;
       d.p2p.peer = t->root;
       d.p2p.nchannels = (uint8_t)coll_p2p_nchannels(t->count * datatype_size(t->dtype), cc->nranks,
@@ -226,7 +218,7 @@ void coll_prof_run_begin(struct coll_comm* cc) {
       d.coll.recvbuff = t->recvbuff;
       d.coll.count = t->count;
       d.coll.root = t->root;
-      d.coll.datatype = coll_prof_type(t->dtype);
+      d.coll.datatype = datatype_name(t->dtype);
       d.coll.nchannels = (uint8_t)t->nchannels;
       d.coll.nwarps = (uint8_t)coll_prof_warps(cc, t);
       d.coll.algo = coll_prof_algo(t->algo);

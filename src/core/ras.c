@@ -75,10 +75,6 @@ static int ngones, gones_cap;
 static uint64_t reg_gen; /* bumped when the registry or the gone list changes (the ring's input) */
 
 /* ---- Small helpers ------------------------------------------------------------------------- */
-static socklen_t addr_len(const socket_addr_t* a) {
-  return a->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-}
-
 /* A total order on addresses (the keep-alive ring). */
 static int addr_cmp(const socket_addr_t* a, const socket_addr_t* b) {
   if (a->sa.sa_family != b->sa.sa_family) return a->sa.sa_family < b->sa.sa_family ? -1 : 1;
@@ -271,11 +267,8 @@ void ras_note_died(const ras_ident_t* who, bool tell_others) {
     if (c->ras_addrs == NULL || e->gone_rank >= 0) continue;
     for (int r = 0; r < c->nranks; r++) {
       if (r == c->rank || !socket_addr_equal(&c->ras_addrs[r], &who->addr)) continue;
-      prog_state_t st;
-      progress_state(c, -1, &st);
       e->gone_rank = r;
       e->gone_ns = now;
-      e->gone_seq = st.inflight.seq;
       INFO(NCCL_RAS | NCCL_INIT, "RAS: comm 0x%llx rank %d: rank %d (pid %d on %s) died",
            (unsigned long long)c->comm_hash, c->rank, r, (int)who->pid, who->host);
       break;
@@ -352,7 +345,7 @@ static void answer_query(int fd, const ras_query_t* q) {
 }
 
 /* A complete message on a side-channel connection. Returns false when the connection is done. */
-static bool conn_message(svc_t* s, svc_conn_t* c) {
+static bool conn_message(svc_conn_t* c) {
   const ras_hdr_t* h = (const ras_hdr_t*)c->buf;
   const void* payload = c->buf + sizeof(ras_hdr_t);
   switch (h->type) {
@@ -385,7 +378,6 @@ static bool conn_message(svc_t* s, svc_conn_t* c) {
     default:
       return false;
   }
-  (void)s;
 }
 
 static size_t msg_payload_len(int type) {
@@ -403,7 +395,7 @@ static size_t msg_payload_len(int type) {
 }
 
 /* Reads what arrived on a side-channel connection. Returns false when it is to be dropped. */
-static bool conn_readable(svc_t* s, svc_conn_t* c) {
+static bool conn_readable(svc_conn_t* c) {
   for (;;) {
     size_t want = sizeof(ras_hdr_t);
     if (c->got >= sizeof(ras_hdr_t)) {
@@ -416,7 +408,7 @@ static bool conn_readable(svc_t* s, svc_conn_t* c) {
       want += plen;
     }
     if (c->got == want) {
-      if (!conn_message(s, c)) return false;
+      if (!conn_message(c)) return false;
       continue;
     }
     ssize_t n = recv(c->fd, c->buf + c->got, want - c->got, MSG_DONTWAIT);
@@ -604,7 +596,7 @@ static void* svc_main(void* arg) {
       svc_conn_t* c = &s->conns[i];
       bool keep = true;
       if (pfds[i + 4].revents != 0) {
-        keep = c->kind == SVC_CLIENT ? ras_client_readable(c->client) : conn_readable(s, c);
+        keep = c->kind == SVC_CLIENT ? ras_client_readable(c->client) : conn_readable(c);
         if (c->kind == SVC_CLIENT && !keep) c->fd = -1; /* the client code closed or took it */
       } else if (c->kind != SVC_KEEP && now >= c->deadline_ns) {
         keep = false;
@@ -686,7 +678,7 @@ static int svc_listen(ncclComm_t comm, socket_addr_t* out) {
     a.sin6.sin6_port = 0;
   int fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  socklen_t len = addr_len(&a);
+  socklen_t len = ras_addr_len(&a);
   if (bind(fd, &a.sa, len) != 0 || listen(fd, 128) != 0 || getsockname(fd, &a.sa, &len) != 0) {
     close(fd);
     return -1;

@@ -96,6 +96,8 @@ int ras_tell(const socket_addr_t* addr, int type, const void* payload, uint32_t 
              int timeout_ms);
 /* A connected non-blocking TCP socket to addr within timeout_ms, or -1 (refused: *refused). */
 int ras_connect(const socket_addr_t* addr, int timeout_ms, bool* refused);
+/* The size of addr's sockaddr for connect and bind (IPv4 or IPv6). */
+socklen_t ras_addr_len(const socket_addr_t* addr);
 
 /* ---- hang.c -----------------------------------------------------------------------------------
  */
@@ -104,7 +106,7 @@ typedef struct ras_entry {
   ncclComm_t comm;
   uint64_t reported_seq, reported_ns; /* the last hang report this rank made */
   int gone_rank;                      /* a rank whose process died (-1: none) */
-  uint64_t gone_ns, gone_seq;         /* when that was learned, the call in flight then */
+  uint64_t gone_ns;                   /* when that was learned */
   bool failed;                        /* the watch failed the call in flight because of it */
 } ras_entry_t;
 /* Every tick, for each entry (under the service lock): starts a report, fails a call that waits
@@ -136,7 +138,6 @@ typedef struct ras_client {
   char line[512];
   size_t got;
   bool json;
-  bool verbose;
   int timeout_s;
 } ras_client_t;
 /* Handles the bytes that arrived; returns false when the connection is over (closed, or handed

@@ -36,13 +36,15 @@ int ras_send_msg(int fd, int type, const void* payload, uint32_t len, int timeou
   return 0;
 }
 
+socklen_t ras_addr_len(const socket_addr_t* addr) {
+  return addr->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
 int ras_connect(const socket_addr_t* addr, int timeout_ms, bool* refused) {
   *refused = false;
-  socklen_t len =
-      addr->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
   int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  if (connect(fd, &addr->sa, len) == 0) return fd;
+  if (connect(fd, &addr->sa, ras_addr_len(addr)) == 0) return fd;
   if (errno != EINPROGRESS) {
     *refused = errno == ECONNREFUSED;
     close(fd);
@@ -167,11 +169,9 @@ static void ask_batch(const socket_addr_t* addrs, int n, uint64_t comm_hash, int
       out[i].status = RAS_ANSWERED;
       continue;
     }
-    socklen_t len = addrs[i].sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                      : sizeof(struct sockaddr_in);
     int fd = socket(addrs[i].sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
-    if (connect(fd, &addrs[i].sa, len) != 0 && errno != EINPROGRESS) {
+    if (connect(fd, &addrs[i].sa, ras_addr_len(&addrs[i])) != 0 && errno != EINPROGRESS) {
       out[i].status = errno == ECONNREFUSED ? RAS_GONE : RAS_SILENT;
       close(fd);
       continue;

@@ -30,17 +30,6 @@ static void comm_proxy_wake(void* arg) {
   if (cc->tctx.proxy != NULL) proxy_wake(cc->tctx.proxy);
 }
 
-static int comm_param_channels(void) {
-  int64_t lo = param_int(PARAM_MIN_NCHANNELS);
-  int64_t hi = param_int(PARAM_MAX_NCHANNELS);
-  int64_t n = RES_DEFAULT_NCHANNELS;
-  if (hi < 1) hi = 1;
-  if (hi > PLAN_MAX_CHANNELS) hi = PLAN_MAX_CHANNELS;
-  if (n < lo) n = lo;
-  if (n > hi) n = hi;
-  return (int)n;
-}
-
 /* host_of[r]: index of rank r's host, in order of first appearance. */
 static int comm_hosts(const peer_info_t* peers, int nranks, int* host_of) {
   int nhosts = 0;
@@ -196,7 +185,7 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
   if (cc->gpu) {
     CHECK(res_gpu_setup(cc, comm)); /* nchannels, LL128, tuning */
   } else {
-    cc->nchannels = res_ctas_clamp(comm_param_channels(), &comm->config);
+    cc->nchannels = res_ctas_clamp(res_nchannels_clamp(RES_DEFAULT_NCHANNELS), &comm->config);
     cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
                                  .nhosts = cc->nhosts,
                                  .nchannels = cc->nchannels,

@@ -103,11 +103,9 @@ static uint8_t profiler_func_number(const char* s) {
 }
 
 static uint8_t profiler_type_number(const char* s) {
-  static const char* const names[] = {"ncclInt8",     "ncclUint8",      "ncclInt32",
-                                      "ncclUint32",   "ncclInt64",      "ncclUint64",
-                                      "ncclFloat16",  "ncclFloat32",    "ncclFloat64",
-                                      "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-  return (uint8_t)profiler_index(s, names, 12);
+  for (int t = 0; s != NULL && t < ncclNumTypes; t++)
+    if (strcmp(s, datatype_name((ncclDataType_t)t)) == 0) return (uint8_t)t;
+  return 0;
 }
 
 static uint8_t profiler_algo_number(const char* s) {
