@@ -79,6 +79,10 @@ PARAM_ROW(LL128_BUFFSIZE, "NCCL_LL128_BUFFSIZE", PARAM_INT, "4915200",
 PARAM_ROW(PIPE_STEP_COST_BYTES, "NCCL_BATON_PIPE_STEP_COST_BYTES", PARAM_INT, "49152",
           "Baton's own (stock has none): a pipeline step's fixed cost, in bytes a block could move "
           "meanwhile; a chain's or tree's chunk is sqrt(slice * cost / (hops - 1)) (collectives.h)")
+PARAM_ROW(STAGE_BYTES, "NCCL_BATON_STAGE_BYTES", PARAM_INT, "8388608",
+          "Baton's own (stock has none): bytes of each of the two halves of the staging buffer "
+          "that the staged OneShot/TwoShot read from (device.h); 0: no staging, no staged "
+          "algorithms")
 PARAM_ROW(ALGO, "NCCL_ALGO", PARAM_STR, NULL,
           "Algorithms allowed: list of Ring, Tree and Baton's OneShot, TwoShot (direct: every rank "
           "to every rank, GPUs on one host); ^ excludes; per-collective form allreduce:tree")

@@ -79,6 +79,13 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * publishes, 16 KiB measured the same (run 24). */
 #define COLL_PIPE_MIN_BYTES (32 << 10)
 
+/* Blocks (channels) of every staged item: they read from the peers at once, each its part. */
+#define COLL_STAGE_PARTS 32
+/* A direct algorithm over the peers' staging (device.h, "Staged direct algorithms"). */
+static inline bool coll_is_staged(int algo, int proto) {
+  return (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && proto == PROTO_SIMPLE;
+}
+
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
 typedef struct coll_task {
   uint8_t func;  /* func_t */
@@ -128,6 +135,10 @@ struct coll_comm {
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
+  bool stage_ok;  /* the staged OneShot/TwoShot (PROTO_SIMPLE) may be used: every rank shares a
+                     staging buffer (device.h, "Staged direct algorithms") */
+  size_t stage_half; /* bytes of a staging half */
+  int stage_parts;   /* channels (blocks) of every staged item: the same for all of them */
   int nchannels;
   int nhosts;
   int* host_of; /* nranks: host index of each rank (first-seen order of host_hash) */

@@ -95,9 +95,9 @@ static bool plan_algo_supported(int func, int algo) {
     case ALGO_TREE:
     case ALGO_TWOSHOT:
       return func == FUNC_ALLREDUCE;
-    case ALGO_ONESHOT:
+    case ALGO_ONESHOT: /* Reduce only staged (coll_direct_allowed) */
       return func == FUNC_ALLREDUCE || func == FUNC_ALLGATHER || func == FUNC_REDUCESCATTER ||
-             func == FUNC_BROADCAST;
+             func == FUNC_BROADCAST || func == FUNC_REDUCE;
     default:
       return false;
   }
@@ -111,6 +111,9 @@ bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int pro
                          bool forced) {
   if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
   if (cc->no_direct) return false;
+  if (proto == PROTO_SIMPLE) /* staged: GPUs sharing staging, any size (rounds) */
+    return cc->gpu && cc->stage_ok && cc->nranks >= 2 && cc->nranks <= DIRECT_MAX_RANKS;
+  if (func == FUNC_REDUCE) return false;
   if (proto != PROTO_LL || cc->nranks < 2 || cc->nranks > DIRECT_MAX_RANKS) return false;
   if (!forced && bytes > COLL_DIRECT_MAX_BYTES) return false;
   if (cc->gpu) return cc->direct_ok;
@@ -131,11 +134,12 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
   for (int a = 0; a < ALGO_COUNT; a++) {
     if (!plan_algo_supported(func, a)) continue;
     if (use_algo && !cc->filter.algo_ok[func][a]) continue;
-    topo_tuning_t at = *tun;
-    if ((a == ALGO_ONESHOT || a == ALGO_TWOSHOT) && at.nchannels > COLL_DIRECT_MAX_CHANNELS)
-      at.nchannels = COLL_DIRECT_MAX_CHANNELS;
     for (int p = 0; p < PROTO_COUNT; p++) {
       if (!plan_proto_supported(cc, p)) continue;
+      topo_tuning_t at = *tun;
+      if ((a == ALGO_ONESHOT || a == ALGO_TWOSHOT) && p != PROTO_SIMPLE &&
+          at.nchannels > COLL_DIRECT_MAX_CHANNELS)
+        at.nchannels = COLL_DIRECT_MAX_CHANNELS;
       if (use_proto && !cc->filter.proto_ok[func][p]) continue;
       if (!coll_direct_allowed(cc, func, a, p, bytes, use_algo)) continue;
       double t = topo_model_time_us(&at, func, a, p, bytes);
@@ -160,7 +164,8 @@ double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo,
     return -1;
   topo_tuning_t tun = cc->tuning;
   tun.nchannels = t->nchannels;
-  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && tun.nchannels > COLL_DIRECT_MAX_CHANNELS)
+  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && proto != PROTO_SIMPLE &&
+      tun.nchannels > COLL_DIRECT_MAX_CHANNELS)
     tun.nchannels = COLL_DIRECT_MAX_CHANNELS;
   return topo_model_time_us(&tun, t->func, algo, proto, bytes);
 }
@@ -206,7 +211,10 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   const char* why;
   plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
   if (cc->tuner != NULL) coll_tuner_apply(cc, t, bytes, &algo, &proto, &why);
-  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && t->nchannels > COLL_DIRECT_MAX_CHANNELS)
+  if (coll_is_staged(algo, proto))
+    t->nchannels = cc->stage_parts; /* every staged item runs on the same parts */
+  else if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) &&
+           t->nchannels > COLL_DIRECT_MAX_CHANNELS)
     t->nchannels = COLL_DIRECT_MAX_CHANNELS; /* every channel connects every pair */
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
@@ -420,7 +428,7 @@ static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t es
   w->zc = 0;
   w->zc_win = -1;
   w->zc_off = 0;
-  if (t->algo != ALGO_ONESHOT || !comm_windows_shared(cc->comm)) return;
+  if (t->algo != ALGO_ONESHOT || t->proto != PROTO_LL || !comm_windows_shared(cc->comm)) return;
   if (t->func != FUNC_ALLREDUCE && t->func != FUNC_ALLGATHER && t->func != FUNC_REDUCESCATTER &&
       t->func != FUNC_BROADCAST)
     return;
@@ -444,7 +452,39 @@ static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t es
   }
 }
 
+/* A staged item (device.h, "Staged direct algorithms"): the same item on each of the parts, each
+ * part its channel; no connection. The round's window fills a staging half. */
+static ncclResult_t plan_staged(struct coll_comm* cc, const coll_task_t* t) {
+  size_t esize = datatype_size((ncclDataType_t)t->dtype);
+  size_t win = stage_window(cc->stage_half, t->nchannels, cc->nranks, t->func, t->algo, esize);
+  if (win == 0) {
+    WARN("Planner: a staging half of %zu bytes holds no round of %s (%zu-byte elements)",
+         cc->stage_half, coll_func_name(t->func), esize);
+    return ncclInternalError;
+  }
+  for (int c = 0; c < t->nchannels; c++) {
+    work_t w = {.func = t->func,
+                .algo = t->algo,
+                .proto = t->proto,
+                .dtype = t->dtype,
+                .op = t->op,
+                .sendbuff = t->sendbuff,
+                .recvbuff = t->recvbuff,
+                .count = t->count,
+                .chan_off = (size_t)c,
+                .chan_count = (size_t)t->nchannels,
+                .chunk = win < t->count ? win : t->count,
+                .root = t->root,
+                .root_idx = -1,
+                .nranks = cc->nranks,
+                .zc_win = -1};
+    plan_add_work(cc, c, &w);
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
+  if (coll_is_staged(t->algo, t->proto)) return plan_staged(cc, t);
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t align = esize < 16 ? 16 / esize : 1;
   work_t zc;

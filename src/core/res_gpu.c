@@ -266,7 +266,8 @@ ncclResult_t res_gpu_setup(comm_res_t* cc, ncclComm_t comm) {
                                .inter_bw_gbs = RES_GPU_INTER_BW_GBS,
                                .intra_lat_us = agreed.intra_lat_us,
                                .inter_lat_us = RES_GPU_INTER_LAT_US,
-                               .gpu = cc->ll128_ok};
+                               .gpu = cc->ll128_ok,
+                               .stage_read_gbs = pair};
   INFO(NCCL_INIT | NCCL_TUNING,
        "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, OneShot/TwoShot %s, rings "
        "%s, %.1f GB/s per channel, %.1f us per hop",

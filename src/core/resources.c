@@ -211,11 +211,14 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
                            .arg = cc,
                            .err_buf = comm->last_error,
                            .err_len = sizeof(comm->last_error),
-                           .platform = cc->simulated ? comm->platform->ctx : NULL};
+                           .platform = cc->simulated ? comm->platform->ctx : NULL,
+                           .stage_slot = -1};
   CHECK(cc->executor->init(&cc->exec, &cc->exec_state));
   INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
   CHECK(comm_channels_log(cc));
+  CHECK(comm_stage_init(comm));
+  cc->tuning.stage_half = cc->stage_ok ? cc->exec.stage_half : 0;
   if (cc->nranks > 1 && param_int(PARAM_RUNTIME_CONNECT) == 0) CHECK(comm_connect_all(cc));
   return ncclSuccess;
 }

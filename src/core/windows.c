@@ -106,8 +106,9 @@ static ncclResult_t windows_track(comm_res_t* r, comm_window_t* w) {
   return ncclSuccess;
 }
 
-ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
-                               const share_host_mem_t* host, int* slot, comm_window_t** out) {
+static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
+                                 const share_host_mem_t* host, bool internal, int* slot,
+                                 comm_window_t** out) {
   comm_res_t* r = comm->resources;
   const int n = comm->nranks, me = comm->rank;
   *slot = -1;
@@ -166,9 +167,9 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
   r->zc_used[mine] = 1;
   CHECK_GOTO(windows_sync(comm, r), res, fail);
   CHECK_GOTO(windows_track(r, w), res, fail);
-  r->zc_shared = true;
-  INFO(NCCL_REG, "Window %p (%zu bytes): shared in slot %d; OneShot reads it in place", buff, bytes,
-       mine);
+  if (!internal) r->zc_shared = true;
+  INFO(NCCL_REG, "Window %p (%zu bytes): shared in slot %d; %s", buff, bytes, mine,
+       internal ? "the staged algorithms' staging" : "OneShot reads it in place");
   *slot = mine;
   *out = w;
   free(all);
@@ -182,6 +183,55 @@ fail:
   window_release(w, n);
   free(all);
   return res;
+}
+
+ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
+                               const share_host_mem_t* host, int* slot, comm_window_t** out) {
+  return window_share(comm, buff, bytes, host, false, slot, out);
+}
+
+/* Every rank takes part in the sharing's allgathers whatever happens here: a rank that could not
+ * allocate offers nothing, and then no rank has staging. The header (flags and round counters)
+ * starts at zero; the allocation is then waited for, so no kernel on another stream runs first. */
+ncclResult_t comm_stage_init(ncclComm_t comm) {
+  comm_res_t* r = comm->resources;
+  const int64_t want = param_int(PARAM_STAGE_BYTES);
+  if (!comm_res_real_gpu(r) || !comm_windows_possible(r) || want <= 0) return ncclSuccess;
+  const size_t half = ((size_t)want + 4095) & ~(size_t)4095;
+  const size_t bytes = STAGE_DATA_OFF + 2 * half;
+  void* buf = NULL;
+  if (cudaMalloc(&buf, bytes) != cudaSuccess ||
+      cudaMemset(buf, 0, STAGE_DATA_OFF) != cudaSuccess ||
+      cudaStreamSynchronize(0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    INFO(NCCL_INIT, "Staging: cannot allocate %zu bytes on device %d; no staged algorithms", bytes,
+         comm->cuda_dev);
+    if (buf != NULL) (void)cudaFree(buf);
+    buf = NULL;
+  }
+  int slot = -1;
+  comm_window_t* w = NULL;
+  ncclResult_t res = window_share(comm, buf, buf != NULL ? bytes : 0, NULL, true, &slot, &w);
+  if (res != ncclSuccess || w == NULL) {
+    if (buf != NULL) (void)cudaFree(buf);
+    return res;
+  }
+  /* the kernels index every rank's staging by one slot: the same on every rank (it is, at init) */
+  bool same = true;
+  for (int p = 0; p < r->nranks; p++) same &= w->slots[p] == slot;
+  if (!same) {
+    comm_window_unshare(comm, w);
+    (void)cudaFree(buf);
+    return ncclSuccess;
+  }
+  r->stage_buf = buf;
+  r->stage_win = w;
+  r->stage_ok = true;
+  r->exec.stage_slot = slot;
+  r->exec.stage_half = half;
+  INFO(NCCL_INIT, "comm %p rank %d: staging of 2 x %zu bytes shared in slot %d", (void*)comm,
+       r->rank, half, slot);
+  return ncclSuccess;
 }
 
 void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
@@ -205,6 +255,11 @@ void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
 
 void comm_windows_free(ncclComm_t comm, comm_res_t* r) {
   for (int i = 0; i < r->nwindows; i++) window_release(r->windows[i], r->nranks);
+  if (r->stage_buf != NULL && cudaFree(r->stage_buf) != cudaSuccess) (void)cudaGetLastError();
+  r->stage_buf = NULL;
+  r->stage_win = NULL;
+  r->stage_ok = false;
+  r->exec.stage_slot = -1;
   free(r->windows);
   r->windows = NULL;
   r->nwindows = r->windows_cap = 0;

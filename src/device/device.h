@@ -198,6 +198,57 @@ DEVICE_HOST_FN bool zc_usable(int func, int root, int nranks, const zc_desc_t* d
   return true;
 }
 
+/* ---- Staged direct algorithms (OneShot/TwoShot with PROTO_SIMPLE, GPUs only) ----------------
+ * Every rank of a communicator that can run the direct algorithms owns a staging buffer that
+ * every other rank has mapped (a window the library shares at init: exec_comm_t.stage_slot). A
+ * staged item copies this rank's input into its own staging, then every rank reads what it needs
+ * straight from the others' staging with bulk 16-byte loads over NVLink, and writes only its own
+ * output: no FIFO, no per-step flags, no fence per step. Ranks meet at per-block barriers: block
+ * b of every rank writes a value into every peer's flags[b][rank] and waits until its own
+ * flags[b][p] reach it. An item runs on STAGE parts (the planner's channels 0..parts-1, the same
+ * count for every staged item of the communicator) in rounds of at most stage_half bytes of
+ * staging; round e (a per-block counter in the rank's own staging header, so CUDA graph replays
+ * go on counting) uses half e % 2 and barrier values 2e and 2e + 1, so the next round's copy
+ * never overwrites a half a peer may still read (a peer starts round e + 1 only after every rank
+ * left round e's barriers, and round e + 2 only after every rank reached round e + 1's first).
+ *   AllReduce OneShot: copy part b of the round; barrier; reduce part b from every rank.
+ *   AllReduce TwoShot: copy part b of every rank's slice; barrier; reduce part b of this rank's
+ *     slice from every rank into the output and this rank's staging; barrier; copy part b of
+ *     every other slice from its owner's staging.
+ *   AllGather: copy part b of the input; barrier; copy part b of every rank's block.
+ *   ReduceScatter: copy part b of every rank's block; barrier; reduce this rank's.
+ *   Broadcast: the root copies; barrier; the others copy from the root's staging.
+ *   Reduce: copy; barrier; the root reduces.
+ * A rank pre-ops its own input while copying it in (PreMulSum's scalar is the rank's own); the
+ * readers combine in rank order, so the bits equal the FIFO path's. */
+#define STAGE_MAX_PARTS 64
+#define STAGE_FLAGS_OFF 0 /* uint64_t flags[STAGE_MAX_PARTS][DIRECT_MAX_RANKS], written by peers */
+#define STAGE_ROUNDS_OFF (STAGE_MAX_PARTS * DIRECT_MAX_RANKS * 8) /* uint64_t rounds[parts] */
+#define STAGE_DATA_OFF 8192                                         /* then two halves */
+#define STAGE_ALIGN 16 /* parts start on multiples of this many bytes of staging */
+/* Each half is cut into one region per part (its blocks alone touch it) and, for the functions
+ * that cut a round into n slices (TwoShot AllReduce, ReduceScatter), each region into n
+ * sub-regions: bytes of each, on STAGE_ALIGN multiples. */
+DEVICE_HOST_FN size_t stage_region(size_t half, int parts) {
+  return half / (size_t)parts / STAGE_ALIGN * STAGE_ALIGN;
+}
+DEVICE_HOST_FN bool stage_sliced(int func, int algo) {
+  return func == FUNC_REDUCESCATTER || (func == FUNC_ALLREDUCE && algo == ALGO_TWOSHOT);
+}
+DEVICE_HOST_FN size_t stage_sub(size_t half, int parts, int nranks, int func, int algo) {
+  const size_t r = stage_region(half, parts);
+  return stage_sliced(func, algo) ? r / (size_t)nranks / STAGE_ALIGN * STAGE_ALIGN : r;
+}
+/* Elements of a round (of the per-rank count for AllGather and ReduceScatter) such that every
+ * part's piece of every slice fits its sub-region: parts * sub, times n for the slices of TwoShot
+ * AllReduce, in whole STAGE_ALIGN-byte units. */
+DEVICE_HOST_FN size_t stage_window(size_t half, int parts, int nranks, int func, int algo,
+                                   size_t unit) {
+  const size_t sub = stage_sub(half, parts, nranks, func, algo) / unit;
+  const size_t slices = func == FUNC_ALLREDUCE && algo == ALGO_TWOSHOT ? (size_t)nranks : 1;
+  return sub * (size_t)parts * slices;
+}
+
 /* Work that needs no peer: a send to self paired with its receive from self, or a collective on a
  * communicator of one rank. A copy unless the operation changes the data (PreMulSum, floating
  * types' Avg): dst = src * scalar, element by element. The planner leaves out copies onto
@@ -270,6 +321,10 @@ typedef struct exec_comm {
    * the first window is shared; zc_base_dev is the device copy (CUDA executor). */
   void* const* zc_base;
   void* const* zc_base_dev;
+  /* Staged direct algorithms (see "Staged direct algorithms"): the staging window's slot (the
+   * same on every rank; -1: none) and the bytes of each of its two halves. */
+  int stage_slot;
+  size_t stage_half;
 } exec_comm_t;
 
 /* ---- Progress an executor reports (core's progress watch and timeline read it) ----------------

@@ -47,6 +47,10 @@ typedef struct topo_tuning {
   double intra_lat_us; /* per hop */
   double inter_lat_us;
   bool gpu; /* LL128 is only offered on GPUs */
+  /* Staged direct algorithms (device.h): bytes of a staging half (0: none), and the GB/s a GPU
+   * reads from its peers' memory (the NVLink bandwidth of a GPU, every peer together). */
+  size_t stage_half;
+  double stage_read_gbs;
 } topo_tuning_t;
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes);
 

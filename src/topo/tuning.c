@@ -62,12 +62,70 @@ static const double tree_bw_efficiency = 0.9;
 /* Fixed cost of a direct (OneShot/TwoShot) operation: one pass of the kernel, no chain of steps;
  * an estimate until measured on several GPUs (issue 18). */
 static const double direct_base_us = 6.0;
+/* Staged direct algorithms (device.h): a launch's fixed cost, one barrier between every rank's
+ * blocks (a flag each way over NVLink), the local copy into staging (bytes copied per us) and the
+ * share of the NVLink bandwidth that bulk reads from every peer at once reach. */
+static const double stage_base_us = 6.0;
+static const double stage_barrier_us = 2.0;
+static const double stage_copy_bytes_per_us = 1.2e6;
+static const double stage_read_efficiency = 0.8;
+
+/* The staged algorithms' time: every round copies this rank's input into its staging, meets the
+ * other ranks once (TwoShot AllReduce: twice) and reads from every peer's staging. */
+static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t bytes) {
+  const double n = t->nranks;
+  const double b = (double)bytes;
+  double copy, read, staged;
+  int barriers = 1;
+  switch (func) {
+    case TF_ALLGATHER: /* bytes: the output; each rank stages its n-th, reads the others' */
+      copy = b / n;
+      read = (n - 1) / n * b;
+      staged = b / n;
+      break;
+    case TF_REDUCESCATTER: /* bytes: the input; stages all of it, reads its block from each */
+      copy = b;
+      read = (n - 1) / n * b;
+      staged = b;
+      break;
+    case TF_BROADCAST:
+      copy = b;
+      read = b;
+      staged = b;
+      break;
+    case TF_REDUCE:
+      copy = b;
+      read = (n - 1) * b;
+      staged = b;
+      break;
+    default: /* AllReduce */
+      copy = b;
+      staged = b;
+      if (algo == TA_TWOSHOT) {
+        read = 2.0 * (n - 1) / n * b;
+        barriers = 2;
+      } else {
+        read = (n - 1) * b;
+      }
+      break;
+  }
+  double rounds = staged > 0 ? (double)(((size_t)staged + t->stage_half - 1) / t->stage_half) : 1;
+  if (rounds < 1) rounds = 1;
+  const double read_bytes_per_us = t->stage_read_gbs * 1e3 * stage_read_efficiency;
+  return stage_base_us + rounds * barriers * stage_barrier_us + copy / stage_copy_bytes_per_us +
+         read / read_bytes_per_us;
+}
 
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
   if (t == NULL || t->nranks < 1 || proto < 0 || proto >= TP_COUNT) return -1.0;
   if (func < TF_BROADCAST || func > TF_ALLREDUCE) return -1.0;
   if (algo != TA_RING && algo != TA_TREE && algo != TA_ONESHOT && algo != TA_TWOSHOT) return -1.0;
   if ((algo == TA_TREE || algo == TA_TWOSHOT) && func != TF_ALLREDUCE) return -1.0;
+  if ((algo == TA_ONESHOT || algo == TA_TWOSHOT) && proto == TP_SIMPLE) {
+    if (t->nhosts > 1 || t->nranks < 2 || t->stage_half == 0 || !(t->stage_read_gbs > 0.0))
+      return -1.0;
+    return stage_time_us(t, func, algo, bytes);
+  }
   if (algo == TA_ONESHOT || algo == TA_TWOSHOT) {
     if (proto != TP_LL || t->nhosts > 1 || t->nranks < 2 || func == TF_REDUCE) return -1.0;
   }

@@ -6,7 +6,7 @@
 #                                 -DBATON_GPU_TESTS=ON; built here first if stale)
 #   tests/test_*                  the GPU test binaries (tests/gpu/test_*)
 #   nccl-tests/*_perf             nccl-tests (third_party/nccl-tests, nccl_tests_share.sh's copy)
-#                                 against our nccl.h, sm_90
+#                                 against stock's nccl.h (NT_HEADER=ours: Baton's), sm_90
 #   bench_launch, bench_launch_trace   tests/gpu/bench_launch.cu, plain and BATON_DEVICE_TRACE
 #   bench_call                    tests/gpu/bench_call.cu (the NCCL calls: whichever libnccl.so.2
 #                                 the loader finds)
@@ -32,7 +32,13 @@ done
 stage=$build/nccl-home
 rm -rf "$stage"
 mkdir -p "$stage/include" "$stage/lib"
-cp "$ROOT/include/nccl.h" "$stage/include/"
+# nccl-tests is built once against stock's header (NT_HEADER=ours: Baton's), the drop-in claim:
+# the same binaries then load either library.
+if [ "${NT_HEADER:-stock}" = ours ]; then
+  cp "$ROOT/include/nccl.h" "$stage/include/"
+else
+  cp /usr/local/cuda/include/nccl.h "$stage/include/"
+fi
 ln -sf "$build/libnccl.so.2" "$stage/lib/libnccl.so"
 # nccl-tests includes nccl_device.h (stock's, Baton ships none): the toolkit's copy of stock's
 dev_h=/usr/local/cuda/include/nccl_device.h

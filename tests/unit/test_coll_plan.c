@@ -401,6 +401,65 @@ static ncclResult_t build(plan_world_t* w, coll_task_t* tasks, int n) {
   return coll_plan_build(w->cc, &list, &nreqs);
 }
 
+/* Staged direct algorithms (device.h): only on GPUs whose ranks share staging, as PROTO_SIMPLE, at
+ * any size; the same item on each of the stage_parts channels, naming its part, with no
+ * connection; a round's window fills a staging half (ReduceScatter: n blocks of it), on 16-byte
+ * multiples. */
+START_TEST(test_staged_items) {
+  setenv("NCCL_ALGO", "TwoShot", 1);
+  setenv("NCCL_PROTO", "Simple", 1);
+  param_reload();
+  static float a[1 << 20], b[1 << 20];
+  plan_world_t w = world_make(4, 2);
+  struct coll_comm* cc = w.cc;
+  cc->gpu = true;
+  cc->direct_ok = true;
+  cc->stage_ok = true;
+  cc->stage_half = (size_t)1 << 20;
+  cc->stage_parts = 3;
+  coll_task_t t = task(FUNC_ALLREDUCE, ncclFloat32, (size_t)1 << 20, a, b, -1, DEV_OP_SUM);
+  coll_task_list_t list = {.items = &t, .n = 1, .cap = 1};
+  int nreqs = -1;
+  ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
+  ck_assert_int_eq(nreqs, 0);
+  const plan_t* p = &cc->plan;
+  ck_assert_int_eq(p->nchannels, 3);
+  for (int c = 0; c < 3; c++) {
+    ck_assert_int_eq(p->nwork[c], 1);
+    const work_t* x = &p->works[c][0];
+    ck_assert_int_eq(x->algo, ALGO_TWOSHOT);
+    ck_assert_int_eq(x->proto, PROTO_SIMPLE);
+    ck_assert_uint_eq(x->chan_off, (size_t)c);
+    ck_assert_uint_eq(x->chan_count, 3);
+    ck_assert_uint_eq(x->count, (size_t)1 << 20);
+    /* 3 regions of 349520 bytes, 4 sub-regions of 87376: 3 * 4 * 21844 elements a round */
+    ck_assert_uint_eq(x->chunk, 3 * 4 * 21844);
+  }
+  setenv("NCCL_ALGO", "OneShot", 1);
+  param_reload();
+  coll_filter_init(&cc->filter);
+  t = task(FUNC_REDUCESCATTER, ncclFloat32, 1000, a, b, -1, DEV_OP_SUM);
+  ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
+  ck_assert_int_eq(p->works[0][0].algo, ALGO_ONESHOT);
+  ck_assert_uint_eq(p->works[0][0].chunk, 1000); /* the whole count fits one round */
+  /* ReduceScatter: a part's piece of each of the 4 blocks in a sub-region (4 ranks, 3 parts) */
+  ck_assert_uint_eq(stage_window((size_t)1 << 20, 3, 4, FUNC_REDUCESCATTER, ALGO_ONESHOT, 4),
+                    3 * 21844);
+  ck_assert_uint_eq(stage_window(1000, 2, 4, FUNC_ALLGATHER, ALGO_ONESHOT, 2), 2 * 248);
+  t = task(FUNC_REDUCE, ncclFloat32, 1000, a, b, 1, DEV_OP_SUM);
+  ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
+  ck_assert_int_eq(p->works[2][0].algo, ALGO_ONESHOT);
+  ck_assert_int_eq(p->works[2][0].root, 1);
+  cc->stage_ok = false; /* no staging: the forced request falls back to what exists */
+  ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
+  ck_assert_int_ne(p->works[0][0].algo, ALGO_ONESHOT);
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  world_free(&w);
+}
+END_TEST
+
 START_TEST(test_step_units_and_ring_index) {
   ck_assert_uint_eq(coll_step_units(4096, 4, 0), 1024);  /* a slot's worth */
   ck_assert_uint_eq(coll_step_units(4096, 4, 100), 100); /* a pipeline's chunk fits */
@@ -571,6 +630,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_direct_choice);
   tcase_add_test(tc, test_ring_part);
   tcase_add_test(tc, test_step_units_and_ring_index);
+  tcase_add_test(tc, test_staged_items);
   tcase_add_test(tc, test_plan_items_decided);
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);

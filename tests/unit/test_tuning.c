@@ -138,6 +138,40 @@ START_TEST(test_direct) {
 }
 END_TEST
 
+/* The staged direct algorithms (PROTO_SIMPLE with OneShot/TwoShot): offered only with staging on
+ * one host, for every function OneShot can run (Reduce too) and TwoShot AllReduce; their time
+ * grows with the size, a round more costs more, and at large sizes TwoShot (every rank reads
+ * 2(n-1)/n of the data) beats OneShot (n-1 times the data). */
+START_TEST(test_staged) {
+  topo_tuning_t t = one_host(4, true);
+  for (int f = 0; f < NFUNCS; f++) /* no staging: never */
+    ck_assert(topo_model_time_us(&t, coll_funcs[f], ALGO_ONESHOT, PROTO_SIMPLE, 1024) < 0);
+  t.stage_half = (size_t)8 << 20;
+  t.stage_read_gbs = 300.0;
+  for (int f = 0; f < NFUNCS; f++) {
+    double prev = topo_model_time_us(&t, coll_funcs[f], ALGO_ONESHOT, PROTO_SIMPLE, 0);
+    ck_assert_msg(prev > 0, "func %d: %g", coll_funcs[f], prev);
+    for (size_t bytes = 16; bytes <= ((size_t)1 << 30); bytes *= 4) {
+      double cur = topo_model_time_us(&t, coll_funcs[f], ALGO_ONESHOT, PROTO_SIMPLE, bytes);
+      ck_assert_msg(cur >= prev, "func %d: %g us at %zu < %g", coll_funcs[f], cur, bytes, prev);
+      prev = cur;
+    }
+    const double two = topo_model_time_us(&t, coll_funcs[f], ALGO_TWOSHOT, PROTO_SIMPLE, 1024);
+    ck_assert(coll_funcs[f] == FUNC_ALLREDUCE ? two > 0 : two < 0);
+  }
+  const size_t big = (size_t)64 << 20;
+  ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TWOSHOT, PROTO_SIMPLE, big) <
+            topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_SIMPLE, big));
+  /* one byte past a half is a second round: its barrier costs more than the byte */
+  const double one = topo_model_time_us(&t, FUNC_BROADCAST, ALGO_ONESHOT, PROTO_SIMPLE, t.stage_half);
+  const double two = topo_model_time_us(&t, FUNC_BROADCAST, ALGO_ONESHOT, PROTO_SIMPLE,
+                                        t.stage_half + 16);
+  ck_assert_msg(two > one + 0.5, "%g vs %g", two, one);
+  t.nhosts = 2; /* staging is mapped from peers of one host only */
+  ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TWOSHOT, PROTO_SIMPLE, 1024) < 0);
+}
+END_TEST
+
 START_TEST(test_tree_vs_ring) {
   for (int gpu = 0; gpu < 2; gpu++) {
     for (int p = 0; p < PROTO_COUNT; p++) {
@@ -364,6 +398,7 @@ static Suite* tuning_suite(void) {
   tcase_add_test(model, test_small_ll_large_simple);
   tcase_add_test(model, test_tree_vs_ring);
   tcase_add_test(model, test_direct);
+  tcase_add_test(model, test_staged);
   tcase_add_test(model, test_scaling);
   tcase_add_test(model, test_unsupported);
   suite_add_tcase(s, model);

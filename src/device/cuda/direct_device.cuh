@@ -25,7 +25,7 @@
 #ifndef BATON_DEVICE_CUDA_DIRECT_DEVICE_CUH
 #define BATON_DEVICE_CUDA_DIRECT_DEVICE_CUH
 
-#include "device/cuda/prims_device.cuh"
+#include "device/cuda/staged_device.cuh"
 
 namespace baton {
 
@@ -41,58 +41,6 @@ struct direct_smem_t {
   uint64_t zc_zero;
   uint64_t zc_done[DIRECT_MAX_RANKS];
   const char* zc_src[DIRECT_MAX_RANKS];
-};
-
-/* 8 bytes seen as elements. */
-template <typename T>
-union pack8 {
-  uint64_t u;
-  T e[8 / sizeof(T)];
-};
-
-/* One 8-byte word's elements combined, the op chosen at run time (a uniform branch per word: the
- * direct kernel is instantiated once per datatype, not per datatype and op). */
-template <typename O>
-struct wrules {
-  typedef typename O::elem_t T;
-  enum { N = 8 / sizeof(T) };
-  /* a contribution as it counts: PreMulSum multiplies it by the scalar */
-  static __device__ __forceinline__ T pre(T x, int op, T s) {
-    return op == DEV_OP_PREMULSUM ? O::mul(x, s) : x;
-  }
-  /* a rank's own word as it counts; the scalar is that rank's, so a rank pre-ops only its own
-   * input (before sending it, or where it combines it) */
-  static __device__ __forceinline__ uint64_t first(uint64_t x, int op, T s) {
-    if (op != DEV_OP_PREMULSUM) return x;
-    pack8<T> a;
-    a.u = x;
-#pragma unroll
-    for (int i = 0; i < N; i++) a.e[i] = pre(a.e[i], op, s);
-    return a.u;
-  }
-  /* x (op) acc, x already counted (first): the host executor's order */
-  static __device__ __forceinline__ uint64_t next(uint64_t acc, uint64_t x, int op) {
-    pack8<T> a, b;
-    a.u = x;
-    b.u = acc;
-#pragma unroll
-    for (int i = 0; i < N; i++) {
-      const T v = a.e[i];
-      a.e[i] = op == DEV_OP_PROD  ? O::mul(v, b.e[i])
-               : op == DEV_OP_MIN ? O::min(v, b.e[i])
-               : op == DEV_OP_MAX ? O::max(v, b.e[i])
-                                  : O::add(v, b.e[i]);
-    }
-    return a.u;
-  }
-  static __device__ __forceinline__ uint64_t post(uint64_t acc, int op, uint64_t div) {
-    if (op != DEV_OP_SUMPOSTDIV || div <= 1) return acc;
-    pack8<T> a;
-    a.u = acc;
-#pragma unroll
-    for (int i = 0; i < N; i++) a.e[i] = O::div(a.e[i], div);
-    return a.u;
-  }
 };
 
 /* The geometry of one direct item, as steps_direct cuts it (units: elements). */
@@ -567,6 +515,7 @@ static __device__ bool direct_run(const kctx_t& k, direct_smem_t& d, const cuda_
 /* The direct kernel's body: block b runs its channel's items in order (kernel_direct.cu). */
 static __device__ void direct_block(const cuda_args_hdr_t* hdr, const cuda_work_t* works) {
   __shared__ direct_smem_t d;
+  __shared__ stage_smem_t s;
   __shared__ volatile int stop;
   kctx_t k;
   k.abort_flag = hdr->abort_flag;
@@ -577,8 +526,11 @@ static __device__ void direct_block(const cuda_args_hdr_t* hdr, const cuda_work_
   if (threadIdx.x == 0) stop = 0;
   __syncthreads();
   const cuda_chan_t* ch = hdr->chans + k.channel;
-  for (int i = hdr->first[blockIdx.x]; i < hdr->first[blockIdx.x + 1]; i++)
-    if (!direct_run(k, d, hdr, ch, &works[i])) return; /* every thread learnt it at a barrier */
+  for (int i = hdr->first[blockIdx.x]; i < hdr->first[blockIdx.x + 1]; i++) {
+    const bool ok = works[i].proto == PROTO_SIMPLE ? stage_run(k, s, hdr, &works[i])
+                                                   : direct_run(k, d, hdr, ch, &works[i]);
+    if (!ok) return; /* every thread learnt it at a barrier */
+  }
 }
 
 }  // namespace baton

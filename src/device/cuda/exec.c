@@ -267,20 +267,33 @@ static ncclResult_t status_check(cuda_exec_t* ex) {
 
 /* A communicator's kernels must run one after the other (each advances the connections'
  * positions the next one starts from). Launches on one stream are ordered already; when the
- * user moves to another stream, the new one waits for the last launch. Inside a stream capture
- * the graph's own order applies and nothing is recorded. */
+ * user moves to another stream, the new one waits for the last launch's stream. Inside a stream
+ * capture the graph's own order applies and nothing is waited for.
+ * The event is recorded on the last launch's stream only when it is needed (a switch of stream,
+ * or a wait): it then also covers whatever the user queued there since, which only waits a
+ * little longer. An event record per launch cost the host about a microsecond on every call. */
+static ncclResult_t mark_last(cuda_exec_t* ex) {
+  if (cudaEventRecord(ex->done, ex->last) == cudaSuccess) return ncclSuccess;
+  (void)cudaGetLastError();
+  /* the last launch's stream is gone (its owner destroyed it; its work still runs): the whole
+   * device then (the event stays as it was: complete) */
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return ncclSuccess;
+}
+
 static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool* capturing) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
   *capturing = cs != cudaStreamCaptureStatusNone;
-  if (!*capturing && ex->have_last && ex->last != stream)
+  if (!*capturing && ex->have_last && ex->last != stream) {
+    CHECK(mark_last(ex));
     CUDA_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
+  }
   return ncclSuccess;
 }
 
 static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
   if (capturing) return ncclSuccess;
-  CUDA_CHECK(cudaEventRecord(ex->done, stream));
   ex->last = stream;
   ex->have_last = true;
   return ncclSuccess;
@@ -346,6 +359,7 @@ static ncclResult_t cuda_exec_fini(void* state) {
 static ncclResult_t cuda_exec_wait(void* state) {
   cuda_exec_t* ex = state;
   if (ex == NULL || !ex->have_last) return ncclSuccess;
+  CHECK(mark_last(ex));
   CUDA_CHECK(cudaEventSynchronize(ex->done));
   return ncclSuccess; /* a kernel's error report waits for the next launch (status_check) */
 }

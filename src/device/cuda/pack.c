@@ -158,6 +158,22 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
       CHECK(conn_check(ex, c, dc->tree_down[j], 1, w->proto, step, net));
       CHECK(conn_check(ex, c, dc->tree_down[j], 0, w->proto, step, net));
     }
+  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) && w->proto == PROTO_SIMPLE &&
+             comm->nranks <= DIRECT_MAX_RANKS &&
+             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+    /* staged: no connection; the part, the parts and the round as the planner cut them */
+    if (comm->stage_slot < 0 || comm->zc_base_dev == NULL || w->chan_count > STAGE_MAX_PARTS ||
+        w->chan_off >= w->chan_count || w->root < -1 || w->root >= comm->nranks) {
+      WARN(
+          "CUDA executor: rank %d: a staged item (part %zu of %zu, root %d) %s (at most %d "
+          "parts)",
+          comm->rank, w->chan_off, w->chan_count, w->root,
+          comm->stage_slot < 0 ? "on a communicator without staging" : "out of range",
+          STAGE_MAX_PARTS);
+      return ncclInternalError;
+    }
+    o->root = w->root;
+    o->zc_loc = (uint64_t)comm->stage_slot | (uint64_t)comm->stage_half << 16;
   } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) &&
              comm->nranks <= DIRECT_MAX_RANKS && w->proto == PROTO_LL && w->func != FUNC_REDUCE &&
              (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
@@ -328,6 +344,11 @@ static ncclResult_t launch_rounds(cuda_exec_t* ex, const plan_t* plan, const int
   builder_t b;
   b_reset(&b);
   const int q = cap / nchan_coll;
+  if (q < 1) {
+    WARN("CUDA executor: internal error: collectives on %d channels cannot share a launch of %d",
+         nchan_coll, cap);
+    return ncclInternalError;
+  }
   for (int lo = 0; lo < max_coll; lo += q) {
     for (int c = 0; c < plan->nchannels; c++) {
       int hi = lo + q < ncoll[c] ? lo + q : ncoll[c];
