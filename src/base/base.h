@@ -68,6 +68,12 @@ extern int log_level;
  * when a sink is bound (LOG_SINK_SCOPE), copied into a communicator's last-error buffer. */
 void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, int line,
               const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A WARN that is printed whatever NCCL_DEBUG says: to the log as any WARN when NCCL_DEBUG selects
+ * WARN lines, else to stderr. For what a person must see without asking (a hang report: new output
+ * only for a job that is already stuck). */
+void log_alert(const char* func, int line, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define WARN_ALWAYS(...) log_alert(__func__, __LINE__, __VA_ARGS__)
 /* Re-read NCCL_DEBUG* settings (ncclResetDebugInit, tests). Closes a NCCL_DEBUG_FILE. */
 void log_reset(void);
 /* The text of the calling thread's last WARN ("" if none). */

@@ -197,7 +197,8 @@ PARAM_ROW(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", PARAM_INT, "1",
           "(2 s)")
 PARAM_ROW(HANG_REPORT_SEC, "NCCL_BATON_HANG_REPORT_SEC", PARAM_INT, "60",
           "Baton's own: a call in flight this long makes the waiting rank WARN who and where the "
-          "job is stuck (repeated at most every 5 minutes); 0 turns reports off. Nothing aborts")
+          "job is stuck (repeated at most every 5 minutes), on stderr when NCCL_DEBUG does not "
+          "log WARN lines; 0 turns reports off. Nothing aborts")
 PARAM_ROW(TRACE_FILE, "NCCL_BATON_TRACE_FILE", PARAM_STR, NULL,
           "Baton's own: write a Chrome/Perfetto trace-event timeline per process to this file "
           "(%h host, %p pid) at destroy, abort and SIGUSR1")
