@@ -145,6 +145,7 @@ static bool group_error_is_fatal(ncclResult_t res) {
 /* A communicator's part of the group is over: its result goes where the user looks for it. */
 static void group_publish(struct coll_comm* cc, ncclResult_t res) {
   ncclComm_t comm = cc->comm;
+  if (group_error_is_fatal(res)) comm_blame(comm, res); /* names the cascade's first failure */
   if (!comm->config.blocking) {
     atomic_store(&comm->async_error, RESULT_IS_ERROR(res) ? (int)res : (int)ncclSuccess);
   } else if (group_error_is_fatal(res)) {
