@@ -371,4 +371,30 @@ static inline cudaError_t cuda_accept(cudaError_t err, cudaError_t accepted) {
     }                                                                       \
   } while (0)
 
+/* ---- NVTX ranges (nvtx.c) ----------------------------------------------------------------------
+ * Each API call is a range in the "NCCL" domain named after the call; nvtx_begin pushes it (false
+ * when nothing was pushed: no tool attached, or NCCL_NVTX_DISABLE=1) and nvtx_end pops what it
+ * pushed. A payload kind picks the fields of args a tool sees (stock's names); root holds the root
+ * or the peer. NVTX_API_RANGE(name) is a plain range for the rest of the enclosing block. */
+typedef enum {
+  NVTX_PL_NONE = 0,
+  NVTX_PL_COLL,         /* comm, bytes, dtype: AllGather, AlltoAll */
+  NVTX_PL_COLL_OP,      /* + op: AllReduce, ReduceScatter */
+  NVTX_PL_COLL_ROOT,    /* + root: Broadcast, Gather, Scatter */
+  NVTX_PL_COLL_ROOT_OP, /* + root and op: Reduce */
+  NVTX_PL_P2P,          /* + peer (in root): Send, Recv */
+  NVTX_PL_KINDS
+} nvtx_payload_kind_t;
+typedef struct nvtx_args {
+  uint64_t comm; /* the communicator's hash (its id across ranks) */
+  size_t bytes;
+  int32_t dtype, op, root;
+} nvtx_args_t;
+bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args);
+void nvtx_end(bool pushed);
+void nvtx_scope_end(bool* pushed); /* NVTX_API_RANGE's cleanup */
+#define NVTX_API_RANGE(name)                                           \
+  bool nvtx_pushed_ __attribute__((cleanup(nvtx_scope_end), unused)) = \
+      nvtx_begin((name), NVTX_PL_NONE, NULL)
+
 #endif /* BATON_BASE_H */

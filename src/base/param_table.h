@@ -24,6 +24,9 @@ PARAM_ROW(DEBUG_TIMESTAMP_FORMAT, "NCCL_DEBUG_TIMESTAMP_FORMAT", PARAM_STR, "[%F
           "fraction, _ prints a space")
 PARAM_ROW(WARN_ENABLE_DEBUG_INFO, "NCCL_WARN_ENABLE_DEBUG_INFO", PARAM_INT, "0",
           "1: the first WARN raises the log level to INFO, so what follows an error is logged")
+PARAM_ROW(NVTX_DISABLE, "NCCL_NVTX_DISABLE", PARAM_INT, "0",
+          "1: no NVTX ranges (each API call is otherwise a range in the \"NCCL\" domain with its "
+          "arguments as payload, seen by Nsight Systems or any NVTX tool)")
 PARAM_ROW(SET_THREAD_NAME, "NCCL_SET_THREAD_NAME", PARAM_INT, "1",
           "1: name Baton's threads (\"NCCL Proxy\", \"NCCL HostCh 3\", ...) for debuggers and top; "
           "0: leave the names alone (stock's default is 0)")

@@ -356,11 +356,13 @@ static ncclResult_t group_run(struct coll_comm* head) {
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) {
+  NVTX_API_RANGE("ncclGroupStart");
   INFO(NCCL_CALL, "ncclGroupStart depth %d", group_depth);
   return coll_group_start();
 }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+  NVTX_API_RANGE("ncclGroupEnd");
   INFO(NCCL_CALL, "ncclGroupEnd depth %d", group_depth);
   return coll_group_end();
 }
@@ -416,6 +418,7 @@ static double group_simulate_comm(struct coll_comm* cc) {
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  NVTX_API_RANGE("ncclGroupSimulateEnd");
   const char* api = "ncclGroupSimulateEnd";
   if (group_depth == 0) {
     WARN("%s: called without a matching ncclGroupStart", api);
