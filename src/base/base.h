@@ -68,6 +68,12 @@ extern int log_level;
  * when a sink is bound (LOG_SINK_SCOPE), copied into a communicator's last-error buffer. */
 void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, int line,
               const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A WARN that is printed whatever NCCL_DEBUG says: to the log as any WARN when NCCL_DEBUG selects
+ * WARN lines, else to stderr. For what a person must see without asking (a hang report: new output
+ * only for a job that is already stuck). */
+void log_alert(const char* func, int line, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define WARN_ALWAYS(...) log_alert(__func__, __LINE__, __VA_ARGS__)
 /* Re-read NCCL_DEBUG* settings (ncclResetDebugInit, tests). Closes a NCCL_DEBUG_FILE. */
 void log_reset(void);
 /* The text of the calling thread's last WARN ("" if none). */
@@ -364,5 +370,31 @@ static inline cudaError_t cuda_accept(cudaError_t err, cudaError_t accepted) {
       goto label;                                                           \
     }                                                                       \
   } while (0)
+
+/* ---- NVTX ranges (nvtx.c) ----------------------------------------------------------------------
+ * Each API call is a range in the "NCCL" domain named after the call; nvtx_begin pushes it (false
+ * when nothing was pushed: no tool attached, or NCCL_NVTX_DISABLE=1) and nvtx_end pops what it
+ * pushed. A payload kind picks the fields of args a tool sees (stock's names); root holds the root
+ * or the peer. NVTX_API_RANGE(name) is a plain range for the rest of the enclosing block. */
+typedef enum {
+  NVTX_PL_NONE = 0,
+  NVTX_PL_COLL,         /* comm, bytes, dtype: AllGather, AlltoAll */
+  NVTX_PL_COLL_OP,      /* + op: AllReduce, ReduceScatter */
+  NVTX_PL_COLL_ROOT,    /* + root: Broadcast, Gather, Scatter */
+  NVTX_PL_COLL_ROOT_OP, /* + root and op: Reduce */
+  NVTX_PL_P2P,          /* + peer (in root): Send, Recv */
+  NVTX_PL_KINDS
+} nvtx_payload_kind_t;
+typedef struct nvtx_args {
+  uint64_t comm; /* the communicator's hash (its id across ranks) */
+  size_t bytes;
+  int32_t dtype, op, root;
+} nvtx_args_t;
+bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args);
+void nvtx_end(bool pushed);
+void nvtx_scope_end(bool* pushed); /* NVTX_API_RANGE's cleanup */
+#define NVTX_API_RANGE(name)                                           \
+  bool nvtx_pushed_ __attribute__((cleanup(nvtx_scope_end), unused)) = \
+      nvtx_begin((name), NVTX_PL_NONE, NULL)
 
 #endif /* BATON_BASE_H */

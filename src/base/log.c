@@ -184,7 +184,7 @@ static void log_once_init(void) {
   pthread_atfork(log_atfork_prepare, log_atfork_release, log_atfork_release);
 }
 
-static void log_write_line(int level, const char* func, int line, const char* msg);
+static void log_write_line(int level, const char* func, int line, const char* msg, FILE* to);
 
 /* Returns the current level, reading the settings first if needed. */
 static int log_init(void) {
@@ -226,7 +226,7 @@ static int log_init(void) {
     char msg[LOG_PATH_MAX + 128];
     snprintf(msg, sizeof(msg), "NCCL_DEBUG_FILE: cannot open %s: %s; logging to stdout", path,
              strerror(open_errno));
-    log_write_line(NCCL_LOG_WARN, __func__, __LINE__, msg);
+    log_write_line(NCCL_LOG_WARN, __func__, __LINE__, msg, NULL);
   }
   return level;
 }
@@ -284,7 +284,8 @@ static void log_append_timestamp(char* buf, size_t cap, size_t* len) {
   pthread_mutex_unlock(&log_time_lock);
 }
 
-static void log_write_line(int level, const char* func, int line, const char* msg) {
+/* Writes one line to `to`, or (NULL) to the log: NCCL_DEBUG_FILE, else stdout. */
+static void log_write_line(int level, const char* func, int line, const char* msg, FILE* to) {
   char buf[LOG_LINE_MAX];
   size_t len = 0;
   const size_t cap = sizeof(buf) - 1; /* room for the final newline */
@@ -310,7 +311,7 @@ static void log_write_line(int level, const char* func, int line, const char* ms
   buf[len++] = '\n';
 
   pthread_mutex_lock(&log_lock);
-  FILE* out = log_file ? log_file : stdout;
+  FILE* out = to != NULL ? to : log_file != NULL ? log_file : stdout;
   fwrite(buf, 1, len, out);
   fflush(out);
   pthread_mutex_unlock(&log_lock);
@@ -368,7 +369,22 @@ void log_emit(ncclDebugLogLevel level, unsigned long flags, const char* func, in
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
   }
-  log_write_line(level, func ? func : "?", line, msg);
+  log_write_line(level, func ? func : "?", line, msg, NULL);
+}
+
+void log_alert(const char* func, int line, const char* fmt, ...) {
+  char msg[LOG_LINE_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  int current = log_init();
+  log_copy_text(log_tls_error, sizeof(log_tls_error), msg);
+  if (log_tls_sink != NULL) log_copy_sink(log_tls_sink, log_tls_sink_len, msg);
+  /* Where WARN lines go when they are logged; stderr (never stdout, which is the program's own
+   * output) when NCCL_DEBUG leaves them out. */
+  FILE* to = log_selected(current, NCCL_LOG_WARN, NCCL_ALL) ? NULL : stderr;
+  log_write_line(NCCL_LOG_WARN, func ? func : "?", line, msg, to);
 }
 
 void log_version_banner(void) {

@@ -24,6 +24,9 @@ PARAM_ROW(DEBUG_TIMESTAMP_FORMAT, "NCCL_DEBUG_TIMESTAMP_FORMAT", PARAM_STR, "[%F
           "fraction, _ prints a space")
 PARAM_ROW(WARN_ENABLE_DEBUG_INFO, "NCCL_WARN_ENABLE_DEBUG_INFO", PARAM_INT, "0",
           "1: the first WARN raises the log level to INFO, so what follows an error is logged")
+PARAM_ROW(NVTX_DISABLE, "NCCL_NVTX_DISABLE", PARAM_INT, "0",
+          "1: no NVTX ranges (each API call is otherwise a range in the \"NCCL\" domain with its "
+          "arguments as payload, seen by Nsight Systems or any NVTX tool)")
 PARAM_ROW(SET_THREAD_NAME, "NCCL_SET_THREAD_NAME", PARAM_INT, "1",
           "1: name Baton's threads (\"NCCL Proxy\", \"NCCL HostCh 3\", ...) for debuggers and top; "
           "0: leave the names alone (stock's default is 0)")
@@ -201,7 +204,8 @@ PARAM_ROW(RAS_TIMEOUT_FACTOR, "NCCL_RAS_TIMEOUT_FACTOR", PARAM_INT, "1",
           "(2 s)")
 PARAM_ROW(HANG_REPORT_SEC, "NCCL_BATON_HANG_REPORT_SEC", PARAM_INT, "60",
           "Baton's own: a call in flight this long makes the waiting rank WARN who and where the "
-          "job is stuck (repeated at most every 5 minutes); 0 turns reports off. Nothing aborts")
+          "job is stuck (repeated at most every 5 minutes), on stderr when NCCL_DEBUG does not "
+          "log WARN lines; 0 turns reports off. Nothing aborts")
 PARAM_ROW(TRACE_FILE, "NCCL_BATON_TRACE_FILE", PARAM_STR, NULL,
           "Baton's own: write a Chrome/Perfetto trace-event timeline per process to this file "
           "(%h host, %p pid) at destroy, abort and SIGUSR1")

@@ -307,7 +307,22 @@ static ncclResult_t coll_call(const char* api, int func, const void* sendbuff, v
                    .root = root,
                    .comm = comm,
                    .stream = stream};
-  return coll_enqueue(&a);
+  /* The call's NVTX range, with its arguments as the payload (nothing without a tool). */
+  nvtx_payload_kind_t kind = func == FUNC_SEND || func == FUNC_RECV ? NVTX_PL_P2P
+                             : func == FUNC_REDUCE                  ? NVTX_PL_COLL_ROOT_OP
+                             : func == FUNC_ALLREDUCE || func == FUNC_REDUCESCATTER
+                                 ? NVTX_PL_COLL_OP
+                             : root >= 0 ? NVTX_PL_COLL_ROOT
+                                         : NVTX_PL_COLL;
+  nvtx_args_t nv = {.comm = comm != NULL && comm->magic == COMM_MAGIC ? comm->comm_hash : 0,
+                    .bytes = count * datatype_size(dtype),
+                    .dtype = (int32_t)dtype,
+                    .op = (int32_t)op,
+                    .root = root};
+  bool pushed = nvtx_begin(api, kind, &nv);
+  ncclResult_t res = coll_enqueue(&a);
+  nvtx_end(pushed);
+  return res;
 }
 
 /* ---- Collectives ------------------------------------------------------------------------------

@@ -145,6 +145,7 @@ static bool group_error_is_fatal(ncclResult_t res) {
 /* A communicator's part of the group is over: its result goes where the user looks for it. */
 static void group_publish(struct coll_comm* cc, ncclResult_t res) {
   ncclComm_t comm = cc->comm;
+  if (group_error_is_fatal(res)) comm_blame(comm, res); /* names the cascade's first failure */
   if (!comm->config.blocking) {
     atomic_store(&comm->async_error, RESULT_IS_ERROR(res) ? (int)res : (int)ncclSuccess);
   } else if (group_error_is_fatal(res)) {
@@ -355,11 +356,13 @@ static ncclResult_t group_run(struct coll_comm* head) {
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) {
+  NVTX_API_RANGE("ncclGroupStart");
   INFO(NCCL_CALL, "ncclGroupStart depth %d", group_depth);
   return coll_group_start();
 }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+  NVTX_API_RANGE("ncclGroupEnd");
   INFO(NCCL_CALL, "ncclGroupEnd depth %d", group_depth);
   return coll_group_end();
 }
@@ -415,6 +418,7 @@ static double group_simulate_comm(struct coll_comm* cc) {
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  NVTX_API_RANGE("ncclGroupSimulateEnd");
   const char* api = "ncclGroupSimulateEnd";
   if (group_depth == 0) {
     WARN("%s: called without a matching ncclGroupStart", api);

@@ -248,6 +248,7 @@ static bool mem_host_share_of(const void* buff, size_t bytes, share_host_mem_t* 
 
 /* ---- Entry points --------------------------------------------------------------------------- */
 NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  NVTX_API_RANGE("ncclMemAlloc");
   const char* api = "ncclMemAlloc";
   CHECK(arg_check_ptr(ptr, api, "ptr"));
   if (size == 0) {
@@ -280,6 +281,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  NVTX_API_RANGE("ncclMemFree");
   if (ptr == NULL) return ncclSuccess; /* as free() */
   mem_alloc_t a;
   if (!mem_untrack(ptr, &a)) {
@@ -495,6 +497,7 @@ ncclResult_t coll_windows_share_deferred(void) {
 /* ---- Registration entry points --------------------------------------------------------------- */
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
+  NVTX_API_RANGE("ncclCommRegister");
   const char* api = "ncclCommRegister";
   struct coll_comm* cc;
   struct ncclWindow_vidmem* reg;
@@ -513,6 +516,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  NVTX_API_RANGE("ncclCommDeregister");
   COMM_API_SCOPE();
   CHECK(comm_check(comm, "ncclCommDeregister"));
   return reg_deregister(comm, handle, MEM_REG_BUFFER, "ncclCommDeregister", "handle");
@@ -520,6 +524,7 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
          ncclWindow_t* win, int winFlags) {
+  NVTX_API_RANGE("ncclCommWindowRegister");
   const char* api = "ncclCommWindowRegister";
   struct coll_comm* cc;
   struct ncclWindow_vidmem* w;
@@ -547,6 +552,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  NVTX_API_RANGE("ncclCommWindowDeregister");
   COMM_API_SCOPE();
   CHECK(comm_check(comm, "ncclCommWindowDeregister"));
   return reg_deregister(comm, win, MEM_REG_WINDOW, "ncclCommWindowDeregister", "window (win)");

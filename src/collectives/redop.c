@@ -177,6 +177,7 @@ static ncclResult_t redop_slot_take(struct coll_comm* cc, int* out) {
 
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
          ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclRedOpCreatePreMulSum");
   const char* api = "ncclRedOpCreatePreMulSum";
   COMM_API_SCOPE();
   ncclResult_t res = comm_check(comm, api);
@@ -224,6 +225,7 @@ out:
 }
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclRedOpDestroy");
   const char* api = "ncclRedOpDestroy";
   COMM_API_SCOPE();
   ncclResult_t res = comm_check(comm, api);

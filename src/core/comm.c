@@ -74,7 +74,12 @@ static void comm_quarantine(ncclComm_t comm) {
 }
 
 void comm_free(ncclComm_t comm) {
-  ras_comm_unregister(comm); /* first: the service never looks at it again */
+  /* A rank leaving because of a failure says why before its connections close: the ranks that
+   * see it go then name the first failure, not this rank (ras_cause.c). */
+  int err = atomic_load(&comm->async_error);
+  if (err == ncclRemoteError || err == ncclSystemError || err == ncclInternalError)
+    comm_cause_tell(comm);
+  ras_comm_unregister(comm); /* before anything goes: the service never looks at it again */
   if (comm->job != NULL) {
     /* Callers only free comms whose job is finished (or waited for): this returns at once. */
     (void)comm_job_wait(comm->job, COMM_ABORT_WAIT_MS);

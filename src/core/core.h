@@ -72,6 +72,7 @@ struct ncclComm {
   int trace_id;               /* its tracks in the timeline (trace.c), 0 until the first event */
   bool ras_ref;               /* ras_comm_prepare took a reference */
   bool ras_listed;            /* ras_comm_register listed it */
+  bool cause_told;            /* comm_cause_tell has told the other processes why it failed */
   struct comm_res* resources; /* resources.c: channels, connections, executor */
   struct coll_comm* coll;     /* owned by src/collectives */
 };
@@ -464,6 +465,14 @@ ncclResult_t comm_abort_and_wait(ncclComm_t comm);
  *   ras_comm_unregister: first thing comm_free does (after it the service never touches comm);
  *     drops the reference prepare took (the last one stops the service). */
 void ras_comm_prepare(ncclComm_t comm, socket_addr_t* out);
+/* ras_cause.c: a call of comm failed with res. For a peer's or the network's failure, names the
+ * first failure of the cascade this process knows of (waiting up to a second for the side channel
+ * to hear of one) in a WARN that is also comm's last error, with what this rank saw; then tells
+ * every other process of comm why it failed (comm_cause_tell). Other results: nothing. */
+void comm_blame(ncclComm_t comm, ncclResult_t res);
+/* Tells every other process of comm, once, that this rank failed and because of which first
+ * failure (bounded, a couple of seconds at most). comm_free calls it for a comm in error. */
+void comm_cause_tell(ncclComm_t comm);
 void ras_comm_register(ncclComm_t comm);
 void ras_comm_unregister(ncclComm_t comm);
 /* Host name of each rank, allgathered with the addresses (comm->peer_hosts, nranks entries): the

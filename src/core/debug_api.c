@@ -4,6 +4,7 @@
 #include "base/base.h"
 
 NCCL_API(void, ncclResetDebugInit, void) {
+  NVTX_API_RANGE("ncclResetDebugInit");
   log_reset();
 }
 

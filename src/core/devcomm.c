@@ -55,6 +55,7 @@ static int devcomm_lsa_size(ncclComm_t comm) {
  * A NULL or dead comm is reported by comm_check (WARN) and yields devcomm_no_team, or -1 for a
  * rank. */
 NCCL_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclTeamWorld");
   COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamWorld") != ncclSuccess) return devcomm_no_team;
   ncclTeam_t team = {.nRanks = comm->nranks, .rank = comm->rank, .stride = 1};
@@ -62,6 +63,7 @@ NCCL_API(ncclTeam_t, ncclTeamWorld, ncclComm_t comm) {
 }
 
 NCCL_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclTeamLsa");
   COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamLsa") != ncclSuccess) return devcomm_no_team;
   int lsa = devcomm_lsa_size(comm);
@@ -71,6 +73,7 @@ NCCL_API(ncclTeam_t, ncclTeamLsa, ncclComm_t comm) {
 
 /* The outer factor of the world by the LSA size: one member per LSA block. */
 NCCL_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclTeamRail");
   COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamRail") != ncclSuccess) return devcomm_no_team;
   int lsa = devcomm_lsa_size(comm);
@@ -81,6 +84,7 @@ NCCL_API(ncclTeam_t, ncclTeamRail, ncclComm_t comm) {
 /* Member `rank` of team lies (rank - team.rank) members away from this rank, each member
  * team.stride world ranks apart. */
 NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
+  NVTX_API_RANGE("ncclTeamRankToWorld");
   COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;
   int world_rank = comm->rank + (rank - team.rank) * team.stride;
@@ -88,6 +92,7 @@ NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, ncclTeam_t team, int rank) {
 }
 
 NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
+  NVTX_API_RANGE("ncclTeamRankToLsa");
   COMM_API_SCOPE();
   if (comm_check(comm, "ncclTeamRankToLsa") != ncclSuccess) return -1;
   int lsa_rank = comm->rank % devcomm_lsa_size(comm) + (rank - team.rank) * team.stride;
@@ -99,6 +104,7 @@ NCCL_API(int, ncclTeamRankToLsa, ncclComm_t comm, ncclTeam_t team, int rank) {
  * elements needs maxElts * ceil(maxEltSize / 8) slots. -1 (with a WARN) for negative sizes or a
  * result that does not fit in an int. */
 NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
+  NVTX_API_RANGE("ncclLLA2ACalcSlots");
   if (maxElts < 0 || maxEltSize < 0) {
     WARN("ncclLLA2ACalcSlots: maxElts (%d) and maxEltSize (%d) must not be negative", maxElts,
          maxEltSize);
@@ -118,24 +124,29 @@ NCCL_API(int, ncclLLA2ACalcSlots, int maxElts, int maxEltSize) {
 /* ---- Device communicators and resource requirements (need the CUDA executor) ---------------- */
 NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
          ncclDevComm_t* outDevComm) {
+  NVTX_API_RANGE("ncclDevCommCreate");
   return devcomm_unsupported("ncclDevCommCreate");
 }
 
 NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, ncclDevComm_t const* devComm) {
+  NVTX_API_RANGE("ncclDevCommDestroy");
   return devcomm_unsupported("ncclDevCommDestroy");
 }
 
 NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,
          ncclLsaBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  NVTX_API_RANGE("ncclLsaBarrierCreateRequirement");
   return devcomm_unsupported("ncclLsaBarrierCreateRequirement");
 }
 
 NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t comm, ncclTeam_t team,
          int nBarriers, ncclGinBarrierHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  NVTX_API_RANGE("ncclGinBarrierCreateRequirement");
   return devcomm_unsupported("ncclGinBarrierCreateRequirement");
 }
 
 NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
          ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
+  NVTX_API_RANGE("ncclLLA2ACreateRequirement");
   return devcomm_unsupported("ncclLLA2ACreateRequirement");
 }

@@ -2,6 +2,7 @@
 #include "core/core.h"
 
 NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  NVTX_API_RANGE("ncclGetVersion");
   if (version == NULL) {
     WARN("ncclGetVersion: argument version is NULL");
     return ncclInvalidArgument;
@@ -12,6 +13,7 @@ NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
 
 /* Same texts as stock NCCL: programs and tests compare them. */
 NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
+  NVTX_API_RANGE("ncclGetErrorString");
   switch (result) {
     case ncclSuccess:
       return "no error";
@@ -37,6 +39,7 @@ NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
 /* A live communicator's own last WARN when it has one; otherwise (NULL, destroyed, or no error
  * on that comm yet) the calling thread's last WARN. Never NULL. */
 NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclGetLastError");
   if (comm != NULL && comm->magic == COMM_MAGIC && comm->last_error[0] != '\0')
     return comm->last_error;
   return log_last_error();

@@ -1,7 +1,8 @@
 /* The hang watch (ras.h): every RAS tick, for each registered communicator,
  *  - a call in flight longer than NCCL_BATON_HANG_REPORT_SEC starts a report: a worker thread asks
  *    every rank's process for its state over the side channel and WARNs once with the verdict
- *    (repeated at most every HANG_REPEAT_S for the same call). Nothing is aborted.
+ *    (repeated at most every HANG_REPEAT_S for the same call), whatever NCCL_DEBUG says (on stderr
+ *    when it does not log WARN lines: WARN_ALWAYS). Nothing is aborted.
  *  - a call that waits on a rank whose process died (ras.c's keep-alive ring) is failed after
  *    HANG_GONE_GRACE_MS (both times NCCL_RAS_TIMEOUT_FACTOR) without progress: a WARN naming the
  * rank and the call (also the communicator's ncclGetLastError text), ncclRemoteError as its async
@@ -341,9 +342,10 @@ static void* report_main(void* arg) {
   char op[192], verdict[HANG_REPORT_LEN - 512];
   hang_describe_op(&j->me.inflight, op, sizeof(op));
   hang_verdict(&j->me, ranks, n, verdict, sizeof(verdict));
-  WARN("Hang report: comm 0x%llx (%d ranks%s%s) rank %d: %s has been in flight for %.0f s. %s",
-       (unsigned long long)j->me.comm_hash, n, j->name[0] ? ", " : "", j->name, j->me.rank, op,
-       (double)j->me.inflight_age_ns / 1e9, verdict);
+  WARN_ALWAYS(
+      "Hang report: comm 0x%llx (%d ranks%s%s) rank %d: %s has been in flight for %.0f s. %s",
+      (unsigned long long)j->me.comm_hash, n, j->name[0] ? ", " : "", j->name, j->me.rank, op,
+      (double)j->me.inflight_age_ns / 1e9, verdict);
 out:
   if (ans != NULL) ras_answers_free(ans, np);
   free(ans);

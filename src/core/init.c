@@ -9,6 +9,7 @@
 #include "net/net.h"
 
 NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  NVTX_API_RANGE("ncclGetUniqueId");
   CHECK(arg_check_ptr(uniqueId, "ncclGetUniqueId", "uniqueId"));
   bootstrap_handle_t handle;
   /* A virtual cluster's ranks all live in this process: an in-process id. */
@@ -302,16 +303,19 @@ static ncclResult_t comm_init_entry(ncclComm_t* newcomm, int nranks, const ncclU
 
 NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
          int myrank) {
+  NVTX_API_RANGE("ncclCommInitRank");
   return comm_init_entry(newcomm, nranks, &commId, 1, myrank, NULL, "ncclCommInitRank");
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* newcomm, int nranks, ncclUniqueId commId,
          int myrank, ncclConfig_t* config) {
+  NVTX_API_RANGE("ncclCommInitRankConfig");
   return comm_init_entry(newcomm, nranks, &commId, 1, myrank, config, "ncclCommInitRankConfig");
 }
 
 NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
          int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+  NVTX_API_RANGE("ncclCommInitRankScalable");
   CHECK(arg_check_ptr(commIds, "ncclCommInitRankScalable", "commIds"));
   return comm_init_entry(newcomm, nranks, commIds, nId, myrank, config, "ncclCommInitRankScalable");
 }
@@ -363,6 +367,7 @@ static int init_all_wait(ncclComm_t* comms, int n) {
 }
 
 NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  NVTX_API_RANGE("ncclCommInitAll");
   const char* api = "ncclCommInitAll";
   ncclResult_t res = ncclSuccess;
   log_version_banner();

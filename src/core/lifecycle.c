@@ -5,6 +5,7 @@
 /* ---- Queries ----------------------------------------------------------------------------------
  */
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  NVTX_API_RANGE("ncclCommGetAsyncError");
   const char* api = "ncclCommGetAsyncError";
   COMM_API_SCOPE();
   CHECK(comm_check(comm, api));
@@ -24,6 +25,7 @@ static ncclResult_t query_check(ncclComm_t comm, const void* out, const char* ap
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  NVTX_API_RANGE("ncclCommCount");
   COMM_API_SCOPE();
   CHECK(query_check(comm, count, "ncclCommCount", "count"));
   *count = comm->nranks;
@@ -31,6 +33,7 @@ NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  NVTX_API_RANGE("ncclCommUserRank");
   COMM_API_SCOPE();
   CHECK(query_check(comm, rank, "ncclCommUserRank", "rank"));
   *rank = comm->rank;
@@ -38,6 +41,7 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  NVTX_API_RANGE("ncclCommCuDevice");
   COMM_API_SCOPE();
   CHECK(query_check(comm, device, "ncclCommCuDevice", "device"));
   *device = comm->cuda_dev;
@@ -88,6 +92,7 @@ static ncclResult_t finalize_impl(ncclComm_t comm) {
 }
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclCommFinalize");
   if (comm == NULL) return ncclSuccess; /* as stock */
   COMM_API_SCOPE();
   return finalize_impl(comm);
@@ -113,6 +118,7 @@ static ncclResult_t destroy_check(ncclComm_t comm, const char* api) {
 }
 
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclCommDestroy");
   const char* api = "ncclCommDestroy";
   char bus[24];
   if (comm == NULL) return ncclSuccess; /* as stock */
@@ -138,6 +144,7 @@ static ncclResult_t abort_stop(ncclComm_t comm, const char* api) {
 }
 
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclCommAbort");
   const char* api = "ncclCommAbort";
   char bus[24];
   if (comm == NULL) return ncclSuccess; /* as stock */
@@ -189,6 +196,7 @@ static ncclResult_t revoke_impl(ncclComm_t comm, int revokeFlags) {
 }
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  NVTX_API_RANGE("ncclCommRevoke");
   if (comm == NULL) return ncclSuccess; /* as stock */
   COMM_API_SCOPE();
   return revoke_impl(comm, revokeFlags);

@@ -25,11 +25,14 @@
 #include <unistd.h>
 
 typedef enum { SVC_REQ = 0, SVC_KEEP, SVC_CLIENT } svc_kind_t;
+_Static_assert(sizeof(ras_cause_msg_t) >= sizeof(ras_ident_t) &&
+                   sizeof(ras_cause_msg_t) >= sizeof(ras_query_t),
+               "svc_conn_t.buf holds the largest message");
 typedef struct svc_conn {
   int fd;
   svc_kind_t kind;
   uint64_t deadline_ns; /* SVC_REQ: the request must be complete by then */
-  char buf[sizeof(ras_hdr_t) + sizeof(ras_ident_t)];
+  char buf[sizeof(ras_hdr_t) + sizeof(ras_cause_msg_t)]; /* the largest message */
   size_t got;
   ras_ident_t peer; /* SVC_KEEP: who keeps it open */
   bool bye;         /* SVC_KEEP: GOODBYE received */
@@ -269,6 +272,8 @@ void ras_note_died(const ras_ident_t* who, bool tell_others) {
       if (r == c->rank || !socket_addr_equal(&c->ras_addrs[r], &who->addr)) continue;
       e->gone_rank = r;
       e->gone_ns = now;
+      ras_cause_died(c->comm_hash, r, c->peers != NULL ? c->peers[r].pid : (int)who->pid,
+                     c->peer_hosts != NULL ? c->peer_hosts[r] : who->host);
       INFO(NCCL_RAS | NCCL_INIT, "RAS: comm 0x%llx rank %d: rank %d (pid %d on %s) died",
            (unsigned long long)c->comm_hash, c->rank, r, (int)who->pid, who->host);
       break;
@@ -375,6 +380,12 @@ static bool conn_message(svc_conn_t* c) {
       ras_note_died(&who, false);
       return false;
     }
+    case RAS_MSG_CAUSE: {
+      ras_cause_msg_t m;
+      memcpy(&m, payload, sizeof(m));
+      ras_cause_received(&m);
+      return false;
+    }
     default:
       return false;
   }
@@ -389,6 +400,8 @@ static size_t msg_payload_len(int type) {
       return sizeof(ras_ident_t);
     case RAS_MSG_QUERY:
       return sizeof(ras_query_t);
+    case RAS_MSG_CAUSE:
+      return sizeof(ras_cause_msg_t);
     default:
       return SIZE_MAX;
   }

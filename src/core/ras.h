@@ -9,7 +9,9 @@
  *   QUERY    ras_query_t   answered with STATE, then the connection closes
  *   STATE    uint32 n, uint32 0, n x prog_state_t
  *   DEAD     ras_ident_t   the process named died; the connection closes
- *   UNLINK   ras_ident_t   the sender closes its keep-alive on purpose (its ring changed) */
+ *   UNLINK   ras_ident_t   the sender closes its keep-alive on purpose (its ring changed)
+ *   CAUSE    ras_cause_msg_t  a rank failed because of another's failure (or failed first): why,
+ *                         so every survivor names the first failure (ras_cause.c) */
 #ifndef BATON_CORE_RAS_H
 #define BATON_CORE_RAS_H
 
@@ -23,7 +25,8 @@ enum {
   RAS_MSG_QUERY,
   RAS_MSG_STATE,
   RAS_MSG_DEAD,
-  RAS_MSG_UNLINK
+  RAS_MSG_UNLINK,
+  RAS_MSG_CAUSE
 };
 
 typedef struct ras_hdr {
@@ -48,8 +51,17 @@ typedef struct ras_query {
   int32_t pad;
 } ras_query_t;
 
-#define RAS_MAX_STATES 65536 /* a STATE larger than this many entries is refused */
-#define RAS_TICK_MS 1000     /* the service's pace while communicators exist */
+typedef struct ras_cause_msg {
+  uint64_t comm_hash;
+  int32_t from_rank, from_pid; /* the rank that failed and tells why */
+  int32_t root_rank;           /* the first failure it knows of (-1: none known) */
+  int32_t root_pid;
+  char root_host[RAS_HOST_LEN];
+  char from_what[256]; /* without a known root: the sender's own error text */
+} ras_cause_msg_t;
+
+#define RAS_MAX_STATES 65536    /* a STATE larger than this many entries is refused */
+#define RAS_TICK_MS 1000        /* the service's pace while communicators exist */
 #define RAS_ASK_TIMEOUT_MS 3000 /* times NCCL_RAS_TIMEOUT_FACTOR (ras_timeout_ms) */
 
 /* ---- ras.c ------------------------------------------------------------------------------------
@@ -77,6 +89,13 @@ int ras_send_msg(int fd, int type, const void* payload, uint32_t len, int timeou
 /* A process whose keep-alive ended without GOODBYE: record it, tell the others, and let the hang
  * watch fail operations that wait on it. */
 void ras_note_died(const ras_ident_t* who, bool tell_others);
+
+/* ---- ras_cause.c: root causes of cascades ------------------------------------------------ */
+/* Rank `rank` of communicator comm_hash died (its process ended without closing): the first
+ * failure there, unless one is known already. */
+void ras_cause_died(uint64_t comm_hash, int rank, int pid, const char* host);
+/* A CAUSE message arrived. */
+void ras_cause_received(const ras_cause_msg_t* m);
 
 /* ---- ras_ask.c: asking other processes (blocking, bounded: worker threads only) ------------- */
 enum { RAS_ANSWERED = 0, RAS_SILENT, RAS_GONE };

@@ -218,6 +218,7 @@ static ncclResult_t split_impl(ncclComm_t comm, int color, int key, ncclComm_t* 
 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
+  NVTX_API_RANGE("ncclCommSplit");
   COMM_API_SCOPE();
   return split_impl(comm, color, key, newcomm, config);
 }
@@ -299,6 +300,7 @@ fail:
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
          int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  NVTX_API_RANGE("ncclCommShrink");
   COMM_API_SCOPE();
   return shrink_impl(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }

@@ -27,7 +27,8 @@ typedef struct fault_shared {
 typedef struct fault_cfg {
   int victim;
   bool p2p;       /* the failing operation is a send/recv exchange instead of an AllReduce */
-  bool must_name; /* every survivor's last error names the victim (and survivors hold) */
+  bool must_name; /* every survivor's last error names the victim */
+  bool hold;      /* survivors wait for each other before aborting (no cascade) */
   fault_shared_t* sh;
 } fault_cfg_t;
 
@@ -105,7 +106,7 @@ static int fault_body(itest_rank_t* r, void* arg) {
   atomic_fetch_add(&cfg->sh->failed, 1);
   IT_EXPECT(!cfg->must_name || named, "rank %d: last error does not name dead rank %d: %s", r->rank,
             cfg->victim, msg);
-  if (cfg->must_name) {
+  if (cfg->hold) {
     double h0 = itest_now();
     while (atomic_load(&cfg->sh->failed) < r->nranks - 1 && itest_now() - h0 < HOLD_WITHIN_S)
       usleep(1000);
@@ -120,14 +121,14 @@ static int fault_body(itest_rank_t* r, void* arg) {
   return 0;
 }
 
-void itest_fault_run(int nranks, int nhosts, bool nonblocking, int victim, bool p2p, bool must_name,
-                     int named_min, const char* const* env) {
+static void fault_run(int nranks, int nhosts, bool nonblocking, int victim, bool p2p,
+                      bool must_name, bool hold, int named_min, const char* const* env) {
   fault_shared_t* sh =
       mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(sh, MAP_FAILED);
   atomic_init(&sh->failed, 0);
   atomic_init(&sh->named, 0);
-  fault_cfg_t cfg = {.victim = victim, .p2p = p2p, .must_name = must_name, .sh = sh};
+  fault_cfg_t cfg = {.victim = victim, .p2p = p2p, .must_name = must_name, .hold = hold, .sh = sh};
   itest_opts_t o = {.nranks = nranks,
                     .nhosts = nhosts,
                     .nonblocking = nonblocking,
@@ -140,4 +141,13 @@ void itest_fault_run(int nranks, int nhosts, bool nonblocking, int victim, bool 
   ck_assert_int_eq(atomic_load(&sh->failed), nranks - 1);
   ck_assert_int_ge(atomic_load(&sh->named), named_min);
   munmap(sh, sizeof(*sh));
+}
+
+void itest_fault_run(int nranks, int nhosts, bool nonblocking, int victim, bool p2p, bool must_name,
+                     int named_min, const char* const* env) {
+  fault_run(nranks, nhosts, nonblocking, victim, p2p, must_name, must_name, named_min, env);
+}
+
+void itest_fault_cascade(int nranks, int nhosts, int victim) {
+  fault_run(nranks, nhosts, false, victim, false, true, false, nranks - 1, NULL);
 }

@@ -13,5 +13,8 @@
 
 void itest_fault_run(int nranks, int nhosts, bool nonblocking, int victim, bool p2p, bool must_name,
                      int named_min, const char* const* env);
+/* The cascade: the same, but survivors abort and exit as soon as their own call has failed, so
+ * some fail because a survivor left; every survivor's last error must still name the victim. */
+void itest_fault_cascade(int nranks, int nhosts, int victim);
 
 #endif /* BATON_TESTS_ITEST_FAULT_H */

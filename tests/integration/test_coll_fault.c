@@ -8,7 +8,9 @@
  * survivor waits on the victim directly (3 ranks on 3 hosts: the proxy watches every NET
  * connection), each must name the victim; survivors then wait for each other before aborting, so
  * none fails because another one left instead. On one host the ring runs one way (0 -> 1 -> 2):
- * rank 1 only sends to the victim, and may fail on rank 0 instead. */
+ * rank 1 only sends to the victim, and may fail on rank 0 instead. In the cascade cases survivors
+ * do not wait for each other: some fail because another survivor left, and must still name the
+ * victim. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -44,6 +46,18 @@ START_TEST(test_killed_peer_nonblocking) {
 }
 END_TEST
 
+/* Cascades: survivors leave as soon as they fail, and every one still names the killed rank
+ * (the first failure travels over the side channel). */
+START_TEST(test_killed_peer_cascade_shm) {
+  itest_fault_cascade(4, 1, 2);
+}
+END_TEST
+
+START_TEST(test_killed_peer_cascade_net) {
+  itest_fault_cascade(4, 2, 1);
+}
+END_TEST
+
 static Suite* fault_suite(void) {
   Suite* s = suite_create("coll_fault");
   TCase* tc = tcase_create("fault");
@@ -53,6 +67,8 @@ static Suite* fault_suite(void) {
   tcase_add_test(tc, test_killed_peer_net_named);
   tcase_add_test(tc, test_killed_peer_p2p);
   tcase_add_test(tc, test_killed_peer_nonblocking);
+  tcase_add_test(tc, test_killed_peer_cascade_shm);
+  tcase_add_test(tc, test_killed_peer_cascade_net);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,8 @@
 /* Hang reports on the host executor (NCCL_BATON_HANG_REPORT_SEC=2): after one good AllReduce, the
  * second one cannot complete because
  *   - skip:  rank 3 never calls it,
+ *   - quiet: the same with no NCCL_DEBUG (nor any NCCL variable but the report's delay and the
+ *            loopback interface): the report must reach stderr, and not stdout,
  *   - stop:  rank 3 is stopped (SIGSTOP) before calling it,
  *   - die:   rank 3 is killed (SIGKILL),
  *   - stall: rank 2's proxy thread stops moving (2 hosts: its NET connections stall) while every
@@ -15,6 +17,7 @@
 #endif
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,7 +37,7 @@
 #define DEAD_WITHIN_S 5.0
 #define COUNT (1 << 16)
 
-typedef enum { HANG_SKIP = 0, HANG_STOP, HANG_DIE, HANG_STALL } hang_mode_t;
+typedef enum { HANG_SKIP = 0, HANG_STOP, HANG_DIE, HANG_STALL, HANG_QUIET } hang_mode_t;
 
 typedef struct hang_shared {
   atomic_int pids[NRANKS];
@@ -50,8 +53,21 @@ typedef struct hang_shared {
 typedef struct hang_cfg {
   hang_mode_t mode;
   hang_shared_t* sh;
-  char log_tmpl[128]; /* NCCL_DEBUG_FILE with %d for the pid */
+  char log_tmpl[128]; /* NCCL_DEBUG_FILE with %d for the pid (quiet: the rank's stderr) */
+  char out_tmpl[128]; /* quiet: the rank's stdout, %d for the pid */
 } hang_cfg_t;
+
+/* quiet: this process's stdout and stderr go to files from now on. */
+static int redirect_to(int fd, const char* tmpl) {
+  char path[160];
+  snprintf(path, sizeof(path), tmpl, (int)getpid());
+  int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f < 0) return -1;
+  fflush(fd == STDOUT_FILENO ? stdout : stderr);
+  int rc = dup2(f, fd);
+  close(f);
+  return rc < 0 ? -1 : 0;
+}
 
 static char env_file[160];
 static const char* const env_report = "NCCL_BATON_HANG_REPORT_SEC=2";
@@ -139,6 +155,12 @@ static int hang_body(itest_rank_t* r, void* arg) {
   IT_EXPECT(buf != NULL, "out of memory");
   for (int i = 0; i < COUNT; i++) buf[i] = 1.0f;
   atomic_store(&sh->pids[r->rank], (int)getpid());
+  if (cfg->mode == HANG_QUIET) {
+    IT_EXPECT(getenv("NCCL_DEBUG") == NULL && getenv("NCCL_DEBUG_FILE") == NULL,
+              "quiet: NCCL_DEBUG or NCCL_DEBUG_FILE is set");
+    IT_EXPECT(redirect_to(STDOUT_FILENO, cfg->out_tmpl) == 0, "cannot redirect stdout");
+    IT_EXPECT(redirect_to(STDERR_FILENO, cfg->log_tmpl) == 0, "cannot redirect stderr");
+  }
   ncclResult_t first = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL);
   IT_EXPECT(first == ncclSuccess || (first == ncclInProgress && r->opts->nonblocking),
             "first AllReduce returned %d", (int)first);
@@ -185,7 +207,7 @@ static int hang_body(itest_rank_t* r, void* arg) {
   w.needles[n++] = "Hang report";
   w.needles[n++] = "rank";
   w.needles[n++] = "ncclAllReduce #2 (collective #2";
-  if (cfg->mode == HANG_SKIP) {
+  if (cfg->mode == HANG_SKIP || cfg->mode == HANG_QUIET) {
     snprintf(who, sizeof(who), "Not called yet by rank %d (pid %d", VICTIM, vpid);
     w.needles[n++] = who;
   } else if (cfg->mode == HANG_STOP) {
@@ -258,6 +280,16 @@ static int hang_body(itest_rank_t* r, void* arg) {
   return 0;
 }
 
+/* quiet: what a rank wrote on its stderr, for the test's log. */
+static void print_file(int rank, const char* what, const char* path) {
+  FILE* f = fopen(path, "r");
+  if (f == NULL) return;
+  fprintf(stderr, "--- rank %d's %s:\n", rank, what);
+  char line[4096];
+  while (fgets(line, sizeof(line), f) != NULL) fputs(line, stderr);
+  fclose(f);
+}
+
 static void hang_run(hang_mode_t mode, int nhosts, bool nonblocking, const char* check_union) {
   hang_shared_t* sh =
       mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -274,21 +306,52 @@ static void hang_run(hang_mode_t mode, int nhosts, bool nonblocking, const char*
                     .timeout_s = 60,
                     .env = {"NCCL_DEBUG=WARN", env_file, env_report},
                     .may_die = mode == HANG_STOP || mode == HANG_DIE ? 1u << VICTIM : 0};
+  if (mode == HANG_QUIET) {
+    /* What a job gets by default: no NCCL variable from the test's own environment either. */
+    for (bool again = true; again;) {
+      again = false;
+      for (char** e = environ; *e != NULL && !again; e++) {
+        if (strncmp(*e, "NCCL_", 5) != 0) continue;
+        char name[128];
+        size_t n = strcspn(*e, "=");
+        snprintf(name, sizeof(name), "%.*s", (int)n, *e);
+        unsetenv(name);
+        again = true;
+      }
+    }
+    snprintf(cfg.log_tmpl, sizeof(cfg.log_tmpl), "/tmp/baton-hang-%d-quiet-%%d.err", (int)getpid());
+    snprintf(cfg.out_tmpl, sizeof(cfg.out_tmpl), "/tmp/baton-hang-%d-quiet-%%d.out", (int)getpid());
+    memset(o.env, 0, sizeof(o.env));
+    o.env[0] = env_report;
+  }
   ck_assert_int_eq(itest_run(&o, hang_body, &cfg), 0);
   bool found = check_union == NULL;
+  int on_stdout = 0;
   for (int r = 0; r < NRANKS; r++) {
     char path[160];
     snprintf(path, sizeof(path), cfg.log_tmpl, atomic_load(&sh->pids[r]));
     const char* needles[] = {"Hang report", check_union, NULL};
     if (!found && check_union != NULL) found = fork_ranks_file_has_line(path, needles);
+    if (mode == HANG_QUIET) print_file(r, "stderr", path);
+    if (getenv("BATON_TEST_KEEP_LOGS") == NULL) unlink(path);
+    if (mode != HANG_QUIET) continue;
+    snprintf(path, sizeof(path), cfg.out_tmpl, atomic_load(&sh->pids[r]));
+    const char* report[] = {"Hang report", NULL};
+    on_stdout += fork_ranks_file_has_line(path, report);
     if (getenv("BATON_TEST_KEEP_LOGS") == NULL) unlink(path);
   }
   ck_assert_msg(found, "no rank's report has \"%s\"", check_union);
+  ck_assert_msg(on_stdout == 0, "%d ranks printed the report on stdout", on_stdout);
   munmap(sh, sizeof(*sh));
 }
 
 START_TEST(test_hang_skip) {
   hang_run(HANG_SKIP, 1, false, NULL);
+}
+END_TEST
+
+START_TEST(test_hang_skip_quiet) {
+  hang_run(HANG_QUIET, 1, false, NULL);
 }
 END_TEST
 
@@ -322,6 +385,7 @@ static Suite* hang_suite(void) {
     const char* name;
     const TTest* test;
   } cases[] = {{"skip", test_hang_skip},
+               {"skip_quiet", test_hang_skip_quiet},
                {"skip_nonblocking", test_hang_skip_nonblocking},
                {"stop", test_hang_stopped_rank},
                {"die", test_hang_dead_rank},

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Soft-RoCE guest: a throw-away QEMU virtual machine that boots Debian's own kernel (which has
-# rdma_rxe), sees this machine's root filesystem read-only and one directory read-write at the same
-# path, and has an RDMA device "rxe0" on its loopback interface. It is how the IB network runs for
+# rdma_rxe), sees this machine's root filesystem read-only and the working directory and this
+# checkout read-write at the same paths (wherever they are: the guest's /root, /tmp, /run and
+# /var/tmp are fresh tmpfs, and these directories are mounted again on top), and has an RDMA device
+# "rxe0" on its loopback interface. It is how the IB network runs for
 # real without RDMA hardware.
 #
 #   tests/rdma/guest.sh setup          install qemu and rdma-core (apt, as root), download Debian's
@@ -11,7 +13,8 @@
 #                                      CMD's (77: the guest cannot start, with the reason)
 #
 # Environment: BATON_RDMA_DIR (cache: kernel and initramfs; default ~/.cache/baton-rdma),
-# GUEST_WORKDIR (the read-write directory, default $PWD), GUEST_TIMEOUT (seconds, default 900),
+# GUEST_WORKDIR (the read-write directory the command starts in, default $PWD; the checkout that
+# holds this script is shared too, so a command may run its scripts), GUEST_TIMEOUT (seconds, default 900),
 # GUEST_MEM (default 3G), GUEST_SMP (default 2), GUEST_KEEP=1 keeps the control directory,
 # BATON_RDMA_REQUIRED=1 (CI) makes "cannot start" a failure (exit 1) instead of a skip.
 # The machine is emulated (TCG): KVM cannot run Debian's stock kernel on the CI machines. Expect
@@ -107,13 +110,18 @@ K=$($B cat /ctl/kver)
 $B mkdir -p /root/tmp/.kmods/lib/modules/$K
 $B mount -t 9p -o $O,ro,cache=loose kmods /root/tmp/.kmods/lib/modules/$K
 WD=$($B cat /ctl/workdir)
-$B mkdir -p /root$WD 2>/dev/null  # under a tmpfs (/tmp...): the host's path does not exist there
-$B mount -t 9p -o $O work /root$WD || echo "guest: work mount failed"
+# Each shared directory at its host path, on top of the tmpfs mounts (under /root or /tmp the
+# host's path does not exist there until made).
+while read -r tag dir; do
+  $B mkdir -p "/root$dir" 2>/dev/null
+  $B mount -t 9p -o $O "$tag" "/root$dir" || echo "guest: mount of $dir failed"
+done < /ctl/shares
 $B cp /ctl/cmd.sh /root/tmp/.guest_cmd.sh
 echo "guest: up after $($B cut -d' ' -f1 /proc/uptime) s"
 { $B chroot /root /bin/sh -c "cd '$WD' && exec /bin/sh /tmp/.guest_cmd.sh"; echo $? > /ctl/rc; } 2>&1 | $B tee /ctl/guest.log
 echo "guest: done after $($B cut -d' ' -f1 /proc/uptime) s, status $($B cat /ctl/rc)"
-$B sync; $B umount /root$WD /ctl 2>/dev/null; $B poweroff -f
+$B sync; while read -r tag dir; do $B umount "/root$dir"; done < /ctl/shares 2>/dev/null
+$B umount /ctl 2>/dev/null; $B poweroff -f
 INIT
   chmod +x "$r/init"
   (cd "$r" && find . | cpio -o -H newc --quiet | gzip -1) > "$out.tmp" && mv "$out.tmp" "$out"
@@ -126,11 +134,27 @@ cmd_run() {
   [ -z "$why" ] || die_skip "$why"
   local kver initrd ctl workdir
   kver=$(kernel_version)
-  initrd=$DIR/initrd-$kver.cpio.gz
+  # Named for this script too: a changed /init makes a new one.
+  initrd=$DIR/initrd-$kver-$(sha256sum "$0" | cut -c1-12).cpio.gz
   [ -s "$initrd" ] || make_initrd "$kver" "$initrd"
   workdir=$(realpath "${GUEST_WORKDIR:-$PWD}")
   ctl=$(mktemp -d /tmp/baton-rdma-guest.XXXXXX)
   echo "$workdir" > "$ctl/workdir"
+  # The working directory and this checkout, each shared unless inside the other.
+  local checkout shares=() fsdevs=() i=0 d
+  checkout=$(realpath "$(dirname "$0")/../..")
+  for d in "$workdir" "$checkout"; do
+    case "$d/" in "$checkout"/*) [ "$d" = "$checkout" ] || continue ;; esac
+    case "$d/" in "$workdir"/*) [ "$d" = "$workdir" ] || continue ;; esac
+    shares+=("$d")
+  done
+  : > "$ctl/shares"
+  while IFS= read -r d; do
+    echo "work$i $d" >> "$ctl/shares"
+    fsdevs+=(-fsdev "local,id=w$i,path=$d,security_model=none,multidevs=remap"
+      -device "virtio-9p-pci,fsdev=w$i,mount_tag=work$i")
+    i=$((i + 1))
+  done < <(printf '%s\n' "${shares[@]}" | sort -u)
   echo "$kver" > "$ctl/kver"
   {
     echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root'
@@ -152,8 +176,7 @@ cmd_run() {
     -serial "file:$ctl/console.log" \
     -fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
-    -fsdev "local,id=w,path=$workdir,security_model=none,multidevs=remap" \
-    -device virtio-9p-pci,fsdev=w,mount_tag=work \
+    "${fsdevs[@]}" \
     -fsdev "local,id=c,path=$ctl,security_model=none" \
     -device virtio-9p-pci,fsdev=c,mount_tag=ctl \
     -fsdev "local,id=k,path=$(realpath "$KROOT/lib/modules/$kver"),security_model=none,readonly=on" \

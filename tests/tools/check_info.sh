@@ -11,6 +11,13 @@ echo "$out"
 echo "$out" | grep -q "^Library: .*: Baton [0-9.]* (NCCL 2.28.9 API)" || fail "not reported as Baton"
 echo "$out" | grep -q "^Build: build=" || fail "no build options"
 echo "$out" | grep -q "^GPUs: " || fail "no GPU line"
+echo "$out" | grep -q "^Build: .* ib=\(ON\|OFF\) hwloc=\(ON\|OFF\)" || fail "no IB/hwloc build options"
+# Without a driver (no libcuda.so.1 anywhere the loader looks) the GPU line says so, not that the
+# driver is "insufficient".
+if ! ldconfig -p | grep -q "libcuda.so.1 " && ! ls /usr/lib*/x86_64-linux-gnu/libcuda.so.1 >/dev/null 2>&1; then
+  echo "$out" | grep -q "^GPUs: none (no CUDA driver: libcuda.so.1 is not installed)" ||
+    fail "the no-driver case is not worded as such"
+fi
 "$info" /lib/x86_64-linux-gnu/libm.so.6 >/dev/null 2>&1
 [ "$?" = 2 ] || fail "a library that is not NCCL did not give exit 2"
 echo PASS

@@ -5,7 +5,11 @@
 #   - --json holds every measurement, consistent (busbw = algbw x 2(n-1)/n, min <= median);
 #   - --compare prints one B/A ratio per size; --version names both libraries;
 #   - --plot draws a PNG (SKIP of that part when matplotlib is missing, with its message checked);
-#   - --help lists the defaults and units; a bad option fails.
+#   - --help lists the defaults and units; a bad option fails; the table labels its units and says
+#     that host-executor numbers say nothing about GPU speed;
+#   - rows stream: with stdout a file, the first row is there while the sweep still runs;
+#   - --compare with a library that is not Baton (stock, if the CUDA toolkit has it) on a machine
+#     without a GPU says that stock needs a GPU, and still writes library A's JSON (exit 2).
 set -u
 perf=$1 lib=$2
 work=$(mktemp -d /tmp/baton_perf_XXXXXX) || exit 1
@@ -38,6 +42,52 @@ if grep -E '^  (allreduce|allgather|reducescatter) ' "$work/table" | grep -q ' ?
   fail "algorithm/protocol unknown (the profiler plugin did not report)"
 fi
 grep -q "B/A" "$work/table" || fail "no comparison table"
+grep -q "algbw(GB/s)" "$work/table" && grep -q "busbw(GB/s)" "$work/table" &&
+  grep -q "time(us)" "$work/table" || fail "the table does not label its units"
+grep -q "say nothing about the speed on GPUs" "$work/table" ||
+  fail "no word that host-executor numbers are not GPU numbers"
+
+# Rows stream to a file: the first one is written while later sizes are still being measured.
+"$perf" -n 2 -b 8 -e 1M -f 2 -c allreduce -r 2 -w 1 -t 40 >"$work/stream" 2>/dev/null &
+pid=$!
+streamed=no
+for _ in $(seq 1 600); do
+  if grep -qE '^  allreduce ' "$work/stream"; then
+    kill -0 "$pid" 2>/dev/null && streamed=yes
+    break
+  fi
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.05
+done
+wait "$pid" || { cat "$work/stream"; fail "the streaming sweep failed"; }
+[ "$streamed" = yes ] || { cat "$work/stream"; fail "no row in the file while the sweep ran"; }
+[ "$(grep -cE '^  allreduce ' "$work/stream")" = 18 ] || { cat "$work/stream"; fail "rows missing"; }
+echo "rows stream ok"
+
+# Stock NCCL cannot run without a GPU: said, and what library A measured is still written.
+stock=""
+for f in /usr/local/cuda/lib64/libnccl.so.2 /usr/local/cuda/lib/libnccl.so.2; do
+  [ -r "$f" ] && { stock=$f; break; }
+done
+if [ -z "$stock" ]; then
+  echo "SKIP: --compare with stock NCCL (no stock libnccl.so.2 in the CUDA toolkit)"
+elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP: --compare with stock NCCL without a GPU (this machine has one)"
+else
+  "$perf" -n 2 -b 1K -e 4K -f 4 -c allreduce -r 1 -w 1 -t 1 --compare "$stock" \
+    --json "$work/stock.json" >"$work/stock.out" 2>"$work/stock.err"
+  status=$?
+  cat "$work/stock.out" "$work/stock.err"
+  [ "$status" = 2 ] || fail "--compare with stock without a GPU: exit $status, not 2"
+  grep -q "a comparison with it needs a GPU" "$work/stock.err" || fail "no word that stock needs a GPU"
+  python3 - "$work/stock.json" <<'PY' || fail "library A's results were not written"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["libraries"]) == 1 and d["libraries"][0]["baton"] is True, d
+assert len(d["libraries"][0]["results"]) == 4, d  # 2 sizes x 2 places
+print("stock comparison without a GPU: library A written")
+PY
+fi
 
 python3 - "$work/out.json" <<'PY' || fail "the JSON is inconsistent"
 import json, sys

@@ -221,6 +221,53 @@ static char* emit_all_levels(const char* level) {
   return both;
 }
 
+/* WARN_ALWAYS: with NCCL_DEBUG unset (or below WARN) the line goes to stderr, never stdout or a
+ * NCCL_DEBUG_FILE; at WARN and above it goes where WARN lines go (here the file). Either way it is
+ * the last error, as a WARN is. */
+START_TEST(test_warn_always) {
+  static const struct {
+    const char* level;
+    bool to_file;
+  } cases[] = {{NULL, false}, {"VERSION", false}, {"WARN", true}, {"INFO", true}};
+  const int i = _i;
+  char out_path[512], err_path[512];
+  snprintf(out_path, sizeof(out_path), "%s/stdout.txt", tmp_dir);
+  snprintf(err_path, sizeof(err_path), "%s/stderr.txt", tmp_dir);
+  redirect_stdout(out_path);
+  fflush(stderr);
+  int saved_err = dup(STDERR_FILENO);
+  int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
+  close(fd);
+  set_debug(cases[i].level, NULL);
+  WARN_ALWAYS("probe-always %d", 7);
+  WARN("probe-plain");
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_err, STDERR_FILENO);
+  close(saved_err);
+  char* out = unit_read_file(out_path);
+  char* err = unit_read_file(err_path);
+  char* file = read_log();
+  ck_assert_ptr_nonnull(out);
+  ck_assert_ptr_nonnull(err);
+  ck_assert_msg(!contains(out, "probe-always"), "on stdout at NCCL_DEBUG=%s", cases[i].level);
+  ck_assert_msg(contains(cases[i].to_file ? file : err, "NCCL WARN probe-always 7\n"),
+                "NCCL_DEBUG=%s: not where it belongs (stderr: \"%s\", file: \"%s\")",
+                cases[i].level, err, file);
+  ck_assert_msg(!contains(cases[i].to_file ? err : file, "probe-always"),
+                "NCCL_DEBUG=%s: printed twice", cases[i].level);
+  /* A plain WARN is not printed below WARN, and never on stderr. */
+  ck_assert(!contains(err, "probe-plain"));
+  ck_assert(contains(file, "probe-plain") == cases[i].to_file);
+  ck_assert_str_eq(log_last_error(), "probe-plain");
+  free(out);
+  free(err);
+  free(file);
+}
+END_TEST
+
 START_TEST(test_level_filtering) {
   /* The library's version string is its own compile definition; the test checks the shape. */
   char banner[256];
@@ -547,6 +594,7 @@ int main(void) {
   tcase_add_test(tc, test_warn_enables_info);
   tcase_add_loop_test(tc, test_level_filtering, 0, 9);
   tcase_add_test(tc, test_nothing_written_when_unset);
+  tcase_add_loop_test(tc, test_warn_always, 0, 4);
   tcase_add_test(tc, test_banner_once);
   tcase_add_test(tc, test_subsys_filter);
   tcase_add_test(tc, test_debug_file_expansion);

@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <cuda_runtime.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <stdio.h>
@@ -25,12 +26,28 @@
 
 extern char** environ;
 
+/* Whether the CUDA driver library can be loaded at all. */
+static bool have_driver(void) {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h != NULL) dlclose(h);
+  return h != NULL;
+}
+
 static void print_gpus(void) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0) {
-    printf("GPUs: none (%s); communicators run on Baton's host executor\n",
-           err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
+    /* The runtime says "insufficient driver" both for an old driver and for none at all. */
+    char why[160];
+    if (err == cudaErrorInsufficientDriver && !have_driver())
+      snprintf(why, sizeof(why), "no CUDA driver: libcuda.so.1 is not installed");
+    else if (err == cudaErrorInsufficientDriver)
+      snprintf(why, sizeof(why), "the CUDA driver is older than this build's CUDA runtime %d.%d",
+               CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    else
+      snprintf(why, sizeof(why), "%s",
+               err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device");
+    printf("GPUs: none (%s); communicators run on Baton's host executor\n", why);
     return;
   }
   printf("GPUs: %d\n", n);

@@ -74,7 +74,8 @@ typedef struct result {
   long wrong[PERF_MAX_RANKS];
   char algo[16], proto[16];
   int nchannels;
-  bool done;
+  bool done;             /* rank 0 has measured it */
+  atomic_int ranks_done; /* ranks that have stored their times (the parent prints the row then) */
 } result_t;
 
 /* Shared by the parent and every rank process (MAP_SHARED before the forks). */
@@ -365,6 +366,7 @@ static void rank_measure(rank_ctx_t* r, coll_t c, int s) {
       res->done = true;
       atomic_fetch_add(&sh->progress, 1);
     }
+    atomic_fetch_add(&res->ranks_done, 1);
   }
 }
 
@@ -445,7 +447,12 @@ static int total_measurements(const options_t* o) {
   return n;
 }
 
-/* Forks the ranks of library lib and waits, drawing the progress line. 0 on success. */
+static void print_header(const options_t* o, int lib);
+static int print_rows(const options_t* o, int lib, int next, bool all);
+
+/* Forks the ranks of library lib and waits, drawing the progress line and printing each row of
+ * the table as soon as every rank has measured it (to a file or a pipe as well: nothing waits for
+ * the end of the sweep). 0 on success. */
 static int run_library(const options_t* o, int lib) {
   atomic_store(&sh->progress, 0);
   atomic_store(&sh->failed, 0);
@@ -456,10 +463,14 @@ static int run_library(const options_t* o, int lib) {
     if (pids[r] == 0) rank_main(o, lib, r);
     if (pids[r] < 0) die("fork: %s", strerror(errno));
   }
-  int total = total_measurements(o), alive = o->nranks, failed = 0;
+  int total = total_measurements(o), alive = o->nranks, failed = 0, next = 0;
   bool show = o->progress > 0 || (o->progress < 0 && isatty(STDERR_FILENO));
   double t0 = now_us(), shown = 0;
+  print_header(o, lib);
   while (alive > 0) {
+    int printed = print_rows(o, lib, next, false);
+    if (printed != next && show && shown > 0) fprintf(stderr, "\r%80s\r", ""); /* under the row */
+    next = printed;
     int status;
     pid_t p = waitpid(-1, &status, WNOHANG);
     if (p > 0) {
@@ -485,6 +496,7 @@ static int run_library(const options_t* o, int lib) {
     usleep(20000);
   }
   if (show && now_us() - t0 > 2e6) fprintf(stderr, "\r%80s\r", "");
+  print_rows(o, lib, next, true);
   return failed;
 }
 
@@ -537,49 +549,70 @@ static double algbw_gbs(size_t bytes, double us) {
   return us > 0 ? (double)bytes / us / 1e3 : 0;
 }
 
-static long print_table(const options_t* o, int lib) {
-  long total_wrong = 0;
+static long lib_wrong[PERF_MAX_LIBS]; /* wrong values in the rows printed so far */
+
+static void print_header(const options_t* o, int lib) {
   printf("# library %c: %s\n", 'A' + lib, sh->lib_desc[lib]);
   if (sh->lib_build[lib][0]) printf("#   build: %s\n", sh->lib_build[lib]);
-  printf("#   init %.1f ms (rank 0)\n", sh->init_ms[lib]);
-  printf("#%63s%47s\n", "out-of-place", "in-place");
-  printf("# %-13s %12s %11s %9s %9s %7s %7s %6s %9s %9s %7s %7s %6s  %s\n", "collective", "size(B)",
-         "count", "time(us)", "min(us)", "algbw", "busbw", "#wrong", "time(us)", "min(us)", "algbw",
-         "busbw", "#wrong", "algo/proto/channels");
+  printf("#%90s%51s\n", "out-of-place", "in-place");
+  printf("# %-13s %12s %11s %9s %9s %11s %11s %6s %9s %9s %11s %11s %6s  %s\n", "collective",
+         "size(B)", "count", "time(us)", "min(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+         "time(us)", "min(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "algo/proto/channels");
+  fflush(stdout);
+}
+
+static void print_row(const options_t* o, int lib, int c, int s) {
+  size_t se, re;
+  coll_counts((coll_t)c, sizes[s], o->nranks, &se, &re);
+  size_t bytes = (c == COLL_ALLGATHER ? re : se) * sizeof(float);
+  printf("  %-13s %12zu %11zu", coll_names[c], bytes, call_count((coll_t)c, se, re, o->nranks));
+  for (int place = 0; place < 2; place++) {
+    const result_t* res = &sh->res[lib][c][s][place];
+    if (!res->done || atomic_load(&res->ranks_done) < o->nranks) {
+      printf(" %9s %9s %11s %11s %6s", "n/a", "", "", "", "");
+      continue;
+    }
+    double med, min;
+    long wrong;
+    summarize(o, res, &med, &min, &wrong);
+    double alg = algbw_gbs(bytes, med);
+    printf(" %9.2f %9.2f %11.2f %11.2f %6ld", med, min, alg, alg * bus_factor((coll_t)c, o->nranks),
+           wrong);
+    lib_wrong[lib] += wrong;
+  }
+  const result_t* r0 = &sh->res[lib][c][s][0];
+  printf("  %s/%s/%d\n", r0->algo[0] ? r0->algo : "?", r0->proto[0] ? r0->proto : "?",
+         r0->nchannels);
+  fflush(stdout);
+}
+
+/* Prints the rows from number next on that every rank has measured (all: every remaining row,
+ * "n/a" where a measurement is missing, then the totals); returns the next row to print. */
+static int print_rows(const options_t* o, int lib, int next, bool all) {
+  int row = 0;
   for (int c = 0; c < COLL_COUNT; c++) {
     if (!o->colls[c]) continue;
-    for (int s = 0; s < nsizes; s++) {
-      size_t se, re;
-      coll_counts((coll_t)c, sizes[s], o->nranks, &se, &re);
-      size_t bytes = (c == COLL_ALLGATHER ? re : se) * sizeof(float);
-      printf("  %-13s %12zu %11zu", coll_names[c], bytes, call_count((coll_t)c, se, re, o->nranks));
-      for (int place = 0; place < 2; place++) {
-        const result_t* res = &sh->res[lib][c][s][place];
-        if (!res->done) {
-          printf(" %9s %9s %7s %7s %6s", "n/a", "", "", "", "");
-          continue;
-        }
-        double med, min;
-        long wrong;
-        summarize(o, res, &med, &min, &wrong);
-        double alg = algbw_gbs(bytes, med);
-        printf(" %9.2f %9.2f %7.2f %7.2f %6ld", med, min, alg,
-               alg * bus_factor((coll_t)c, o->nranks), wrong);
-        total_wrong += wrong;
-      }
-      const result_t* r0 = &sh->res[lib][c][s][0];
-      printf("  %s/%s/%d\n", r0->algo[0] ? r0->algo : "?", r0->proto[0] ? r0->proto : "?",
-             r0->nchannels);
+    for (int s = 0; s < nsizes; s++, row++) {
+      if (row < next) continue;
+      bool ready = true;
+      for (int place = 0; place < (c == COLL_ALLTOALL ? 1 : 2); place++)
+        ready = ready && atomic_load(&sh->res[lib][c][s][place].ranks_done) >= o->nranks;
+      if (!ready && !all) return row;
+      print_row(o, lib, c, s);
     }
   }
-  printf("# %ld wrong values in total\n", total_wrong);
-  return total_wrong;
+  if (all) {
+    printf("#   init %.1f ms (rank 0)\n", sh->init_ms[lib]);
+    printf("# %ld wrong values in total\n", lib_wrong[lib]);
+    fflush(stdout);
+  }
+  return row;
 }
 
 static void print_compare(const options_t* o) {
   printf("# ratio B/A (median out-of-place time; < 1: B is faster), and busbw of each\n");
-  printf("# %-13s %12s %12s %12s %9s %9s %9s\n", "collective", "size(B)", "A time(us)",
-         "B time(us)", "B/A", "A busbw", "B busbw");
+  printf("# %-13s %12s %12s %12s %9s %14s %14s\n", "collective", "size(B)", "A time(us)",
+         "B time(us)", "B/A", "A busbw(GB/s)", "B busbw(GB/s)");
   for (int c = 0; c < COLL_COUNT; c++) {
     if (!o->colls[c]) continue;
     for (int s = 0; s < nsizes; s++) {
@@ -591,7 +624,7 @@ static void print_compare(const options_t* o) {
       summarize(o, &sh->res[0][c][s][0], &ma, &mina, &wa);
       summarize(o, &sh->res[1][c][s][0], &mb, &minb, &wb);
       double bf = bus_factor((coll_t)c, o->nranks);
-      printf("  %-13s %12zu %12.2f %12.2f %9.3f %9.2f %9.2f\n", coll_names[c], bytes, ma, mb,
+      printf("  %-13s %12zu %12.2f %12.2f %9.3f %14.2f %14.2f\n", coll_names[c], bytes, ma, mb,
              ma > 0 ? mb / ma : 0, algbw_gbs(bytes, ma) * bf, algbw_gbs(bytes, mb) * bf);
     }
   }
@@ -610,12 +643,13 @@ static void json_string(FILE* f, const char* s) {
   fputc('"', f);
 }
 
-static void write_json(const options_t* o, const char* path) {
+/* Every measurement of the first nlibs libraries (those that ran). */
+static void write_json(const options_t* o, int nlibs, const char* path) {
   FILE* f = fopen(path, "w");
   if (f == NULL) die("cannot write %s: %s", path, strerror(errno));
   fprintf(f, "{\n  \"nranks\": %d,\n  \"executor\": \"%s\",\n  \"reps\": %d,\n  \"libraries\": [",
           o->nranks, o->use_gpu ? "gpu" : "host", o->reps);
-  for (int lib = 0; lib < o->nlibs; lib++) {
+  for (int lib = 0; lib < nlibs; lib++) {
     fprintf(f, "%s\n    {\"spec\": ", lib ? "," : "");
     json_string(f, o->libs[lib]);
     fprintf(f, ", \"description\": ");
@@ -905,27 +939,45 @@ int main(int argc, char** argv) {
   printf(
       "# time: median over repetitions of the per-iteration time averaged over ranks; min: "
       "the fastest repetition\n");
-  long wrong = 0;
-  int failed = 0;
-  for (int lib = 0; lib < o.nlibs && !failed; lib++) {
-    failed = run_library(&o, lib);
-    if (failed) {
+  if (!o.use_gpu)
+    printf(
+        "# the host executor runs the operations on CPU threads: these numbers test the code "
+        "path and say nothing about the speed on GPUs\n");
+  fflush(stdout);
+  /* Stock NCCL has no host executor (its init fails without a GPU): said before the sweep, and
+   * the libraries before it still run. */
+  int runnable = o.nlibs;
+  for (int lib = 0; lib < o.nlibs && runnable == o.nlibs; lib++) {
+    if (o.use_gpu || sh->lib_baton[lib]) continue;
+    fprintf(stderr,
+            "baton-perf: library %c (%s) is not Baton and there is no GPU: stock NCCL runs only on "
+            "GPUs, so a comparison with it needs a GPU; library %c is not run\n",
+            'A' + lib, o.libs[lib], 'A' + lib);
+    runnable = lib;
+  }
+  int failed = runnable < o.nlibs, ran = 0; /* ran: libraries whose sweep completed */
+  for (int lib = 0; lib < runnable; lib++) {
+    if (run_library(&o, lib) != 0) {
       fprintf(stderr, "baton-perf: a rank of library %c (%s) failed\n", 'A' + lib, o.libs[lib]);
+      failed = 1;
       break;
     }
-    wrong += print_table(&o, lib);
-    fflush(stdout);
+    ran++;
   }
-  if (!failed && o.nlibs == 2) print_compare(&o);
+  long wrong = 0;
+  for (int lib = 0; lib < ran; lib++) wrong += lib_wrong[lib];
+  if (ran == 2) print_compare(&o);
+  if (failed && ran > 0 && (o.json || o.plot))
+    fprintf(stderr, "baton-perf: writing what was measured (library A%s)\n", ran > 1 ? ", B" : "");
   char tmp_json[64] = "";
   const char* json = o.json;
-  if (!failed && o.plot && json == NULL) {
+  if (ran > 0 && o.plot && json == NULL) {
     snprintf(tmp_json, sizeof(tmp_json), "/tmp/baton-perf-%d.json", (int)getpid());
     json = tmp_json;
   }
-  if (!failed && json) write_json(&o, json);
+  if (ran > 0 && json) write_json(&o, ran, json);
   int plot_rc = 0;
-  if (!failed && o.plot) {
+  if (ran > 0 && o.plot) {
     plot_rc = make_plot(&o, json);
     if (plot_rc == 0) printf("# plot written to %s\n", o.plot);
   }
