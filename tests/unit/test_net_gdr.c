@@ -150,6 +150,28 @@ START_TEST(nic_choice_and_cross_nic) {
 }
 END_TEST
 
+/* The rings' say (topo_ring_rails): the NIC the layout gives this rank on a channel replaces the
+ * channel's turn among its closest; the sender still follows the receiver's rail by
+ * NCCL_CROSS_NIC. */
+START_TEST(nic_choice_from_rings) {
+  const int near[2] = {1, 3};
+  /* receiver: the layout's NIC, whatever the channel's turn would be */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, -1, 2), 3);
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 1, 1, -1, 2), 1);
+  /* none (-1) or out of range: the closest-NIC rule */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 1, -1, -1, 2), 3);
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 1, 9, -1, 2), 3);
+  /* sender on its rail's NIC: that NIC under every setting */
+  for (int cross = 0; cross <= 2; cross++)
+    ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 3, cross), 3);
+  /* the hop that closes a ring over an odd number of hosts: receiver on rail 0, sender's NIC 3 */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 0, 0), 0); /* stays on the rail */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 0, 1), 3); /* its own */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 0, 2), 3); /* rail 0 is far */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 1, 2), 1); /* rail 1 is close */
+}
+END_TEST
+
 int main(void) {
   Suite* s = suite_create("net_gdr");
   TCase* tc = tcase_create("net_gdr");
@@ -159,6 +181,7 @@ int main(void) {
   tcase_add_test(tc, gdr_dmabuf_or_peer_memory);
   tcase_add_test(tc, gdr_level_parameter);
   tcase_add_test(tc, nic_choice_and_cross_nic);
+  tcase_add_test(tc, nic_choice_from_rings);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }
