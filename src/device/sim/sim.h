@@ -87,7 +87,8 @@ int sim_world_nranks(const sim_world_t* w);
 const platform_t* sim_world_platform(sim_world_t* w);
 extern const executor_ops_t executor_sim_ops;
 
-/* One point-to-point flow of a timed launch: every step from src to dst, summed over channels. */
+/* One point-to-point flow of a timed launch: every step from src to dst (between nodes: through
+ * one pair of NICs), summed over channels. */
 typedef struct sim_flow_out {
   int src, dst;
   uint64_t bytes;       /* on the wire (LL and LL128 lines included) */

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Between nodes on every NIC (issue 28), in baton-sim: NODES nodes of h100x8-nvswitch-8nic with 1,
+# 2, 4 and 8 NICs (400 Gb/s = 50 GB/s one way each), 1 GiB all-reduce, all-gather, reduce-scatter
+# and alltoall, through Baton's own init, topology and planner.
+#   - bus bandwidth grows with the NIC count, for every operation;
+#   - the all-reduce's bus bandwidth is at least 80 % of the node's NIC bandwidth (NICs x 50 GB/s);
+#   - every NIC of every node sends and receives within 10 % of the mean bytes (--flows: each NET
+#     flow's source and destination NIC, summed per node and NIC), for every operation and count.
+# The bytes per NIC and the bandwidth bound are computed here from the flows and the NIC count,
+# not taken from the simulator's own summary.
+#   check_sim_nics.sh BATON_SIM [NODES]
+set -u
+sim=$1
+nodes=${2:-16}
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d /tmp/check_sim_nics.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$tmp"' EXIT
+status=0
+for op in allreduce allgather reducescatter alltoall; do
+  prev=0
+  for nics in 1 2 4 8; do
+    out="$tmp/$op.$nics"
+    "$sim" --topo h100x8-nvswitch-8nic --nodes "$nodes" --nics "$nics" --op "$op" --bytes 1G \
+      --flows >"$out" 2>&1 || { cat "$out"; fail "baton-sim $op, $nics NICs"; }
+    line=$(grep "^op=$op " "$out") || { cat "$out"; fail "$op: no operation line"; }
+    busbw=$(echo "$line" | sed 's/.* busbw=\([0-9.]*\).*/\1/')
+    # per node and NIC: bytes sent (tx) and received (rx) by NET flows; 8 ranks a node
+    spread=$(awk -v nics="$nics" -v nodes="$nodes" '
+      / flow / && / via=NET / {
+        split($2, sd, "->"); b = $3; sub("bytes=", "", b);
+        n = $5; sub("nic=", "", n); split(n, nn, "->");
+        tx[int(sd[1] / 8) "." nn[1]] += b; rx[int(sd[2] / 8) "." nn[2]] += b
+      }
+      END {
+        total = 0; min = -1; max = 0; k = 0
+        for (node = 0; node < nodes; node++) for (i = 0; i < nics; i++) {
+          split(tx[node "." i] " " rx[node "." i], v, " ")
+          for (j = 1; j <= 2; j++) {
+            x = v[j] + 0; total += x; k++
+            if (min < 0 || x < min) min = x
+            if (x > max) max = x
+          }
+        }
+        mean = total / k
+        if (mean <= 0) { print "none"; exit }
+        printf "%.1f %.1f %.3f", (min / mean - 1) * 100, (max / mean - 1) * 100, total / 1e9
+      }' "$out")
+    echo "$op nics=$nics busbw=$busbw GB/s per-NIC bytes vs mean (min%, max%, total GB): $spread"
+    [ "$spread" != none ] || { status=1; echo "FAIL: $op, $nics NICs: no NET flow"; continue; }
+    set -- $spread
+    awk -v lo="$1" -v hi="$2" 'BEGIN { exit !(lo >= -10 && hi <= 10) }' ||
+      { status=1; echo "FAIL: $op, $nics NICs: a NIC carries more than 10 % off the mean"; }
+    awk -v b="$busbw" -v p="$prev" 'BEGIN { exit !(b > p) }' ||
+      { status=1; echo "FAIL: $op: $busbw GB/s with $nics NICs, not above $prev with fewer"; }
+    if [ "$op" = allreduce ]; then
+      awk -v b="$busbw" -v n="$nics" 'BEGIN { exit !(b >= 0.8 * n * 50) }' ||
+        { status=1; echo "FAIL: allreduce, $nics NICs: $busbw GB/s below 80 % of $nics x 50"; }
+    fi
+    prev=$busbw
+  done
+done
+[ $status -eq 0 ] && echo PASS
+exit $status
