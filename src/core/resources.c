@@ -81,6 +81,44 @@ static ncclResult_t comm_rings_init(comm_res_t* cc) {
   return ncclSuccess;
 }
 
+/* This rank's tree on every channel: over every NIC when the rings are (topo_tree_rails: each
+ * channel's layout computed once, for the channels that share it), else the double binary tree
+ * over ranks (topo_dbtree). */
+static ncclResult_t comm_trees_init(comm_res_t* cc) {
+  int n = cc->nranks;
+  int *scratch = NULL, *up = NULL, *down = NULL;
+  bool rails = cc->ring_nics != NULL;
+  if (rails) {
+    CHECK(MEM_CALLOC(&scratch, 2 * (size_t)n));
+    if (MEM_CALLOC(&up, (size_t)n) != ncclSuccess ||
+        MEM_CALLOC(&down, (size_t)n * TOPO_TREE_MAX_CHILDREN) != ncclSuccess) {
+      free(scratch);
+      free(up);
+      return ncclSystemError;
+    }
+  }
+  int period = rails ? 2 * cc->nrings : 2; /* the double trees alternate too */
+  for (int l = 0; l < period && l < cc->nchannels; l++) {
+    int my_up = -1, my_down[TOPO_TREE_MAX_CHILDREN];
+    if (rails && topo_tree_rails(n, cc->host_of, cc->rank_nics, l, scratch, up, down)) {
+      my_up = up[cc->rank];
+      memcpy(my_down, down + (size_t)cc->rank * TOPO_TREE_MAX_CHILDREN, sizeof(my_down));
+    } else {
+      topo_dbtree(n, cc->rank, l % 2, &my_up, my_down);
+    }
+    for (int c = l; c < cc->nchannels; c += period) {
+      dev_channel_t* ch = &cc->channels[c];
+      ch->tree_up = my_up;
+      for (int k = 0; k < TREE_MAX_CHILDREN; k++)
+        ch->tree_down[k] = k < TOPO_TREE_MAX_CHILDREN ? my_down[k] : -1;
+    }
+  }
+  free(down);
+  free(up);
+  free(scratch);
+  return ncclSuccess;
+}
+
 static ncclResult_t comm_channels_init(comm_res_t* cc) {
   int n = cc->nranks;
   CHECK(comm_rings_init(cc));
@@ -101,14 +139,10 @@ static ncclResult_t comm_channels_init(comm_res_t* cc) {
     }
     ch->ring_prev = ring[(ch->ring_index + n - 1) % n];
     ch->ring_next = ring[(ch->ring_index + 1) % n];
-    int down[TOPO_TREE_MAX_CHILDREN];
-    topo_dbtree(n, cc->rank, c % 2, &ch->tree_up, down);
-    for (int k = 0; k < TREE_MAX_CHILDREN; k++)
-      ch->tree_down[k] = k < TOPO_TREE_MAX_CHILDREN ? down[k] : -1;
     ch->send = cc->fifo_tables + (size_t)c * 2 * (size_t)n;
     ch->recv = ch->send + n;
   }
-  return ncclSuccess;
+  return comm_trees_init(cc);
 }
 
 /* Stock's "Channel 00/24 : 0 1" and "Trees [0] ..." lines. */

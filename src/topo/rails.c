@@ -183,3 +183,69 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
   } while (next_host(order_out, nranks, hosts, &start, &k));
   return any;
 }
+
+/* ---- Trees over every NIC --------------------------------------------------------------------
+ * Channel c's tree between hosts: in every host, the rank beside the channel's first rail (the
+ * same rank as the ring's end a on that channel, so it uses the same NIC) heads a chain of the
+ * host's other ranks (rank order); the heads form the double binary tree over hosts (topo_dbtree
+ * over host indices). Every hop between hosts joins two heads, so it stays on rail u, and
+ * successive channels head every host from a GPU beside another NIC. The tree alternates every m
+ * channels (m: the most rails of a host), so that every rail carries both trees: a host that is
+ * an inner node of one is a leaf of the other, and its NICs carry the same share either way. */
+bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
+                     int* scratch, int* up_out, int* down_out) {
+  int* order = scratch;
+  int* cand = scratch + nranks;
+  for (int r = 0; r < nranks; r++) {
+    up_out[r] = -1;
+    for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++) down_out[r * TOPO_TREE_MAX_CHILDREN + k] = -1;
+  }
+  if (hosts == NULL || nranks < 2) return false;
+  topo_ring_order(nranks, hosts, 0, false, order);
+  int nhosts = 0, start = 0, k = 0, most = 1;
+  bool any = false;
+  while (next_host(order, nranks, hosts, &start, &k)) {
+    int rails[TOPO_RAIL_MAX_NICS];
+    int m = host_rails(order + start, k, nics, rails);
+    if (m > most) most = m;
+    int head = order[start];
+    if (m > 0) {
+      int best = rail_candidates(order + start, k, nics, rails[channel % m], cand);
+      head = cand[(channel / m) % best];
+      any = true;
+    }
+    /* the head first, then the others in rank order */
+    int* seg = order + start;
+    for (int i = 0; i < k; i++) {
+      if (seg[i] != head) continue;
+      for (; i > 0; i--) seg[i] = seg[i - 1];
+      seg[0] = head;
+      break;
+    }
+    for (int i = 1; i < k; i++) {
+      up_out[seg[i]] = seg[i - 1];
+      down_out[seg[i - 1] * TOPO_TREE_MAX_CHILDREN] = seg[i];
+    }
+    nhosts++;
+  }
+  if (nhosts < 2 || !any) {
+    for (int r = 0; r < nranks; r++) {
+      up_out[r] = -1;
+      down_out[r * TOPO_TREE_MAX_CHILDREN] = -1;
+    }
+    return false;
+  }
+  start = k = nhosts = 0; /* where each host's chain starts (cand is free again) */
+  while (next_host(order, nranks, hosts, &start, &k)) cand[nhosts++] = start;
+  for (int h = 0; h < nhosts; h++) {
+    int hup, hdown[TOPO_TREE_MAX_CHILDREN];
+    topo_dbtree(nhosts, h, (channel / most) % 2, &hup, hdown);
+    int head = order[cand[h]];
+    if (hup >= 0) up_out[head] = order[cand[hup]];
+    int* d = down_out + (size_t)head * TOPO_TREE_MAX_CHILDREN;
+    int n = d[0] >= 0 ? 1 : 0; /* the chain's next rank stays first */
+    for (int i = 0; i < TOPO_TREE_MAX_CHILDREN && n < TOPO_TREE_MAX_CHILDREN; i++)
+      if (hdown[i] >= 0) d[n++] = order[cand[hdown[i]]];
+  }
+  return true;
+}

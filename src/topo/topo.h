@@ -221,6 +221,17 @@ void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t*
  * topo_ring_order's one-way ring. scratch: nranks ints. */
 bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
                      int* scratch, int* order_out, int8_t* nic_out);
+/* Channel `channel`'s tree between hosts, over every NIC: in each host, the rank at the ring's
+ * end beside the channel's first rail (topo_ring_rails) heads a chain of the host's other ranks,
+ * and the heads form the double binary tree over hosts (topo_dbtree over host indices, tree
+ * (channel / m) % 2 for hosts of at most m rails), so every hop between hosts joins two ranks
+ * beside NICs of one index; channels c and c + 2 * period (topo_ring_rails_period) get the same
+ * tree. up_out[r]:
+ * rank r's parent (-1 at the root), down_out[r * TOPO_TREE_MAX_CHILDREN ...]: its children (-1
+ * unused; a head's chain child first). false when no layout applies (as topo_ring_rails): the
+ * outputs are then all -1. scratch: 2 * nranks ints. */
+bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
+                     int* scratch, int* up_out, int* down_out);
 /* Channels c and c + period get the same layout; at most max. scratch: 2 * nranks ints. */
 int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t* nics, int max,
                            int* scratch);

@@ -5,7 +5,8 @@
  * under the same PCIe switch (equal bridge chains), and the rules say every hop between hosts
  * leaves through the NIC beside its sender's GPU and enters through the NIC beside its receiver's,
  * both of one index (a rail) except the hop that closes a ring over an odd number of hosts, and
- * over a period of channels every NIC of a host sends and receives equally often. */
+ * over a period of channels every NIC of a host sends and receives equally often; trees likewise
+ * (every edge between hosts on one rail, every NIC heading its host as often). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -149,6 +150,65 @@ START_TEST(one_nic_per_gpu_pair) {
 }
 END_TEST
 
+/* Trees over every NIC on the same files: on every channel a valid tree (one root, each rank's
+ * children name it as parent, every rank reaches the root), every edge between hosts joins ranks
+ * whose GPUs have NICs of one index beside them, the host's head is the ring's end beside rail u
+ * (so it uses the ring's NIC), and over the period every NIC heads its host equally often. */
+static void check_trees(const char* name, int nnics) {
+  topo_system_t* sys = load(name);
+  for (int nhosts = 2; nhosts <= MAX_HOSTS; nhosts++) {
+    cluster_t c;
+    cluster_make(sys, nhosts, &c);
+    int scratch[2 * MAX_RANKS], up[MAX_RANKS], down[MAX_RANKS * TOPO_TREE_MAX_CHILDREN];
+    int order[MAX_RANKS];
+    int8_t nic[MAX_RANKS];
+    int period = 2 * topo_ring_rails_period(c.n, c.hosts, c.nics, 64, scratch);
+    int heads[MAX_HOSTS][32] = {{0}};
+    for (int ch = 0; ch < period; ch++) {
+      ck_assert(topo_tree_rails(c.n, c.hosts, c.nics, ch, scratch, up, down));
+      ck_assert(topo_ring_rails(c.n, c.hosts, c.nics, ch, scratch, order, nic));
+      int roots = 0;
+      for (int r = 0; r < c.n; r++) {
+        if (up[r] < 0) roots++;
+        int hops = 0; /* reaches the root */
+        for (int x = r; up[x] >= 0 && hops <= c.n; x = up[x]) hops++;
+        ck_assert_int_le(hops, c.n - 1);
+        int nchild = 0;
+        for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++) {
+          int d = down[r * TOPO_TREE_MAX_CHILDREN + k];
+          if (d < 0) continue;
+          nchild++;
+          ck_assert_int_eq(up[d], r);
+          if (c.hosts[d] != c.hosts[r]) {
+            ck_assert_int_eq(c.beside[d], c.beside[r]); /* one rail */
+            ck_assert_int_eq(nic[d], c.beside[d]);      /* the ring's NIC for that rank */
+            ck_assert_int_eq(nic[r], c.beside[r]);
+          }
+        }
+        int named = 0; /* every rank naming r as parent is among its children */
+        for (int x = 0; x < c.n; x++) named += up[x] == r;
+        ck_assert_int_eq(named, nchild);
+        /* a host's head: the rank with a parent elsewhere or none */
+        if (up[r] < 0 || c.hosts[up[r]] != c.hosts[r]) heads[c.hosts[r]][c.beside[r]]++;
+      }
+      ck_assert_int_eq(roots, 1);
+    }
+    for (int h = 0; h < nhosts; h++)
+      for (int i = 0; i < nnics; i++) ck_assert_int_eq(heads[h][i], period / nnics);
+  }
+  topo_system_free(sys);
+}
+
+START_TEST(trees_one_nic_per_gpu) {
+  check_trees("ibm-h100-8gpu-nvswitch-8nic.xml", 8);
+}
+END_TEST
+
+START_TEST(trees_one_nic_per_gpu_pair) {
+  check_trees("hgx-h100-4nic-per-gpu-pair.xml", 4);
+}
+END_TEST
+
 /* One host, or hosts without NICs: no layout (the caller keeps topo_ring_order's ring). */
 START_TEST(no_layout_without_hosts_or_nics) {
   topo_system_t* sys = load("ibm-h100-8gpu-nvswitch-8nic.xml");
@@ -206,6 +266,8 @@ static Suite* topo_rails_suite(void) {
   TCase* tc = tcase_create("rails");
   tcase_add_test(tc, one_nic_per_gpu);
   tcase_add_test(tc, one_nic_per_gpu_pair);
+  tcase_add_test(tc, trees_one_nic_per_gpu);
+  tcase_add_test(tc, trees_one_nic_per_gpu_pair);
   tcase_add_test(tc, no_layout_without_hosts_or_nics);
   tcase_add_test(tc, one_nic_per_host);
   suite_add_tcase(s, tc);
