@@ -123,17 +123,10 @@ static void net_state_place(const transport_ctx_t* ctx, net_state_t* st) {
       d->path = topo_gpu_nic_path(st->gpu, &nic);
     }
     if (d->path < best) best = d->path;
-    /* The topology's NIC this device is: the same PCI function, else (virtual) the same name
-     * (a merged device "mlx5_0+mlx5_1" is its first port's). */
-    for (int k = 0; k < ntopo; k++) {
-      const topo_nic_t* t = &ctx->topo->nics[k];
-      size_t len = strlen(t->name);
-      bool same = placed && t->bus_id >= 0
-                      ? t->bus_id == nic.bus_id
-                      : d->props.name != NULL && strncmp(d->props.name, t->name, len) == 0 &&
-                            (d->props.name[len] == '\0' || d->props.name[len] == '+');
-      if (same && st->ring_dev[k] < 0) st->ring_dev[k] = i;
-    }
+    for (int k = 0; k < ntopo; k++)
+      if (st->ring_dev[k] < 0 &&
+          transport_net_same_nic(&ctx->topo->nics[k], d->props.name, placed ? &nic : NULL))
+        st->ring_dev[k] = i;
   }
   st->nnear = 0;
   for (int i = 0; i < st->ndev; i++)
@@ -188,6 +181,13 @@ int transport_net_pick_ring_nic(const int* near, int nnear, int ndev, int channe
 int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
                            int cross_nic) {
   return transport_net_pick_ring_nic(near, nnear, ndev, channel, -1, rail, cross_nic);
+}
+
+bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const topo_nic_t* placed) {
+  if (placed != NULL && t->bus_id >= 0) return t->bus_id == placed->bus_id;
+  size_t len = strlen(t->name);
+  return dev_name != NULL && len > 0 && strncmp(dev_name, t->name, len) == 0 &&
+         (dev_name[len] == '\0' || dev_name[len] == '+');
 }
 
 int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r) {

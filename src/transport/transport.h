@@ -138,6 +138,10 @@ int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, in
  * NCCL_CROSS_NIC 2 when it is that NIC or among its closest). */
 int transport_net_pick_ring_nic(const int* near, int nnear, int ndev, int channel, int own,
                                 int rail, int cross_nic);
+/* Whether a network device is the topology's NIC t (the layout names topology NICs): the same PCI
+ * function when both have one (placed: the device's place from its pciPath, NULL: none), else the
+ * same name, a merged device ("mlx5_0+mlx5_1") counting as its first port's. */
+bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const topo_nic_t* placed);
 /* The NIC (index in ctx->topo->nics) the ring layout gives rank r on channel, -1 none. */
 int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r);
 

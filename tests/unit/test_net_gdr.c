@@ -172,6 +172,25 @@ START_TEST(nic_choice_from_rings) {
 }
 END_TEST
 
+/* A network device and the topology's NIC it is: by PCI function, else by name (virtual devices:
+ * Soft-RoCE), a merged device as its first port. */
+START_TEST(nic_of_the_topology) {
+  topo_nic_t mlx0 = {.name = "mlx5_0", .bus_id = 0x3b000};
+  topo_nic_t mlx1 = {.name = "mlx5_1", .bus_id = 0x3c000};
+  topo_nic_t rxe = {.name = "rxe0", .bus_id = -1};
+  topo_nic_t at0 = {.bus_id = 0x3b000}, at1 = {.bus_id = 0x3c000};
+  ck_assert(transport_net_same_nic(&mlx0, "mlx5_0", &at0));
+  ck_assert(!transport_net_same_nic(&mlx0, "mlx5_0", &at1)); /* the PCI place decides */
+  ck_assert(transport_net_same_nic(&mlx1, "anything", &at1));
+  ck_assert(transport_net_same_nic(&rxe, "rxe0", NULL));
+  ck_assert(!transport_net_same_nic(&rxe, "rxe01", NULL));
+  ck_assert(!transport_net_same_nic(&rxe, NULL, NULL));
+  ck_assert(transport_net_same_nic(&mlx0, "mlx5_0+mlx5_1", NULL)); /* merged, no place */
+  ck_assert(!transport_net_same_nic(&mlx1, "mlx5_0+mlx5_1", NULL));
+  ck_assert(!transport_net_same_nic(&mlx1, "mlx5_10", NULL));
+}
+END_TEST
+
 int main(void) {
   Suite* s = suite_create("net_gdr");
   TCase* tc = tcase_create("net_gdr");
@@ -182,6 +201,7 @@ int main(void) {
   tcase_add_test(tc, gdr_level_parameter);
   tcase_add_test(tc, nic_choice_and_cross_nic);
   tcase_add_test(tc, nic_choice_from_rings);
+  tcase_add_test(tc, nic_of_the_topology);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }
