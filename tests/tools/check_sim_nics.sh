@@ -8,10 +8,15 @@
 #     flow's source and destination NIC, summed per node and NIC), for every operation and count.
 # The bytes per NIC and the bandwidth bound are computed here from the flows and the NIC count,
 # not taken from the simulator's own summary.
-#   check_sim_nics.sh BATON_SIM [NODES]
+# Then the recorded topologies of tests/data/topo (a DGX-H100-like dump with a NIC per GPU, a node
+# with a NIC per GPU pair) as 2 and 3 nodes, 256 MiB all-reduce: every NET flow on one rail (same
+# NIC index at both ends) except, with 3 nodes, the hop closing each ring (a third of them), which
+# NCCL_CROSS_NIC=0 keeps on the rail too; every NIC of the file sends within 10 % of the mean.
+#   check_sim_nics.sh BATON_SIM [NODES [SOURCE_DIR]]
 set -u
 sim=$1
 nodes=${2:-16}
+src=${3:-}
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d /tmp/check_sim_nics.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT
@@ -59,5 +64,43 @@ for op in allreduce allgather reducescatter alltoall; do
     prev=$busbw
   done
 done
+# NET flows of a --flows output: "flows cross-rail min% max% nics" (bytes sent per NIC vs mean)
+rails() {
+  awk '/ flow / && / via=NET / {
+      x = $5; sub("nic=", "", x); split(x, nn, "->"); b = $3; sub("bytes=", "", b)
+      tx[nn[1]] += b; total += b; n++; if (nn[1] != nn[2]) cross++
+    }
+    END {
+      k = 0; for (i in tx) k++
+      if (k == 0) { print "0 0 0 0 0"; exit }
+      mean = total / k; min = -1; max = 0
+      for (i in tx) { if (min < 0 || tx[i] < min) min = tx[i]; if (tx[i] > max) max = tx[i] }
+      printf "%d %d %.1f %.1f %d", n, cross, (min / mean - 1) * 100, (max / mean - 1) * 100, k
+    }' "$1"
+}
+if [ -n "$src" ]; then
+  for f in ibm-h100-8gpu-nvswitch-8nic.xml:8 hgx-h100-4nic-per-gpu-pair.xml:4; do
+    file=${f%%:*}
+    want=${f##*:}
+    for n in 2 3; do
+      for cross in 2 0; do
+        out="$tmp/$file.$n.$cross"
+        NCCL_CROSS_NIC=$cross "$sim" --topo "$src/tests/data/topo/$file" --nodes "$n" \
+          --op allreduce --bytes 256M --flows >"$out" 2>&1 ||
+          { cat "$out"; fail "baton-sim on $file"; }
+        set -- $(rails "$out")
+        echo "$file nodes=$n NCCL_CROSS_NIC=$cross: $1 NET flows, $2 across rails," \
+          "$5 NICs, bytes sent per NIC vs mean $3% .. $4%"
+        expect=0
+        [ "$n" = 3 ] && [ "$cross" = 2 ] && expect=$(($1 / 3))
+        [ "$1" -gt 0 ] && [ "$2" = "$expect" ] && [ "$5" = "$want" ] ||
+          { status=1; echo "FAIL: $file, $n nodes: $2 flows across rails (want $expect)," \
+            "$5 NICs used (want $want)"; }
+        awk -v lo="$3" -v hi="$4" 'BEGIN { exit !(lo >= -10 && hi <= 10) }' ||
+          { status=1; echo "FAIL: $file, $n nodes: a NIC sends more than 10 % off the mean"; }
+      done
+    done
+  done
+fi
 [ $status -eq 0 ] && echo PASS
 exit $status
