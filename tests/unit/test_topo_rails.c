@@ -209,6 +209,83 @@ START_TEST(trees_one_nic_per_gpu_pair) {
 }
 END_TEST
 
+/* Random clusters (a fixed seed): 1-7 hosts of 1-9 ranks, 0-5 NICs a host at random paths, some
+ * NICs unusable, hosts sometimes interleaved in rank order. Whatever the input: the ring is a
+ * permutation with the ranks of a host adjacent, nic_out is set only on ranks with a hop between
+ * hosts, the tree has one root, no cycle, and children and parents agree; ring and tree layouts
+ * apply together. */
+static unsigned long long rails_seed = 88172645463325252ull;
+static unsigned rails_rand(void) {
+  rails_seed ^= rails_seed << 13;
+  rails_seed ^= rails_seed >> 7;
+  rails_seed ^= rails_seed << 17;
+  return (unsigned)rails_seed;
+}
+
+START_TEST(random_clusters) {
+  enum { N = 64 };
+  for (int iter = 0; iter < 1000; iter++) {
+    int nhosts = 1 + (int)(rails_rand() % 7), n = 0, hosts[N];
+    topo_rank_nics_t nics[N];
+    for (int h = 0; h < nhosts; h++) {
+      int k = 1 + (int)(rails_rand() % 9), nn = (int)(rails_rand() % 6);
+      for (int i = 0; i < k && n < N; i++, n++) {
+        hosts[n] = h;
+        memset(&nics[n], 0, sizeof(nics[n]));
+        memset(nics[n].path, TOPO_RAIL_NONE, sizeof(nics[n].path));
+        nics[n].nnics = (uint8_t)nn;
+        for (int x = 0; x < nn; x++)
+          nics[n].path[x] =
+              rails_rand() % 5 == 0 ? TOPO_RAIL_NONE : (uint8_t)(3 + rails_rand() % 5);
+      }
+    }
+    for (int i = n - 1; i > 0 && rails_rand() % 2; i--) { /* interleave the hosts */
+      int j = (int)(rails_rand() % (unsigned)(i + 1)), t = hosts[i];
+      topo_rank_nics_t u = nics[i];
+      hosts[i] = hosts[j];
+      hosts[j] = t;
+      nics[i] = nics[j];
+      nics[j] = u;
+    }
+    int scratch[2 * N], order[N], up[N], down[N * TOPO_TREE_MAX_CHILDREN];
+    int8_t nic[N];
+    int period = topo_ring_rails_period(n, hosts, nics, 64, scratch);
+    ck_assert(period >= 1 && period <= 64);
+    for (int c = 0; c < 12; c++) {
+      bool ring = topo_ring_rails(n, hosts, nics, c, scratch, order, nic);
+      bool seen[N] = {false};
+      for (int i = 0; i < n; i++) {
+        ck_assert(order[i] >= 0 && order[i] < n && !seen[order[i]]);
+        seen[order[i]] = true;
+        if (i + 1 < n) ck_assert_int_le(hosts[order[i]], hosts[order[i + 1]]);
+        int prev = order[(i + n - 1) % n], next = order[(i + 1) % n];
+        if (hosts[prev] == hosts[order[i]] && hosts[next] == hosts[order[i]])
+          ck_assert_int_eq(nic[order[i]], -1);
+      }
+      ck_assert(ring == topo_tree_rails(n, hosts, nics, c, scratch, up, down));
+      if (!ring) continue;
+      int roots = 0;
+      for (int r = 0; r < n; r++) {
+        roots += up[r] < 0;
+        int hops = 0;
+        for (int x = r; up[x] >= 0 && hops <= n; x = up[x]) hops++;
+        ck_assert_int_lt(hops, n);
+        int named = 0, nchild = 0;
+        for (int x = 0; x < n; x++) named += up[x] == r;
+        for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++) {
+          int d = down[r * TOPO_TREE_MAX_CHILDREN + k];
+          if (d < 0) continue;
+          nchild++;
+          ck_assert_int_eq(up[d], r);
+        }
+        ck_assert_int_eq(named, nchild);
+      }
+      ck_assert_int_eq(roots, 1);
+    }
+  }
+}
+END_TEST
+
 /* One host, or hosts without NICs: no layout (the caller keeps topo_ring_order's ring). */
 START_TEST(no_layout_without_hosts_or_nics) {
   topo_system_t* sys = load("ibm-h100-8gpu-nvswitch-8nic.xml");
@@ -268,6 +345,7 @@ static Suite* topo_rails_suite(void) {
   tcase_add_test(tc, one_nic_per_gpu_pair);
   tcase_add_test(tc, trees_one_nic_per_gpu);
   tcase_add_test(tc, trees_one_nic_per_gpu_pair);
+  tcase_add_test(tc, random_clusters);
   tcase_add_test(tc, no_layout_without_hosts_or_nics);
   tcase_add_test(tc, one_nic_per_host);
   suite_add_tcase(s, tc);
