@@ -12,6 +12,8 @@
 # with a NIC per GPU pair) as 2 and 3 nodes, 256 MiB all-reduce: every NET flow on one rail (same
 # NIC index at both ends) except, with 3 nodes, the hop closing each ring (a third of them), which
 # NCCL_CROSS_NIC=0 keeps on the rail too; every NIC of the file sends within 10 % of the mean.
+# And the INFO lines (NCCL_DEBUG_SUBSYS=GRAPH) that name a channel's NIC between two ranks must
+# each match a NET flow between those ranks on that NIC.
 #   check_sim_nics.sh BATON_SIM [NODES [SOURCE_DIR]]
 set -u
 sim=$1
@@ -101,6 +103,31 @@ if [ -n "$src" ]; then
       done
     done
   done
+fi
+# NCCL_DEBUG=INFO (GRAPH) names each channel's NIC between which ranks: every "rank R sends to
+# rank S on NIC k" line must match a NET flow R->S leaving on NIC k (and there must be some).
+if [ -n "$src" ]; then
+  out="$tmp/info"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH "$sim" --topo "$src/tests/data/topo/ibm-h100-8gpu-nvswitch-8nic.xml" \
+    --nodes 2 --op allreduce --bytes 64M --flows >"$out" 2>&1 || { cat "$out"; fail "baton-sim INFO"; }
+  verdict=$(awk '
+    /NCCL INFO Channel .*sends to rank/ {
+      for (i = 1; i <= NF; i++) {
+        if ($i == "rank" && $(i + 1) ~ /^[0-9]+$/ && r == "") r = $(i + 1)
+        if ($i == "sends") s = $(i + 3)
+        if ($i == "NIC") k = $(i + 1)
+      }
+      said[r "->" s] = said[r "->" s] " " k; n++; r = ""
+    }
+    / flow / && / via=NET / { x = $5; sub("nic=", "", x); split(x, nn, "->"); has[$2 " " nn[1]] = 1 }
+    END {
+      bad = 0
+      for (p in said) { m = split(said[p], ks, " "); for (j = 1; j <= m; j++) if (!((p " " ks[j]) in has)) bad++ }
+      print n, bad
+    }' "$out")
+  set -- $verdict
+  echo "INFO lines naming a channel's NIC: $1, not matching a flow: $2"
+  [ "$1" -gt 0 ] && [ "$2" = 0 ] || { status=1; echo "FAIL: INFO lines and flows disagree"; }
 fi
 [ $status -eq 0 ] && echo PASS
 exit $status
