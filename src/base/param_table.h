@@ -160,8 +160,10 @@ PARAM_ROW(GDR_FLUSH_DISABLE, "NCCL_GDR_FLUSH_DISABLE", PARAM_INT, "0",
 PARAM_ROW(NET_FORCE_FLUSH, "NCCL_NET_FORCE_FLUSH", PARAM_INT, "0",
           "Flush every network receive (also host memory with the IB network: tests the flush)")
 PARAM_ROW(CROSS_NIC, "NCCL_CROSS_NIC", PARAM_INT, "2",
-          "0: both ends of a connection use the same NIC index (rail); 1: each side its closest "
-          "NIC; 2: the same rail when it is among the closest, else the closest")
+          "Between hosts, 0: both ends of a connection use the same NIC index (rail), even a far "
+          "NIC; 1: each side its own (the ring layout's, else its closest); 2: the same rail when "
+          "that NIC is among the sender's closest, else its own. Rings and trees are laid out so "
+          "that their hops stay on one rail where they can (src/topo/rails.c)")
 
 /* Topology */
 

@@ -403,13 +403,15 @@ static double group_simulate_comm(struct coll_comm* cc) {
   int nreqs = 0;
   double us = -1;
   if (coll_plan_build(cc, &cc->pending, &nreqs) == ncclSuccess) {
-    sim_estimate_in_t in = {.exec = &cc->comm->resources->exec,
-                            .plan = &cc->plan,
-                            .topo = cc->comm->resources->topo,
-                            .peers = cc->comm->peers,
-                            .host_of = cc->host_of,
-                            .nhosts = cc->nhosts,
-                            .gpu = cc->gpu};
+    sim_estimate_in_t in = {
+        .exec = &cc->comm->resources->exec,
+        .plan = &cc->plan,
+        .topo = cc->comm->resources->topo,
+        .peers = cc->comm->peers,
+        .host_of = cc->host_of,
+        .nhosts = cc->nhosts,
+        .rank_nics = cc->comm->resources->ring_nics != NULL ? cc->comm->resources->rank_nics : NULL,
+        .gpu = cc->gpu};
     us = sim_estimate_us(&in);
   }
   cc->last = last;

@@ -260,7 +260,11 @@ typedef struct comm_res {
   int nchannels;
   int nhosts;
   int* host_of;    /* nranks: host index of each rank (first-seen order of host_hash) */
-  int* ring_ranks; /* the channels' rings, nranks each: one, or two (both ways round) */
+  int nrings;      /* distinct rings: channel c runs ring c % nrings */
+  int* ring_ranks; /* the rings, nranks each: one, two (both ways round), or one per rail layout */
+  int8_t* ring_nics; /* nrings * nranks: the NIC (host index) each rank's hop between hosts uses
+                      * on that ring (topo_ring_rails), -1 none; NULL: no rail layout */
+  topo_rank_nics_t* rank_nics; /* nranks: every rank's GPU-NIC paths (allgathered), NULL: none */
   conn_fifo_t**
       fifo_tables; /* nchannels * 2 * nranks: per channel send[nranks] then recv[nranks] */
   dev_channel_t* channels;
@@ -385,6 +389,13 @@ ncclResult_t res_topo_agree(const platform_t* platform, bootstrap_t* b, const pe
 /* Allgathers every rank's proposal and merges them (every rank must call). */
 ncclResult_t res_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
                                   const res_gpu_params_t* mine, res_gpu_params_t* out);
+/* With rings over every NIC, a channel count that is a whole number of the layouts' period (so
+ * every NIC carries the same share): nchannels rounded down to a multiple of period when that
+ * stays at or above floor (NCCL_MIN_NCHANNELS, minCTAs) and above one period (pure). */
+int res_rail_nchannels(int nchannels, int period, int floor);
+/* Every rank's GPU-NIC paths (topo_rank_nics), allgathered into r->rank_nics when the
+ * communicator spans hosts (every rank must call). */
+ncclResult_t res_gpu_nics_agree(comm_res_t* r, bootstrap_t* b, const peer_info_t* peers);
 /* comm_res_init's GPU part, before channels exist: topology, channel count, LL128 and tuning. */
 ncclResult_t res_gpu_setup(comm_res_t* r, ncclComm_t comm);
 

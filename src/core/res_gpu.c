@@ -138,6 +138,12 @@ void res_gpu_params_merge(const res_gpu_params_t* all, int n, res_gpu_params_t* 
   *out = m;
 }
 
+int res_rail_nchannels(int nchannels, int period, int floor) {
+  if (period < 2 || nchannels <= period) return nchannels;
+  int n = nchannels - nchannels % period;
+  return n >= floor ? n : nchannels;
+}
+
 /* ---- Agreement through the bootstrap --------------------------------------------------------- */
 /* This host's topology: detected, or as a virtual platform describes it. */
 static ncclResult_t topo_detect(const platform_t* platform, const peer_info_t* peers, int nranks,
@@ -212,6 +218,13 @@ ncclResult_t res_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
   return res;
 }
 
+ncclResult_t res_gpu_nics_agree(comm_res_t* r, bootstrap_t* b, const peer_info_t* peers) {
+  if (r->nhosts < 2) return ncclSuccess; /* no hop between hosts to lay out */
+  CHECK(MEM_CALLOC(&r->rank_nics, (size_t)r->nranks));
+  topo_rank_nics(r->topo, peers[r->rank].bus_id, &r->rank_nics[r->rank]);
+  return bootstrap_allgather(b, r->rank_nics, sizeof(*r->rank_nics));
+}
+
 /* NCCL_LAUNCH_MODE: PARALLEL or GROUP (any case); anything else WARNs once and reads as
  * PARALLEL, as stock. ncclGroupEnd launches every GPU communicator of the group from the calling
  * thread in posting order, which is what GROUP asks for when one thread drives several GPUs;
@@ -252,10 +265,21 @@ ncclResult_t res_gpu_setup(comm_res_t* cc, ncclComm_t comm) {
          (void*)comm, cc->rank, sharing, comm->cuda_dev, nsm, mine.nchannels, want);
   }
   CHECK(res_gpu_params_agree(comm->bootstrap, cc->nranks, cc->rank, &mine, &agreed));
+  CHECK(res_gpu_nics_agree(cc, comm->bootstrap, comm->peers));
   cc->nchannels = agreed.nchannels;
   cc->ll128_ok = agreed.ll128 != 0;
   cc->direct_ok = agreed.direct != 0;
   cc->rings_both_ways = agreed.direct_links != 0;
+  if (cc->rank_nics != NULL && !cc->rings_both_ways) { /* rings over every NIC (rails.c) */
+    int* scratch = NULL;
+    CHECK(MEM_CALLOC(&scratch, 2 * (size_t)cc->nranks));
+    int period =
+        topo_ring_rails_period(cc->nranks, cc->host_of, cc->rank_nics, cc->nchannels, scratch);
+    free(scratch);
+    int64_t floor = param_int(PARAM_MIN_NCHANNELS);
+    if (comm->config.minCTAs > floor) floor = comm->config.minCTAs;
+    cc->nchannels = res_rail_nchannels(cc->nchannels, period, (int)floor);
+  }
   double pair = agreed.pair_bw_gbs > 0 ? agreed.pair_bw_gbs : RES_GPU_DEFAULT_BW_GBS;
   double per_channel = pair / cc->nchannels;
   if (per_channel > RES_GPU_CHANNEL_MAX_GBS) per_channel = RES_GPU_CHANNEL_MAX_GBS;

@@ -46,21 +46,87 @@ static int comm_hosts(const peer_info_t* peers, int nranks, int* host_of) {
   return nhosts;
 }
 
-/* Channels share their ring: every channel runs the same one, or with rings both ways round the
- * even ones one and the odd ones its reverse (topo_ring_order). */
-static int comm_nrings(const comm_res_t* cc) {
-  return cc->rings_both_ways && cc->nchannels > 1 ? 2 : 1;
+/* The channels' rings. Between hosts whose GPUs have NICs, each channel's ring leaves and enters
+ * every host through its own pair of rails (topo_ring_rails), one layout per channel up to the
+ * layouts' period. Otherwise channels share their ring: every channel runs the same one, or with
+ * rings both ways round the even ones one and the odd ones its reverse (topo_ring_order). */
+static ncclResult_t comm_rings_init(comm_res_t* cc) {
+  int n = cc->nranks;
+  int* scratch = NULL;
+  cc->nrings = cc->rings_both_ways && cc->nchannels > 1 ? 2 : 1;
+  if (cc->rank_nics != NULL && !cc->rings_both_ways) {
+    CHECK(MEM_CALLOC(&scratch, 2 * (size_t)n));
+    int period = topo_ring_rails_period(n, cc->host_of, cc->rank_nics, cc->nchannels, scratch);
+    ncclResult_t res = MEM_CALLOC(&cc->ring_ranks, (size_t)period * (size_t)n);
+    if (res == ncclSuccess) res = MEM_CALLOC(&cc->ring_nics, (size_t)period * (size_t)n);
+    bool applied = res == ncclSuccess;
+    for (int i = 0; i < period && applied; i++)
+      applied = topo_ring_rails(n, cc->host_of, cc->rank_nics, i, scratch,
+                                cc->ring_ranks + (size_t)i * (size_t)n,
+                                cc->ring_nics + (size_t)i * (size_t)n);
+    free(scratch);
+    if (applied) {
+      cc->nrings = period;
+      return ncclSuccess;
+    }
+    free(cc->ring_ranks);
+    free(cc->ring_nics);
+    cc->ring_ranks = NULL;
+    cc->ring_nics = NULL;
+    CHECK(res);
+  }
+  CHECK(MEM_CALLOC(&cc->ring_ranks, (size_t)cc->nrings * (size_t)n));
+  for (int i = 0; i < cc->nrings; i++)
+    topo_ring_order(n, cc->host_of, i, cc->rings_both_ways, cc->ring_ranks + (size_t)i * (size_t)n);
+  return ncclSuccess;
+}
+
+/* This rank's tree on every channel: over every NIC when the rings are (topo_tree_rails: each
+ * channel's layout computed once, for the channels that share it), else the double binary tree
+ * over ranks (topo_dbtree). */
+static ncclResult_t comm_trees_init(comm_res_t* cc) {
+  int n = cc->nranks;
+  int *scratch = NULL, *up = NULL, *down = NULL;
+  bool rails = cc->ring_nics != NULL;
+  if (rails) {
+    CHECK(MEM_CALLOC(&scratch, 2 * (size_t)n));
+    if (MEM_CALLOC(&up, (size_t)n) != ncclSuccess ||
+        MEM_CALLOC(&down, (size_t)n * TOPO_TREE_MAX_CHILDREN) != ncclSuccess) {
+      free(scratch);
+      free(up);
+      return ncclSystemError;
+    }
+  }
+  int period = rails ? 2 * cc->nrings : 2; /* the double trees alternate too */
+  for (int l = 0; l < period && l < cc->nchannels; l++) {
+    int my_up = -1, my_down[TOPO_TREE_MAX_CHILDREN];
+    if (rails && topo_tree_rails(n, cc->host_of, cc->rank_nics, l, scratch, up, down)) {
+      my_up = up[cc->rank];
+      memcpy(my_down, down + (size_t)cc->rank * TOPO_TREE_MAX_CHILDREN, sizeof(my_down));
+    } else {
+      topo_dbtree(n, cc->rank, l % 2, &my_up, my_down);
+    }
+    for (int c = l; c < cc->nchannels; c += period) {
+      dev_channel_t* ch = &cc->channels[c];
+      ch->tree_up = my_up;
+      for (int k = 0; k < TREE_MAX_CHILDREN; k++)
+        ch->tree_down[k] = k < TOPO_TREE_MAX_CHILDREN ? my_down[k] : -1;
+    }
+  }
+  free(down);
+  free(up);
+  free(scratch);
+  return ncclSuccess;
 }
 
 static ncclResult_t comm_channels_init(comm_res_t* cc) {
   int n = cc->nranks;
-  CHECK(MEM_CALLOC(&cc->ring_ranks, (size_t)comm_nrings(cc) * (size_t)n));
+  CHECK(comm_rings_init(cc));
   CHECK(MEM_CALLOC(&cc->fifo_tables, (size_t)cc->nchannels * 2 * (size_t)n));
   CHECK(MEM_CALLOC(&cc->channels, (size_t)cc->nchannels));
   for (int c = 0; c < cc->nchannels; c++) {
     dev_channel_t* ch = &cc->channels[c];
-    int* ring = cc->ring_ranks + (size_t)(c % comm_nrings(cc)) * (size_t)n;
-    if (c < comm_nrings(cc)) topo_ring_order(n, cc->host_of, c, cc->rings_both_ways, ring);
+    int* ring = cc->ring_ranks + (size_t)(c % cc->nrings) * (size_t)n;
     ch->id = c;
     ch->ring_ranks = ring;
     ch->ring_index = -1;
@@ -73,14 +139,10 @@ static ncclResult_t comm_channels_init(comm_res_t* cc) {
     }
     ch->ring_prev = ring[(ch->ring_index + n - 1) % n];
     ch->ring_next = ring[(ch->ring_index + 1) % n];
-    int down[TOPO_TREE_MAX_CHILDREN];
-    topo_dbtree(n, cc->rank, c % 2, &ch->tree_up, down);
-    for (int k = 0; k < TREE_MAX_CHILDREN; k++)
-      ch->tree_down[k] = k < TOPO_TREE_MAX_CHILDREN ? down[k] : -1;
     ch->send = cc->fifo_tables + (size_t)c * 2 * (size_t)n;
     ch->recv = ch->send + n;
   }
-  return ncclSuccess;
+  return comm_trees_init(cc);
 }
 
 /* Stock's "Channel 00/24 : 0 1" and "Trees [0] ..." lines. */
@@ -111,6 +173,20 @@ static ncclResult_t comm_channels_log(const comm_res_t* cc) {
   free(rings);
   free(down);
   free(up);
+  /* Where this rank's ring hops between hosts go through (topo_ring_rails). */
+  for (int c = 0; c < cc->nchannels && cc->ring_nics != NULL; c++) {
+    const dev_channel_t* ch = &cc->channels[c];
+    int k = cc->ring_nics[(size_t)(c % cc->nrings) * (size_t)cc->nranks + (size_t)cc->rank];
+    if (k < 0) continue;
+    const char* name = cc->topo != NULL && k < cc->topo->nnics ? cc->topo->nics[k].name : "?";
+    char from[48] = "", to[48] = "";
+    if (cc->host_of[ch->ring_prev] != cc->host_of[cc->rank])
+      snprintf(from, sizeof(from), " receives from rank %d", ch->ring_prev);
+    if (cc->host_of[ch->ring_next] != cc->host_of[cc->rank])
+      snprintf(to, sizeof(to), "%s sends to rank %d", from[0] ? " and" : "", ch->ring_next);
+    INFO(NCCL_GRAPH | NCCL_NET, "Channel %02d/%02d: rank %d%s%s on NIC %d (%s)", c, cc->nchannels,
+         cc->rank, from, to, k, name);
+  }
   return ncclSuccess;
 }
 
@@ -128,6 +204,8 @@ static ncclResult_t comm_transport_init(comm_res_t* cc, ncclComm_t comm) {
   t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
   t->no_ll128 = !cc->ll128_ok;
   t->topo = cc->topo;
+  t->nrings = cc->nrings;
+  t->ring_nics = cc->ring_nics;
   t->traffic_class = comm->config.trafficClass; /* NCCL_CONFIG_UNDEF_INT when unset */
   t->buff_bytes[PROTO_SIMPLE] = (int)param_int(PARAM_BUFFSIZE);
   t->buff_bytes[PROTO_LL] = (int)param_int(PARAM_LL_BUFFSIZE);
@@ -291,6 +369,8 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
   free(cc->channels);
   free(cc->fifo_tables);
   free(cc->ring_ranks);
+  free(cc->ring_nics);
+  free(cc->rank_nics);
   free(cc->host_of);
   free(cc);
   comm->resources = NULL;

@@ -93,6 +93,17 @@ static bool topo_nic_add(topo_nic_t** nics, int* n, int* cap, const topo_nic_t* 
   return true;
 }
 
+/* RDMA ports first, then by name in version order (mlx5_2 before mlx5_10), then port: the same
+ * order on every host alike, whatever order the directories list (a NIC's index is its rail,
+ * src/topo/rails.c). */
+static int topo_nic_cmp(const void* pa, const void* pb) {
+  const topo_nic_t *a = pa, *b = pb;
+  if (a->rdma != b->rdma) return a->rdma ? -1 : 1;
+  int c = strverscmp(a->name, b->name);
+  if (c != 0) return c;
+  return (a->port > b->port) - (a->port < b->port);
+}
+
 ncclResult_t topo_nics_scan(const char* sysfs_root, topo_nic_t** out, int* nout) {
   topo_nic_t* nics = NULL;
   int n = 0, cap = 0;
@@ -148,6 +159,7 @@ ncclResult_t topo_nics_scan(const char* sysfs_root, topo_nic_t** out, int* nout)
     if (!topo_nic_add(&nics, &n, &cap, &nic)) break;
   }
   if (d != NULL) closedir(d);
+  if (n > 1) qsort(nics, (size_t)n, sizeof(*nics), topo_nic_cmp);
   *out = nics;
   *nout = n;
   return ncclSuccess;

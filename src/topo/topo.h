@@ -205,6 +205,41 @@ ncclResult_t topo_xml_parse(const char* text, const char* name, topo_system_t** 
 ncclResult_t topo_xml_dump(const topo_system_t* sys, const char* path);
 ncclResult_t topo_xml_load(const char* path, topo_system_t** out);
 
+/* ---- Rings over every NIC, rail by rail (rails.c, pure) -----------------------------------------
+ * What a rank tells every other rank about its NICs (allgathered at init): the GPU-NIC path from
+ * its GPU to each NIC of its host (index into that host's topo_system_t.nics), TOPO_RAIL_NONE for
+ * a NIC a network would not use (down, or Ethernet beside RDMA ports). nnics 0: no GPU or NIC. */
+#define TOPO_RAIL_MAX_NICS 32
+#define TOPO_RAIL_NONE 0xff
+typedef struct topo_rank_nics {
+  uint8_t nnics;
+  uint8_t path[TOPO_RAIL_MAX_NICS];
+} topo_rank_nics_t;
+void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t* out);
+/* The ring of channel `channel` between hosts (hosts[] as topo_ring_order's; ranks of a host
+ * adjacent, hosts in index order), with each host's part turned so that its ends sit on the
+ * channel's rails: its hops between hosts leave and enter through NICs of the same index, spread
+ * over every NIC of the hosts (rails.c explains the layout). nic_out[r]: the NIC rank r's hop
+ * between hosts uses on this channel (its index in its host's NICs), -1 for ranks without one.
+ * false when no layout applies (one host, or no host has a NIC): order_out is then
+ * topo_ring_order's one-way ring. scratch: nranks ints. */
+bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
+                     int* scratch, int* order_out, int8_t* nic_out);
+/* Channel `channel`'s tree between hosts, over every NIC: in each host, the rank at the ring's
+ * end beside the channel's first rail (topo_ring_rails) heads a chain of the host's other ranks,
+ * and the heads form the double binary tree over hosts (topo_dbtree over host indices, tree
+ * (channel / m) % 2 for hosts of at most m rails), so every hop between hosts joins two ranks
+ * beside NICs of one index; channels c and c + 2 * period (topo_ring_rails_period) get the same
+ * tree. up_out[r]:
+ * rank r's parent (-1 at the root), down_out[r * TOPO_TREE_MAX_CHILDREN ...]: its children (-1
+ * unused; a head's chain child first). false when no layout applies (as topo_ring_rails): the
+ * outputs are then all -1. scratch: 2 * nranks ints. */
+bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
+                     int* scratch, int* up_out, int* down_out);
+/* Channels c and c + period get the same layout; at most max. scratch: 2 * nranks ints. */
+int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t* nics, int max,
+                           int* scratch);
+
 /* ---- Graph log lines (graph.c) -----------------------------------------------------------------
  * What stock prints at init, for the collectives layer: one "Channel 00/24 : 0 1 2 3" line per
  * channel (rings: nchannels x nranks ranks) and one "Trees [0] 1/-1/-1->0->-1 [1] ..." line for

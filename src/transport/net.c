@@ -45,6 +45,7 @@ typedef struct net_state {
   net_dev_t devs[NET_MAX_DEVS];
   int nnear; /* the NICs closest to the GPU, in index order */
   int near[NET_MAX_DEVS];
+  int ring_dev[TOPO_RAIL_MAX_NICS]; /* the device of each of topo->nics (the rings' NICs), -1 */
   const topo_gpu_t* gpu; /* this rank's GPU (CUDA executor), NULL for the host executor */
   bool gpu_gdr, gpu_dmabuf, gpu_nvlink_peer;
   bool bind; /* the proxy thread runs on `cpus` */
@@ -108,16 +109,24 @@ static void net_state_place(const transport_ctx_t* ctx, net_state_t* st) {
                                    param_int(PARAM_IGNORE_CPU_AFFINITY) != 0, &st->cpus);
   }
   topo_path_t best = TOPO_PATH_SYS;
+  for (int k = 0; k < TOPO_RAIL_MAX_NICS; k++) st->ring_dev[k] = -1;
+  int ntopo = ctx->topo != NULL ? ctx->topo->nnics : 0;
+  if (ntopo > TOPO_RAIL_MAX_NICS) ntopo = TOPO_RAIL_MAX_NICS;
   for (int i = 0; i < st->ndev; i++) {
     net_dev_t* d = &st->devs[i];
     topo_nic_t nic;
+    bool placed = topo_nic_describe(d->props.pciPath, &nic);
     d->path = TOPO_PATH_SYS;
     d->numa = -1;
-    if (topo_nic_describe(d->props.pciPath, &nic)) {
+    if (placed) {
       d->numa = nic.numa;
       d->path = topo_gpu_nic_path(st->gpu, &nic);
     }
     if (d->path < best) best = d->path;
+    for (int k = 0; k < ntopo; k++)
+      if (st->ring_dev[k] < 0 &&
+          transport_net_same_nic(&ctx->topo->nics[k], d->props.name, placed ? &nic : NULL))
+        st->ring_dev[k] = i;
   }
   st->nnear = 0;
   for (int i = 0; i < st->ndev; i++)
@@ -158,15 +167,32 @@ void transport_net_release(transport_ctx_t* ctx) {
   ctx->net = NULL;
 }
 
-int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
-                           int cross_nic) {
-  int own = near[channel % nnear];
-  if (rail < 0 || rail >= ndev) return own;
+int transport_net_pick_ring_nic(const int* near, int nnear, int ndev, int channel, int own,
+                                int rail, int cross_nic) {
+  int mine = own >= 0 && own < ndev ? own : near[channel % nnear];
+  if (rail < 0 || rail >= ndev || rail == mine) return mine;
   if (cross_nic == 0) return rail;
-  if (cross_nic == 1) return own;
+  if (cross_nic == 1) return mine;
   for (int i = 0; i < nnear; i++)
     if (near[i] == rail) return rail;
-  return own;
+  return mine;
+}
+
+int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
+                           int cross_nic) {
+  return transport_net_pick_ring_nic(near, nnear, ndev, channel, -1, rail, cross_nic);
+}
+
+bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const topo_nic_t* placed) {
+  if (placed != NULL && t->bus_id >= 0) return t->bus_id == placed->bus_id;
+  size_t len = strlen(t->name);
+  return dev_name != NULL && len > 0 && strncmp(dev_name, t->name, len) == 0 &&
+         (dev_name[len] == '\0' || dev_name[len] == '+');
+}
+
+int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r) {
+  if (ctx->ring_nics == NULL || ctx->nrings < 1 || channel < 0) return -1;
+  return ctx->ring_nics[(size_t)(channel % ctx->nrings) * (size_t)ctx->nranks + (size_t)r];
 }
 
 int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer, int is_send) {
@@ -176,13 +202,15 @@ int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer,
   if (nnics == 0) return 0; /* one undescribed NIC */
   if (nnics > NET_MAX_DEVS) nnics = NET_MAX_DEVS;
   /* Every host of a virtual cluster is alike: the peer's closest NICs are found in this host's
-   * topology by its GPU's bus id. */
+   * topology by its GPU's bus id, and a NIC index means the same NIC on every host. */
   int nme = topo_nics_near(t, ctx->peers[ctx->rank].bus_id, near_me, nnics);
   int npeer = topo_nics_near(t, ctx->peers[peer].bus_id, near_peer, nnics);
   int cross = (int)param_int(PARAM_CROSS_NIC);
-  if (!is_send) return transport_net_pick_nic(near_me, nme, nnics, channel, -1, cross);
-  int rail = transport_net_pick_nic(near_peer, npeer, nnics, channel, -1, cross);
-  return transport_net_pick_nic(near_me, nme, nnics, channel, rail, cross);
+  int own = transport_ring_nic(ctx, channel, ctx->rank);
+  if (!is_send) return transport_net_pick_ring_nic(near_me, nme, nnics, channel, own, -1, cross);
+  int rail = transport_net_pick_ring_nic(near_peer, npeer, nnics, channel,
+                                         transport_ring_nic(ctx, channel, peer), -1, cross);
+  return transport_net_pick_ring_nic(near_me, nme, nnics, channel, own, rail, cross);
 }
 
 static ncclResult_t net_pending_add(net_state_t* st, net_res_t* r) {
@@ -282,8 +310,11 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   r->net = st->net;
   r->net_ctx = st->ctx;
   r->gdr_fd = -1;
-  r->dev = transport_net_pick_nic(st->near, st->nnear, st->ndev, conn->channel, rail,
-                                  (int)param_int(PARAM_CROSS_NIC));
+  int ring = transport_ring_nic(ctx, conn->channel, ctx->rank);
+  r->dev =
+      transport_net_pick_ring_nic(st->near, st->nnear, st->ndev, conn->channel,
+                                  ring >= 0 && ring < TOPO_RAIL_MAX_NICS ? st->ring_dev[ring] : -1,
+                                  rail, (int)param_int(PARAM_CROSS_NIC));
   r->gdr = net_gdr_decide(ctx, st, conn, r->dev, why, sizeof(why));
   int host_bytes[PROTO_COUNT];
   memcpy(host_bytes, buff_bytes, sizeof(host_bytes));

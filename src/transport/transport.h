@@ -49,6 +49,11 @@ typedef struct transport_ctx {
   bool no_ll128;             /* with cuda_exec: the planner never uses LL128 (no NVLink path),
                                 so FIFOs get no LL128 buffer */
   const topo_system_t* topo; /* this host's GPUs (topo_system_detect), NULL: paths unknown */
+  /* The rings' NICs (topo_ring_rails): ring_nics[(channel % nrings) * nranks + r] is the NIC
+   * (index in r's host's topo->nics) rank r's hop between hosts uses on that channel, -1 none.
+   * NULL: no rail layout (each connection takes a NIC by the closest-NIC rule). */
+  int nrings;
+  const int8_t* ring_nics;
 } transport_ctx_t;
 
 /* Connect info travels from the receiver to the sender through the bootstrap. */
@@ -128,6 +133,17 @@ p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t
  */
 int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, int rail,
                            int cross_nic);
+/* The same with the ring layout's say: own >= 0 is the NIC the rings give this rank on the
+ * channel (taken instead of near[channel % nnear]; the sender follows the receiver's rail under
+ * NCCL_CROSS_NIC 2 when it is that NIC or among its closest). */
+int transport_net_pick_ring_nic(const int* near, int nnear, int ndev, int channel, int own,
+                                int rail, int cross_nic);
+/* Whether a network device is the topology's NIC t (the layout names topology NICs): the same PCI
+ * function when both have one (placed: the device's place from its pciPath, NULL: none), else the
+ * same name, a merged device ("mlx5_0+mlx5_1") counting as its first port's. */
+bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const topo_nic_t* placed);
+/* The NIC (index in ctx->topo->nics) the ring layout gives rank r on channel, -1 none. */
+int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r);
 
 /* The NIC a simulated rank's NET connection to or from peer on channel uses (a virtual cluster,
  * peer_info_t.simulated): the same rule over the NICs of ctx->topo, whose hosts are all alike. */

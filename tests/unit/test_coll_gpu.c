@@ -183,6 +183,18 @@ START_TEST(test_shared_gpu) {
 }
 END_TEST
 
+/* With rings over every NIC: whole layouts only (every NIC the same share), never below the floor
+ * (NCCL_MIN_NCHANNELS, minCTAs) nor to zero layouts. */
+START_TEST(test_rail_nchannels) {
+  ck_assert_int_eq(res_rail_nchannels(62, 8, 1), 56);
+  ck_assert_int_eq(res_rail_nchannels(62, 4, 1), 60);
+  ck_assert_int_eq(res_rail_nchannels(64, 8, 1), 64);
+  ck_assert_int_eq(res_rail_nchannels(62, 8, 60), 62); /* 56 is below the floor */
+  ck_assert_int_eq(res_rail_nchannels(6, 8, 1), 6);    /* less than one layout */
+  ck_assert_int_eq(res_rail_nchannels(62, 1, 1), 62);  /* one layout: anything goes */
+}
+END_TEST
+
 START_TEST(test_params_merge) {
   res_gpu_params_t all[3] = {
       {.nchannels = 24, .ll128 = 1, .pair_bw_gbs = 370.8, .intra_lat_us = 0.8},
@@ -435,6 +447,7 @@ static Suite* gpu_suite(void) {
   tcase_add_test(tc, test_params_pcie_and_alone);
   tcase_add_test(tc, test_params_merge);
   tcase_add_test(tc, test_shared_gpu);
+  tcase_add_test(tc, test_rail_nchannels);
   tcase_add_test(tc, test_mem_registry);
   suite_add_tcase(s, tc);
   tc = tcase_create("agree");

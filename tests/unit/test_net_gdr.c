@@ -150,6 +150,47 @@ START_TEST(nic_choice_and_cross_nic) {
 }
 END_TEST
 
+/* The rings' say (topo_ring_rails): the NIC the layout gives this rank on a channel replaces the
+ * channel's turn among its closest; the sender still follows the receiver's rail by
+ * NCCL_CROSS_NIC. */
+START_TEST(nic_choice_from_rings) {
+  const int near[2] = {1, 3};
+  /* receiver: the layout's NIC, whatever the channel's turn would be */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, -1, 2), 3);
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 1, 1, -1, 2), 1);
+  /* none (-1) or out of range: the closest-NIC rule */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 1, -1, -1, 2), 3);
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 1, 9, -1, 2), 3);
+  /* sender on its rail's NIC: that NIC under every setting */
+  for (int cross = 0; cross <= 2; cross++)
+    ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 3, cross), 3);
+  /* the hop that closes a ring over an odd number of hosts: receiver on rail 0, sender's NIC 3 */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 0, 0), 0); /* stays on the rail */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 0, 1), 3); /* its own */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 0, 2), 3); /* rail 0 is far */
+  ck_assert_int_eq(transport_net_pick_ring_nic(near, 2, 4, 0, 3, 1, 2), 1); /* rail 1 is close */
+}
+END_TEST
+
+/* A network device and the topology's NIC it is: by PCI function, else by name (virtual devices:
+ * Soft-RoCE), a merged device as its first port. */
+START_TEST(nic_of_the_topology) {
+  topo_nic_t mlx0 = {.name = "mlx5_0", .bus_id = 0x3b000};
+  topo_nic_t mlx1 = {.name = "mlx5_1", .bus_id = 0x3c000};
+  topo_nic_t rxe = {.name = "rxe0", .bus_id = -1};
+  topo_nic_t at0 = {.bus_id = 0x3b000}, at1 = {.bus_id = 0x3c000};
+  ck_assert(transport_net_same_nic(&mlx0, "mlx5_0", &at0));
+  ck_assert(!transport_net_same_nic(&mlx0, "mlx5_0", &at1)); /* the PCI place decides */
+  ck_assert(transport_net_same_nic(&mlx1, "anything", &at1));
+  ck_assert(transport_net_same_nic(&rxe, "rxe0", NULL));
+  ck_assert(!transport_net_same_nic(&rxe, "rxe01", NULL));
+  ck_assert(!transport_net_same_nic(&rxe, NULL, NULL));
+  ck_assert(transport_net_same_nic(&mlx0, "mlx5_0+mlx5_1", NULL)); /* merged, no place */
+  ck_assert(!transport_net_same_nic(&mlx1, "mlx5_0+mlx5_1", NULL));
+  ck_assert(!transport_net_same_nic(&mlx1, "mlx5_10", NULL));
+}
+END_TEST
+
 int main(void) {
   Suite* s = suite_create("net_gdr");
   TCase* tc = tcase_create("net_gdr");
@@ -159,6 +200,8 @@ int main(void) {
   tcase_add_test(tc, gdr_dmabuf_or_peer_memory);
   tcase_add_test(tc, gdr_level_parameter);
   tcase_add_test(tc, nic_choice_and_cross_nic);
+  tcase_add_test(tc, nic_choice_from_rings);
+  tcase_add_test(tc, nic_of_the_topology);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }

@@ -93,6 +93,10 @@ START_TEST(scan_fake_sysfs) {
   int n = 0;
   ck_assert_int_eq(topo_nics_scan(root, &nics, &n), ncclSuccess);
   ck_assert_int_eq(n, 3); /* mlx5_0:1, rxe0:1, eth1; not lo */
+  /* in one order on every host (a NIC's index is its rail): RDMA ports, then by name */
+  ck_assert_str_eq(nics[0].name, "mlx5_0");
+  ck_assert_str_eq(nics[1].name, "rxe0");
+  ck_assert_str_eq(nics[2].name, "eth1");
   const topo_nic_t *mlx = NULL, *rxe = NULL, *e1 = NULL;
   for (int i = 0; i < n; i++) {
     if (strcmp(nics[i].name, "mlx5_0") == 0) mlx = &nics[i];

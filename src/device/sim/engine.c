@@ -755,16 +755,20 @@ static ncclResult_t flows_report(engine_t* e, const int* rep, sim_result_t* out)
       int ri = conn_find(e, rep[c->channel], c->src, c->dst);
       wire = ri >= 0 ? e->conns[ri].wire : 0;
     }
+    /* one flow per pair and, between nodes, per pair of NICs (channels may differ in those) */
+    const int snic = c->tr == SIM_TR_NET ? c->src_nic : -1;
+    const int dnic = c->tr == SIM_TR_NET ? c->dst_nic : -1;
     uint64_t key = conn_key(0, c->src, c->dst);
     size_t s = key_slot(key, cap);
-    while (slot[s] != 0 && !(f[slot[s] - 1].src == c->src && f[slot[s] - 1].dst == c->dst))
+    while (slot[s] != 0 && !(f[slot[s] - 1].src == c->src && f[slot[s] - 1].dst == c->dst &&
+                             f[slot[s] - 1].src_nic == snic && f[slot[s] - 1].dst_nic == dnic))
       s = (s + 1) & (cap - 1);
     if (slot[s] == 0) {
       f[n] = (sim_flow_out_t){.src = c->src,
                               .dst = c->dst,
                               .transport = c->tr,
-                              .src_nic = c->tr == SIM_TR_NET ? c->src_nic : -1,
-                              .dst_nic = c->tr == SIM_TR_NET ? c->dst_nic : -1,
+                              .src_nic = snic,
+                              .dst_nic = dnic,
                               .gbs = c->rate / 1000.0};
       slot[s] = ++n;
     }

@@ -63,6 +63,29 @@ static int est_gpu(const sim_estimate_in_t* in, const sim_net_t* net, int r, int
   return g >= 0 ? g : local % net->ngpus;
 }
 
+/* Every rank's trees as the communicator made them over its NICs (core's comm_trees_init with
+ * topo_tree_rails), in place of the double binary trees over ranks. */
+static ncclResult_t est_rail_trees(const sim_estimate_in_t* in, int nch, exec_comm_t* execs) {
+  int n = in->exec->nranks;
+  int *scratch = NULL, *up = NULL, *down = NULL;
+  ncclResult_t res = MEM_CALLOC(&scratch, 2 * (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&up, (size_t)n);
+  if (res == ncclSuccess) res = MEM_CALLOC(&down, (size_t)n * TOPO_TREE_MAX_CHILDREN);
+  for (int c = 0; c < nch && res == ncclSuccess; c++) {
+    if (!topo_tree_rails(n, in->host_of, in->rank_nics, c, scratch, up, down)) break;
+    for (int r = 0; r < n; r++) {
+      dev_channel_t* ch = &execs[r].channels[c];
+      ch->tree_up = up[r];
+      for (int k = 0; k < TREE_MAX_CHILDREN; k++)
+        ch->tree_down[k] = k < TOPO_TREE_MAX_CHILDREN ? down[r * TOPO_TREE_MAX_CHILDREN + k] : -1;
+    }
+  }
+  free(down);
+  free(up);
+  free(scratch);
+  return res;
+}
+
 double sim_estimate_us(const sim_estimate_in_t* in) {
   const exec_comm_t* x = in->exec;
   const plan_t* p = in->plan;
@@ -167,6 +190,7 @@ double sim_estimate_us(const sim_estimate_in_t* in) {
     view[r] = (sim_rank_view_t){
         .exec = &execs[r], .plan = &plans[r], .node = h, .gpu = est_gpu(in, net, r, count[h]++)};
   }
+  if (in->rank_nics != NULL && est_rail_trees(in, x->nchannels, execs) != ncclSuccess) goto out;
   est_world_t w = {.net = net, .node_of = in->host_of};
   sim_view_t v = {.nranks = n,
                   .ranks = view,

@@ -87,7 +87,8 @@ int sim_world_nranks(const sim_world_t* w);
 const platform_t* sim_world_platform(sim_world_t* w);
 extern const executor_ops_t executor_sim_ops;
 
-/* One point-to-point flow of a timed launch: every step from src to dst, summed over channels. */
+/* One point-to-point flow of a timed launch: every step from src to dst (between nodes: through
+ * one pair of NICs), summed over channels. */
 typedef struct sim_flow_out {
   int src, dst;
   uint64_t bytes;       /* on the wire (LL and LL128 lines included) */
@@ -138,13 +139,14 @@ void sim_world_memo_stats(const sim_world_t* w, uint64_t* hits, uint64_t* misses
 
 /* ---- One communicator's estimate (ncclGroupSimulateEnd, estimate.c) ---------------------------
  * The engine's time of one rank's plan, with every other rank running the same plan from its own
- * place: its channels' rings and trees by the same pure functions (topo_ring_order is in
- * exec->channels' ring_ranks, topo_dbtree), a point-to-point item to or from rank me + d turned
- * into one with rank r + d when every send has its turned receive (else each peer runs only the
- * other ends of this rank's messages), and every node built like this rank's (its topology, or host
- * memory and sockets for the host executor). Connections not made yet take their transport from the
- * two ranks' places and their slots from NCCL_BUFFSIZE and its kin. Returns the time in
- * microseconds, or a negative value (with an INFO line) when the plan cannot be timed so. */
+ * place: its channels' rings and trees by the same pure functions (the rings are in
+ * exec->channels' ring_ranks; topo_dbtree, or topo_tree_rails between hosts), a point-to-point item
+ * to or from rank me + d turned into one with rank r + d when every send has its turned receive
+ * (else each peer runs only the other ends of this rank's messages), and every node built like this
+ * rank's (its topology, or host memory and sockets for the host executor). Connections not made yet
+ * take their transport from the two ranks' places and their slots from NCCL_BUFFSIZE and its kin.
+ * Returns the time in microseconds, or a negative value (with an INFO line) when the plan cannot be
+ * timed so. */
 typedef struct sim_estimate_in {
   const exec_comm_t* exec; /* the rank's channels (rings, trees) and rank/nranks */
   const plan_t* plan;
@@ -152,6 +154,9 @@ typedef struct sim_estimate_in {
   const peer_info_t* peers;  /* nranks: each rank's bus id (its GPU in topo) */
   const int* host_of;        /* nranks: each rank's host index, 0 .. nhosts-1 */
   int nhosts;
+  /* nranks: every rank's GPU-NIC paths when the communicator's rings and trees are laid out over
+   * its NICs (topo_ring_rails, topo_tree_rails), NULL otherwise */
+  const topo_rank_nics_t* rank_nics;
   bool gpu; /* the CUDA executor's costs, else the host executor's */
 } sim_estimate_in_t;
 double sim_estimate_us(const sim_estimate_in_t* in);

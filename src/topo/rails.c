@@ -1,0 +1,251 @@
+/* Rings between hosts over every NIC, rail by rail: pure functions, no I/O.
+ *
+ * A ring crosses each host boundary once per channel: it enters a host at one GPU and leaves it
+ * from another. If every channel entered and left through the same two GPUs, every channel would
+ * cross between hosts through the same NIC pair and a node with eight NICs would use one. So each
+ * channel gets its own pair of rails: NICs u and v of the host (u = rails[c % m], v = the next
+ * one, m rails), and its two ends are GPUs close to them (a near u, b near v). Hosts alternate
+ * the direction of their part of the ring:
+ *
+ *   host 0 (even):  a0 ... b0  --rail v-->  host 1 (odd):  b1 ... a1  --rail u-->  host 2: a2 ...
+ *
+ * so the hop out of an even host goes from its GPU b over NIC v to the next host's GPU b, which
+ * receives on its NIC v (the same rail), and the hop out of an odd host goes from its GPU a over
+ * NIC u to the next host's GPU a. On a node with one NIC per GPU, GPU g of every host talks to GPU
+ * g of the next over NIC g. Over m consecutive channels every rail is u once and v once, so every
+ * NIC sends and receives the same share. With an odd number of hosts the hop from the last host
+ * back to host 0 goes from rail v to rail u (a ring of odd length cannot alternate); the NET
+ * transport's NCCL_CROSS_NIC rule decides that hop's NICs.
+ *
+ * The rails of a host are the NICs that are the closest NIC of at least one of its ranks' GPUs
+ * (topo_rank_nics_t.path, the GPU-NIC path of every NIC, allgathered at init so that every rank
+ * knows every host's). The GPU of an end is the best placed one for its rail: the ranks with the
+ * best path to that NIC take turns on successive rounds of m channels (two GPUs under one NIC's
+ * switch share it); where none is left (one NIC for the whole host), the next best. */
+#include <stdlib.h>
+
+#include "topo/topo.h"
+
+void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t* out) {
+  topo_rank_nics_t r;
+  memset(&r, 0, sizeof(r));
+  memset(r.path, TOPO_RAIL_NONE, sizeof(r.path));
+  const topo_gpu_t* g = sys != NULL ? topo_system_gpu_info(sys, gpu_bus) : NULL;
+  if (g == NULL) {
+    *out = r;
+    return;
+  }
+  /* Rails are the NICs a network would use: active ones, and the RDMA ones when there are any
+   * (an Ethernet interface beside InfiniBand or RoCE ports is the host's management port). */
+  bool rdma = false;
+  for (int i = 0; i < sys->nnics; i++) rdma |= sys->nics[i].active && sys->nics[i].rdma;
+  int n = sys->nnics < TOPO_RAIL_MAX_NICS ? sys->nnics : TOPO_RAIL_MAX_NICS;
+  for (int i = 0; i < n; i++) {
+    const topo_nic_t* nic = &sys->nics[i];
+    if (!nic->active || (rdma && !nic->rdma)) continue;
+    r.path[i] = (uint8_t)topo_gpu_nic_path(g, nic);
+  }
+  r.nnics = (uint8_t)n;
+  *out = r;
+}
+
+/* The best path from this rank's GPU to any rail NIC, TOPO_RAIL_NONE without one. */
+static int rail_best(const topo_rank_nics_t* r) {
+  int best = TOPO_RAIL_NONE;
+  for (int i = 0; i < r->nnics && i < TOPO_RAIL_MAX_NICS; i++)
+    if (r->path[i] < best) best = r->path[i];
+  return best;
+}
+
+/* The rails of the host whose ranks are seg[0..k), in NIC order. */
+static int host_rails(const int* seg, int k, const topo_rank_nics_t* nics, int* rails) {
+  bool near[TOPO_RAIL_MAX_NICS] = {false};
+  for (int i = 0; i < k; i++) {
+    const topo_rank_nics_t* r = &nics[seg[i]];
+    int best = rail_best(r);
+    for (int x = 0; x < r->nnics && x < TOPO_RAIL_MAX_NICS && best != TOPO_RAIL_NONE; x++)
+      near[x] |= r->path[x] == best;
+  }
+  int m = 0;
+  for (int x = 0; x < TOPO_RAIL_MAX_NICS; x++)
+    if (near[x]) rails[m++] = x;
+  return m;
+}
+
+/* Rank r's path to NIC x (TOPO_RAIL_NONE + 1 past its host's NICs). */
+static int rail_path(const topo_rank_nics_t* nics, int r, int x) {
+  return x < nics[r].nnics ? nics[r].path[x] : TOPO_RAIL_NONE + 1;
+}
+
+/* seg[0..k) (rank order) sorted by their path to NIC x into cand, stable; returns how many share
+ * the best path. */
+static int rail_candidates(const int* seg, int k, const topo_rank_nics_t* nics, int x, int* cand) {
+  for (int i = 0; i < k; i++) {
+    int r = seg[i], key = rail_path(nics, r, x), j = i;
+    while (j > 0 && rail_path(nics, cand[j - 1], x) > key) {
+      cand[j] = cand[j - 1];
+      j--;
+    }
+    cand[j] = r;
+  }
+  int best = 1;
+  while (best < k && rail_path(nics, cand[best], x) == rail_path(nics, cand[0], x)) best++;
+  return best;
+}
+
+static int gcd(int a, int b) {
+  while (b != 0) {
+    int t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* a * b / gcd, or cap when that exceeds cap. */
+static int lcm_capped(int a, int b, int cap) {
+  long long l = (long long)a / gcd(a, b) * b;
+  return l > cap ? cap : (int)l;
+}
+
+/* Segments of order[] (grouped by host) one after another: *start, *k of the next. */
+static bool next_host(const int* order, int nranks, const int* hosts, int* start, int* k) {
+  *start += *k;
+  if (*start >= nranks) return false;
+  int end = *start;
+  while (end < nranks && hosts[order[end]] == hosts[order[*start]]) end++;
+  *k = end - *start;
+  return true;
+}
+
+int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t* nics, int max,
+                           int* scratch) {
+  if (max < 1) max = 1;
+  if (hosts == NULL || nranks < 2) return 1;
+  int* order = scratch;
+  int* cand = scratch + nranks;
+  int rails[TOPO_RAIL_MAX_NICS];
+  topo_ring_order(nranks, hosts, 0, false, order);
+  int period = 1, start = 0, k = 0;
+  while (next_host(order, nranks, hosts, &start, &k)) {
+    int m = host_rails(order + start, k, nics, rails);
+    if (m == 0) continue;
+    int p = m;
+    for (int i = 0; i < m; i++)
+      p = lcm_capped(p, m * rail_candidates(order + start, k, nics, rails[i], cand), max);
+    period = lcm_capped(period, p, max);
+  }
+  return period;
+}
+
+/* Lays out one host's part of channel c's ring in seg[0..k): its ends on the channel's rails. */
+static bool host_layout(int* seg, int k, const topo_rank_nics_t* nics, int c, bool odd, int* cand,
+                        int8_t* nic_out) {
+  int rails[TOPO_RAIL_MAX_NICS];
+  int m = host_rails(seg, k, nics, rails);
+  if (m == 0) return false;
+  const int u = rails[c % m], v = rails[(c + 1) % m], j = c / m;
+  int best = rail_candidates(seg, k, nics, u, cand);
+  const int a = cand[j % best];
+  best = rail_candidates(seg, k, nics, v, cand);
+  int b = a;
+  for (int t = 0; t < k && b == a; t++) b = t < best ? cand[(j + t) % best] : cand[t];
+  nic_out[b] = (int8_t)v;
+  nic_out[a] = (int8_t)u; /* a == b (one rank on the host): both hops on rail u */
+  /* a, the others in rank order, b; an odd host's part the other way round. */
+  int n = 0;
+  for (int i = 0; i < k; i++)
+    if (seg[i] != a && seg[i] != b) cand[n++] = seg[i];
+  seg[0] = a;
+  for (int i = 0; i < n; i++) seg[1 + i] = cand[i];
+  if (k > 1) seg[k - 1] = b;
+  if (odd) {
+    for (int i = 0, e = k - 1; i < e; i++, e--) {
+      const int t = seg[i];
+      seg[i] = seg[e];
+      seg[e] = t;
+    }
+  }
+  return true;
+}
+
+bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
+                     int* scratch, int* order_out, int8_t* nic_out) {
+  for (int r = 0; r < nranks; r++) nic_out[r] = -1;
+  topo_ring_order(nranks, hosts, 0, false, order_out);
+  if (hosts == NULL || nranks < 2) return false;
+  int start = 0, k = 0, pos = 0;
+  bool any = false;
+  if (!next_host(order_out, nranks, hosts, &start, &k) || k == nranks) return false; /* 1 host */
+  do {
+    any |= host_layout(order_out + start, k, nics, channel, pos % 2 != 0, scratch, nic_out);
+    pos++;
+  } while (next_host(order_out, nranks, hosts, &start, &k));
+  return any;
+}
+
+/* ---- Trees over every NIC --------------------------------------------------------------------
+ * Channel c's tree between hosts: in every host, the rank beside the channel's first rail (the
+ * same rank as the ring's end a on that channel, so it uses the same NIC) heads a chain of the
+ * host's other ranks (rank order); the heads form the double binary tree over hosts (topo_dbtree
+ * over host indices). Every hop between hosts joins two heads, so it stays on rail u, and
+ * successive channels head every host from a GPU beside another NIC. The tree alternates every m
+ * channels (m: the most rails of a host), so that every rail carries both trees: a host that is
+ * an inner node of one is a leaf of the other, and its NICs carry the same share either way. */
+bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
+                     int* scratch, int* up_out, int* down_out) {
+  int* order = scratch;
+  int* cand = scratch + nranks;
+  for (int r = 0; r < nranks; r++) {
+    up_out[r] = -1;
+    for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++) down_out[r * TOPO_TREE_MAX_CHILDREN + k] = -1;
+  }
+  if (hosts == NULL || nranks < 2) return false;
+  topo_ring_order(nranks, hosts, 0, false, order);
+  int nhosts = 0, start = 0, k = 0, most = 1;
+  bool any = false;
+  while (next_host(order, nranks, hosts, &start, &k)) {
+    int rails[TOPO_RAIL_MAX_NICS];
+    int m = host_rails(order + start, k, nics, rails);
+    if (m > most) most = m;
+    int head = order[start];
+    if (m > 0) {
+      int best = rail_candidates(order + start, k, nics, rails[channel % m], cand);
+      head = cand[(channel / m) % best];
+      any = true;
+    }
+    /* the head first, then the others in rank order */
+    int* seg = order + start;
+    for (int i = 0; i < k; i++) {
+      if (seg[i] != head) continue;
+      for (; i > 0; i--) seg[i] = seg[i - 1];
+      seg[0] = head;
+      break;
+    }
+    for (int i = 1; i < k; i++) {
+      up_out[seg[i]] = seg[i - 1];
+      down_out[seg[i - 1] * TOPO_TREE_MAX_CHILDREN] = seg[i];
+    }
+    nhosts++;
+  }
+  if (nhosts < 2 || !any) {
+    for (int r = 0; r < nranks; r++) {
+      up_out[r] = -1;
+      down_out[r * TOPO_TREE_MAX_CHILDREN] = -1;
+    }
+    return false;
+  }
+  start = k = nhosts = 0; /* where each host's chain starts (cand is free again) */
+  while (next_host(order, nranks, hosts, &start, &k)) cand[nhosts++] = start;
+  for (int h = 0; h < nhosts; h++) {
+    int hup, hdown[TOPO_TREE_MAX_CHILDREN];
+    topo_dbtree(nhosts, h, (channel / most) % 2, &hup, hdown);
+    int head = order[cand[h]];
+    if (hup >= 0) up_out[head] = order[cand[hup]];
+    int* d = down_out + (size_t)head * TOPO_TREE_MAX_CHILDREN;
+    int n = d[0] >= 0 ? 1 : 0; /* the chain's next rank stays first */
+    for (int i = 0; i < TOPO_TREE_MAX_CHILDREN && n < TOPO_TREE_MAX_CHILDREN; i++)
+      if (hdown[i] >= 0) d[n++] = order[cand[hdown[i]]];
+  }
+  return true;
+}

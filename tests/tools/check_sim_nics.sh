@@ -1,0 +1,133 @@
+#!/bin/sh
+# Between nodes on every NIC (issue 28), in baton-sim: NODES nodes of h100x8-nvswitch-8nic with 1,
+# 2, 4 and 8 NICs (400 Gb/s = 50 GB/s one way each), 1 GiB all-reduce, all-gather, reduce-scatter
+# and alltoall, through Baton's own init, topology and planner.
+#   - bus bandwidth grows with the NIC count, for every operation;
+#   - the all-reduce's bus bandwidth is at least 80 % of the node's NIC bandwidth (NICs x 50 GB/s);
+#   - every NIC of every node sends and receives within 10 % of the mean bytes (--flows: each NET
+#     flow's source and destination NIC, summed per node and NIC), for every operation and count.
+# The bytes per NIC and the bandwidth bound are computed here from the flows and the NIC count,
+# not taken from the simulator's own summary.
+# Then the recorded topologies of tests/data/topo (a DGX-H100-like dump with a NIC per GPU, a node
+# with a NIC per GPU pair) as 2 and 3 nodes, 256 MiB all-reduce: every NET flow on one rail (same
+# NIC index at both ends) except, with 3 nodes, the hop closing each ring (a third of them), which
+# NCCL_CROSS_NIC=0 keeps on the rail too; every NIC of the file sends within 10 % of the mean.
+# And the INFO lines (NCCL_DEBUG_SUBSYS=GRAPH) that name a channel's NIC between two ranks must
+# each match a NET flow between those ranks on that NIC.
+#   check_sim_nics.sh BATON_SIM [NODES [SOURCE_DIR]]
+set -u
+sim=$1
+nodes=${2:-16}
+src=${3:-}
+fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d /tmp/check_sim_nics.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$tmp"' EXIT
+status=0
+for op in allreduce allgather reducescatter alltoall; do
+  prev=0
+  for nics in 1 2 4 8; do
+    out="$tmp/$op.$nics"
+    "$sim" --topo h100x8-nvswitch-8nic --nodes "$nodes" --nics "$nics" --op "$op" --bytes 1G \
+      --flows >"$out" 2>&1 || { cat "$out"; fail "baton-sim $op, $nics NICs"; }
+    line=$(grep "^op=$op " "$out") || { cat "$out"; fail "$op: no operation line"; }
+    busbw=$(echo "$line" | sed 's/.* busbw=\([0-9.]*\).*/\1/')
+    # per node and NIC: bytes sent (tx) and received (rx) by NET flows; 8 ranks a node
+    spread=$(awk -v nics="$nics" -v nodes="$nodes" '
+      / flow / && / via=NET / {
+        split($2, sd, "->"); b = $3; sub("bytes=", "", b);
+        n = $5; sub("nic=", "", n); split(n, nn, "->");
+        tx[int(sd[1] / 8) "." nn[1]] += b; rx[int(sd[2] / 8) "." nn[2]] += b
+      }
+      END {
+        total = 0; min = -1; max = 0; k = 0
+        for (node = 0; node < nodes; node++) for (i = 0; i < nics; i++) {
+          split(tx[node "." i] " " rx[node "." i], v, " ")
+          for (j = 1; j <= 2; j++) {
+            x = v[j] + 0; total += x; k++
+            if (min < 0 || x < min) min = x
+            if (x > max) max = x
+          }
+        }
+        mean = total / k
+        if (mean <= 0) { print "none"; exit }
+        printf "%.1f %.1f %.3f", (min / mean - 1) * 100, (max / mean - 1) * 100, total / 1e9
+      }' "$out")
+    echo "$op nics=$nics busbw=$busbw GB/s per-NIC bytes vs mean (min%, max%, total GB): $spread"
+    [ "$spread" != none ] || { status=1; echo "FAIL: $op, $nics NICs: no NET flow"; continue; }
+    set -- $spread
+    awk -v lo="$1" -v hi="$2" 'BEGIN { exit !(lo >= -10 && hi <= 10) }' ||
+      { status=1; echo "FAIL: $op, $nics NICs: a NIC carries more than 10 % off the mean"; }
+    awk -v b="$busbw" -v p="$prev" 'BEGIN { exit !(b > p) }' ||
+      { status=1; echo "FAIL: $op: $busbw GB/s with $nics NICs, not above $prev with fewer"; }
+    if [ "$op" = allreduce ]; then
+      awk -v b="$busbw" -v n="$nics" 'BEGIN { exit !(b >= 0.8 * n * 50) }' ||
+        { status=1; echo "FAIL: allreduce, $nics NICs: $busbw GB/s below 80 % of $nics x 50"; }
+    fi
+    prev=$busbw
+  done
+done
+# NET flows of a --flows output: "flows cross-rail min% max% nics" (bytes sent per NIC vs mean)
+rails() {
+  awk '/ flow / && / via=NET / {
+      x = $5; sub("nic=", "", x); split(x, nn, "->"); b = $3; sub("bytes=", "", b)
+      tx[nn[1]] += b; total += b; n++; if (nn[1] != nn[2]) cross++
+    }
+    END {
+      k = 0; for (i in tx) k++
+      if (k == 0) { print "0 0 0 0 0"; exit }
+      mean = total / k; min = -1; max = 0
+      for (i in tx) { if (min < 0 || tx[i] < min) min = tx[i]; if (tx[i] > max) max = tx[i] }
+      printf "%d %d %.1f %.1f %d", n, cross, (min / mean - 1) * 100, (max / mean - 1) * 100, k
+    }' "$1"
+}
+if [ -n "$src" ]; then
+  for f in ibm-h100-8gpu-nvswitch-8nic.xml:8 hgx-h100-4nic-per-gpu-pair.xml:4; do
+    file=${f%%:*}
+    want=${f##*:}
+    for n in 2 3; do
+      for cross in 2 0; do
+        out="$tmp/$file.$n.$cross"
+        NCCL_CROSS_NIC=$cross "$sim" --topo "$src/tests/data/topo/$file" --nodes "$n" \
+          --op allreduce --bytes 256M --flows >"$out" 2>&1 ||
+          { cat "$out"; fail "baton-sim on $file"; }
+        set -- $(rails "$out")
+        echo "$file nodes=$n NCCL_CROSS_NIC=$cross: $1 NET flows, $2 across rails," \
+          "$5 NICs, bytes sent per NIC vs mean $3% .. $4%"
+        expect=0
+        [ "$n" = 3 ] && [ "$cross" = 2 ] && expect=$(($1 / 3))
+        [ "$1" -gt 0 ] && [ "$2" = "$expect" ] && [ "$5" = "$want" ] ||
+          { status=1; echo "FAIL: $file, $n nodes: $2 flows across rails (want $expect)," \
+            "$5 NICs used (want $want)"; }
+        awk -v lo="$3" -v hi="$4" 'BEGIN { exit !(lo >= -10 && hi <= 10) }' ||
+          { status=1; echo "FAIL: $file, $n nodes: a NIC sends more than 10 % off the mean"; }
+      done
+    done
+  done
+fi
+# NCCL_DEBUG=INFO (GRAPH) names each channel's NIC between which ranks: every "rank R sends to
+# rank S on NIC k" line must match a NET flow R->S leaving on NIC k (and there must be some).
+if [ -n "$src" ]; then
+  out="$tmp/info"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH "$sim" --topo "$src/tests/data/topo/ibm-h100-8gpu-nvswitch-8nic.xml" \
+    --nodes 2 --op allreduce --bytes 64M --flows >"$out" 2>&1 || { cat "$out"; fail "baton-sim INFO"; }
+  verdict=$(awk '
+    /NCCL INFO Channel .*sends to rank/ {
+      for (i = 1; i <= NF; i++) {
+        if ($i == "rank" && $(i + 1) ~ /^[0-9]+$/ && r == "") r = $(i + 1)
+        if ($i == "sends") s = $(i + 3)
+        if ($i == "NIC") k = $(i + 1)
+      }
+      said[r "->" s] = said[r "->" s] " " k; n++; r = ""
+    }
+    / flow / && / via=NET / { x = $5; sub("nic=", "", x); split(x, nn, "->"); has[$2 " " nn[1]] = 1 }
+    END {
+      bad = 0
+      for (p in said) { m = split(said[p], ks, " "); for (j = 1; j <= m; j++) if (!((p " " ks[j]) in has)) bad++ }
+      print n, bad
+    }' "$out")
+  set -- $verdict
+  echo "INFO lines naming a channel's NIC: $1, not matching a flow: $2"
+  [ "$1" -gt 0 ] && [ "$2" = 0 ] || { status=1; echo "FAIL: INFO lines and flows disagree"; }
+fi
+[ $status -eq 0 ] && echo PASS
+exit $status
