@@ -77,7 +77,7 @@ struct proxy_state {
   int nconns, cap;
 };
 
-static size_t fifo_slot_bytes(const conn_fifo_t* f, int proto) {
+static size_t conn_slot_bytes(const conn_fifo_t* f, int proto) {
   return f->buffs[proto] != NULL ? (size_t)f->buff_bytes[proto] / NCCL_STEPS : 0;
 }
 
@@ -106,7 +106,7 @@ static ncclResult_t proxy_fail(proxy_state_t* p, proxy_conn_t* c, ncclResult_t r
 /* ---- Send side ------------------------------------------------------------------------------ */
 /* Counts the leading lines of a line-protocol slot written by step `step` (flag == step + 1). */
 static size_t ll_written_bytes(const conn_fifo_t* f, uint64_t step) {
-  size_t slot = fifo_slot_bytes(f, PROTO_LL);
+  size_t slot = conn_slot_bytes(f, PROTO_LL);
   if (slot == 0) return 0;
   const uint64_t* p = (const uint64_t*)(f->buffs[PROTO_LL] + (step % NCCL_STEPS) * slot);
   uint32_t flag = (uint32_t)(step + 1);
@@ -120,7 +120,7 @@ static size_t ll_written_bytes(const conn_fifo_t* f, uint64_t step) {
 }
 
 static size_t ll128_written_bytes(const conn_fifo_t* f, uint64_t step) {
-  size_t slot = fifo_slot_bytes(f, PROTO_LL128);
+  size_t slot = conn_slot_bytes(f, PROTO_LL128);
   if (slot == 0) return 0;
   const char* base = f->buffs[PROTO_LL128] + (step % NCCL_STEPS) * slot;
   size_t n = 0;
@@ -142,9 +142,9 @@ static ncclResult_t send_describe(proxy_state_t* p, proxy_conn_t* c, uint64_t st
     h->proto = PROTO_LL128;
   } else {
     h->proto = PROTO_SIMPLE;
-    if (h->size < 0 || (size_t)h->size > fifo_slot_bytes(f, PROTO_SIMPLE)) {
+    if (h->size < 0 || (size_t)h->size > conn_slot_bytes(f, PROTO_SIMPLE)) {
       WARN("Proxy: step %llu towards rank %d has %d bytes, a Simple slot holds %zu (executor bug)",
-           (unsigned long long)step, c->peer, h->size, fifo_slot_bytes(f, PROTO_SIMPLE));
+           (unsigned long long)step, c->peer, h->size, conn_slot_bytes(f, PROTO_SIMPLE));
       return proxy_fail(p, c, ncclInternalError, "send");
     }
     h->bytes = (uint64_t)h->size;
@@ -178,7 +178,7 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     pv->data_done[slot] = h->bytes == 0;
     if (h->bytes > 0) {
       void* req = NULL;
-      char* data = f->buffs[h->proto] + (size_t)slot * fifo_slot_bytes(f, (int)h->proto);
+      char* data = f->buffs[h->proto] + (size_t)slot * conn_slot_bytes(f, (int)h->proto);
       res = c->net->isend(c->net_comm, data, h->bytes, 0, c->mh[h->proto], NULL, &req);
       if (res != ncclSuccess) return proxy_fail(p, c, res, "send");
       if (req == NULL) {
@@ -227,7 +227,7 @@ static ncclResult_t recv_check_hdr(proxy_state_t* p, proxy_conn_t* c, const prox
   const conn_fifo_t* f = c->fifo;
   proxy_priv_t* pv = c->priv;
   size_t cap = 0;
-  if (h->proto < PROTO_COUNT) cap = fifo_slot_bytes(f, (int)h->proto);
+  if (h->proto < PROTO_COUNT) cap = conn_slot_bytes(f, (int)h->proto);
   if (h->proto != PROTO_SIMPLE && cap > pv->bounce_slot) cap = 0;
   if (h->proto >= PROTO_COUNT || h->bytes > cap) {
     WARN(
@@ -309,7 +309,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       if (h->bytes > 0) {
         bool direct = h->proto == PROTO_SIMPLE;
         void* data = direct
-                         ? f->buffs[PROTO_SIMPLE] + (size_t)slot * fifo_slot_bytes(f, PROTO_SIMPLE)
+                         ? f->buffs[PROTO_SIMPLE] + (size_t)slot * conn_slot_bytes(f, PROTO_SIMPLE)
                          : pv->bounce + (size_t)slot * pv->bounce_slot;
         void* mh = direct ? c->mh[PROTO_SIMPLE] : pv->mh_bounce;
         size_t size = h->bytes;
@@ -336,7 +336,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       }
       if (pv->data_done[slot] && !pv->flushed[slot]) { /* data the GPU must see: flush first */
         if (pv->req_flush[slot] == NULL) {
-          void* data = f->buffs[PROTO_SIMPLE] + (size_t)slot * fifo_slot_bytes(f, PROTO_SIMPLE);
+          void* data = f->buffs[PROTO_SIMPLE] + (size_t)slot * conn_slot_bytes(f, PROTO_SIMPLE);
           int size = (int)h->bytes;
           void* mh = c->mh[PROTO_SIMPLE];
           if ((res = c->net->iflush(c->net_comm, 1, &data, &size, &mh, &pv->req_flush[slot])) !=
@@ -353,7 +353,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       }
       if (pv->data_done[slot] && pv->flushed[slot]) {
         if (h->proto != PROTO_SIMPLE && h->bytes > 0)
-          recv_store_lines(f->buffs[h->proto] + (size_t)slot * fifo_slot_bytes(f, (int)h->proto),
+          recv_store_lines(f->buffs[h->proto] + (size_t)slot * conn_slot_bytes(f, (int)h->proto),
                            pv->bounce + (size_t)slot * pv->bounce_slot, h->bytes,
                            h->proto == PROTO_LL ? sizeof(ll_line_t) : LL128_LINE_BYTES);
         f->sizes[slot] = h->size;
@@ -506,9 +506,9 @@ ncclResult_t proxy_add_conn(proxy_state_t* proxy, proxy_conn_t* conn) {
                               NCCL_PTR_HOST, &pv->mh_hdrs),
              res, fail);
   if (!conn->is_send) {
-    pv->bounce_slot = fifo_slot_bytes(f, PROTO_LL);
-    if (fifo_slot_bytes(f, PROTO_LL128) > pv->bounce_slot)
-      pv->bounce_slot = fifo_slot_bytes(f, PROTO_LL128);
+    pv->bounce_slot = conn_slot_bytes(f, PROTO_LL);
+    if (conn_slot_bytes(f, PROTO_LL128) > pv->bounce_slot)
+      pv->bounce_slot = conn_slot_bytes(f, PROTO_LL128);
     if (pv->bounce_slot > 0) {
       if (posix_memalign((void**)&pv->bounce, 4096, pv->bounce_slot * NCCL_STEPS) != 0) {
         WARN("Proxy: out of memory for a %zu-byte receive bounce buffer",

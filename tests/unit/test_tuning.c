@@ -1,6 +1,6 @@
 /* The tuning model (src/topo/tuning.c) and the NCCL_ALGO / NCCL_PROTO filters
- * (src/topo/algo_filter.c). The model is called with device.h's enums, so a mismatch between
- * tuning.c's private copy of those values and device.h fails here. */
+ * (src/topo/algo_filter.c). The model offers a time exactly for what the vocabulary's capability
+ * table (vocab_supports) says exists. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -26,12 +26,11 @@ static topo_tuning_t one_host(int nranks, bool gpu) {
                          .gpu = gpu};
 }
 
+/* What exists is the vocabulary's table (tested by itself in test_vocab): LL128 on GPUs here. */
 static bool supported(int func, int algo, int proto, bool gpu, const topo_tuning_t* t) {
-  if ((algo == ALGO_TREE || algo == ALGO_TWOSHOT) && func != FUNC_ALLREDUCE) return false;
-  if (proto == PROTO_LL128 && !gpu) return false;
-  if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) /* LL, one host, two ranks or more */
-    return proto == PROTO_LL && t->nhosts <= 1 && t->nranks > 1 && func != FUNC_REDUCE;
-  return true;
+  const vocab_caps_t caps = {
+      .ll128 = gpu, .direct = true, .nranks = t->nranks, .nhosts = t->nhosts};
+  return vocab_supports(func, algo, proto, &caps);
 }
 
 START_TEST(test_monotonic_in_bytes) {

@@ -129,6 +129,15 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     o->u.scalar_ptr = w->op.scalar_ptr;
   else
     o->u.scalar = w->op.scalar;
+  /* nhosts 0: the planner checked that direct items stay on one host */
+  const vocab_caps_t caps = {.ll128 = true, .direct = true, .nranks = comm->nranks, .nhosts = 0};
+  if (!vocab_supports(w->func, w->algo, w->proto, &caps)) {
+    WARN(
+        "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
+        "and TwoShot run AllReduce only; the direct algorithms LL, up to %d ranks, no Reduce)",
+        w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS);
+    return ncclInternalError;
+  }
   const size_t step = w->chunk * esize;
   if (w->algo == ALGO_RING) {
     CHECK(conn_check(ex, c, dc->ring_next, 1, w->proto, step, net));
@@ -139,7 +148,7 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
            w->root_idx, comm->nranks);
       return ncclInternalError;
     }
-  } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE) {
+  } else if (w->algo == ALGO_TREE) {
     bool linked = dc->tree_up >= 0;
     for (int j = 0; j < TREE_MAX_CHILDREN; j++) linked |= dc->tree_down[j] >= 0;
     if (!linked) {
@@ -158,9 +167,7 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
       CHECK(conn_check(ex, c, dc->tree_down[j], 1, w->proto, step, net));
       CHECK(conn_check(ex, c, dc->tree_down[j], 0, w->proto, step, net));
     }
-  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) &&
-             comm->nranks <= DIRECT_MAX_RANKS && w->proto == PROTO_LL && w->func != FUNC_REDUCE &&
-             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+  } else {             /* OneShot, TwoShot */
     o->root = w->root; /* a direct Broadcast's root: its rank */
     const size_t need = o->zc && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
     for (int p = 0; p < comm->nranks; p++) {
@@ -168,12 +175,6 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
       CHECK(conn_check(ex, c, p, 1, w->proto, need, net));
       CHECK(conn_check(ex, c, p, 0, w->proto, need, net));
     }
-  } else {
-    WARN(
-        "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
-        "and TwoShot run AllReduce only; the direct algorithms LL, up to %d ranks, no Reduce)",
-        w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS);
-    return ncclInternalError;
   }
   return ncclSuccess;
 }

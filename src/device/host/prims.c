@@ -27,7 +27,7 @@ size_t host_fifo_capacity(const conn_fifo_t* f, int proto) {
   return proto == PROTO_LL ? slot / sizeof(ll_line_t) * 8 : slot;
 }
 
-static char* fifo_slot(const conn_fifo_t* f, int proto, uint64_t step) {
+static char* conn_slot(const conn_fifo_t* f, int proto, uint64_t step) {
   size_t slot = (size_t)f->buff_bytes[proto] / NCCL_STEPS;
   return f->buffs[proto] + (size_t)(step % NCCL_STEPS) * slot;
 }
@@ -48,14 +48,14 @@ static bool ll_line_ready(const ll_line_t* line, uint32_t flag) {
 
 static bool fifo_recv_ready(const conn_fifo_t* f, int proto, size_t nbytes) {
   if (proto == PROTO_SIMPLE) return counter_load(f->tail) >= f->step + 1;
-  const ll_line_t* lines = (const ll_line_t*)fifo_slot(f, PROTO_LL, f->step);
+  const ll_line_t* lines = (const ll_line_t*)conn_slot(f, PROTO_LL, f->step);
   return ll_line_ready(&lines[ll_nlines(nbytes) - 1], (uint32_t)(f->step + 1));
 }
 
 /* Copies the data of the current LL slot into dst; false if a line is not there yet (the caller
  * retries later: nothing is consumed). */
 static bool ll_unpack(const conn_fifo_t* f, char* dst, size_t nbytes) {
-  const ll_line_t* lines = (const ll_line_t*)fifo_slot(f, PROTO_LL, f->step);
+  const ll_line_t* lines = (const ll_line_t*)conn_slot(f, PROTO_LL, f->step);
   uint32_t flag = (uint32_t)(f->step + 1);
   size_t nlines = nbytes / 8 + (nbytes % 8 != 0);
   for (size_t i = 0; i < nlines; i++) {
@@ -70,7 +70,7 @@ static bool ll_unpack(const conn_fifo_t* f, char* dst, size_t nbytes) {
 }
 
 static void ll_pack(conn_fifo_t* f, const char* src, size_t nbytes) {
-  ll_line_t* lines = (ll_line_t*)fifo_slot(f, PROTO_LL, f->step);
+  ll_line_t* lines = (ll_line_t*)conn_slot(f, PROTO_LL, f->step);
   uint64_t hi = (uint64_t)(uint32_t)(f->step + 1) << 32;
   size_t nlines = ll_nlines(nbytes);
   for (size_t i = 0; i < nlines; i++) {
@@ -180,7 +180,7 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   for (int j = 0; j < st->nrecv; j++) {
     if (proto == PROTO_SIMPLE) {
       CHECK(simple_check_size(ch, rf[j], st->recv_peer[j], rbytes[j]));
-      in[j] = fifo_slot(rf[j], PROTO_SIMPLE, rf[j]->step);
+      in[j] = conn_slot(rf[j], PROTO_SIMPLE, rf[j]->step);
     } else {
       if (!ll_unpack(rf[j], ch->stage[j], rbytes[j])) {
         ln->wait_peers[ln->nwait++] = st->recv_peer[j];
@@ -196,7 +196,7 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   if (st->reduce) {
     char* dst = st->out;
     if (dst == NULL) {
-      dst = proto == PROTO_SIMPLE ? fifo_slot(sf[0], PROTO_SIMPLE, sf[0]->step)
+      dst = proto == PROTO_SIMPLE ? conn_slot(sf[0], PROTO_SIMPLE, sf[0]->step)
                                   : ch->stage[HOST_STAGE_SEND];
     }
     if (st->nelem > 0) {
@@ -229,7 +229,7 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
     conn_fifo_t* f = sf[j];
     const char* data = res + soff[j];
     if (proto == PROTO_SIMPLE) {
-      char* slot = fifo_slot(f, PROTO_SIMPLE, f->step);
+      char* slot = conn_slot(f, PROTO_SIMPLE, f->step);
       if (scale)
         host_reduce(slot, data, NULL, sbytes[j] / ln->geo.unit, ln->dtype, ln->op);
       else if (slot != data && sbytes[j] > 0)
