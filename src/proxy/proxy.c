@@ -78,7 +78,7 @@ struct proxy_state {
 };
 
 static size_t conn_slot_bytes(const conn_fifo_t* f, int proto) {
-  return f->buffs[proto] != NULL ? (size_t)f->buff_bytes[proto] / NCCL_STEPS : 0;
+  return f->buffs[proto] != NULL ? fifo_slot_bytes(f->buff_bytes[proto]) : 0;
 }
 
 static ncclResult_t proxy_fail(proxy_state_t* p, proxy_conn_t* c, ncclResult_t res,
@@ -108,7 +108,7 @@ static ncclResult_t proxy_fail(proxy_state_t* p, proxy_conn_t* c, ncclResult_t r
 static size_t ll_written_bytes(const conn_fifo_t* f, uint64_t step) {
   size_t slot = conn_slot_bytes(f, PROTO_LL);
   if (slot == 0) return 0;
-  const uint64_t* p = (const uint64_t*)(f->buffs[PROTO_LL] + (step % NCCL_STEPS) * slot);
+  const uint64_t* p = (const uint64_t*)(f->buffs[PROTO_LL] + fifo_slot(step) * slot);
   uint32_t flag = (uint32_t)(step + 1);
   size_t n = 0;
   for (; n < slot / sizeof(ll_line_t); n++) {
@@ -122,7 +122,7 @@ static size_t ll_written_bytes(const conn_fifo_t* f, uint64_t step) {
 static size_t ll128_written_bytes(const conn_fifo_t* f, uint64_t step) {
   size_t slot = conn_slot_bytes(f, PROTO_LL128);
   if (slot == 0) return 0;
-  const char* base = f->buffs[PROTO_LL128] + (step % NCCL_STEPS) * slot;
+  const char* base = f->buffs[PROTO_LL128] + fifo_slot(step) * slot;
   size_t n = 0;
   for (; n < slot / LL128_LINE_BYTES; n++) {
     const uint64_t* flag = (const uint64_t*)(base + n * LL128_LINE_BYTES + LL128_DATA_BYTES);
@@ -134,7 +134,7 @@ static size_t ll128_written_bytes(const conn_fifo_t* f, uint64_t step) {
 static ncclResult_t send_describe(proxy_state_t* p, proxy_conn_t* c, uint64_t step,
                                   proxy_hdr_t* h) {
   const conn_fifo_t* f = c->fifo;
-  int slot = (int)(step % NCCL_STEPS);
+  int slot = (int)fifo_slot(step);
   h->size = f->sizes[slot];
   if ((h->bytes = ll_written_bytes(f, step)) > 0) {
     h->proto = PROTO_LL;
@@ -158,9 +158,9 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
   ncclResult_t res;
   uint64_t tail = __atomic_load_n(f->tail, __ATOMIC_ACQUIRE);
   /* Issue the messages of newly published steps. */
-  while (pv->posted < tail && pv->posted - pv->done < NCCL_STEPS) {
+  while (pv->posted < tail && fifo_may_send(pv->done, pv->posted)) {
     uint64_t s = pv->posted;
-    int slot = (int)(s % NCCL_STEPS);
+    int slot = (int)fifo_slot(s);
     proxy_hdr_t* h = &pv->hdrs[slot];
     if (!pv->send_hdr_issued) {
       CHECK(send_describe(p, c, s, h));
@@ -201,7 +201,7 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
   }
   /* Complete in order; each completed step frees its slot for the executor. */
   while (pv->done < pv->posted) {
-    int slot = (int)(pv->done % NCCL_STEPS);
+    int slot = (int)fifo_slot(pv->done);
     int done = 0;
     if (!pv->hdr_done[slot]) {
       if ((res = c->net->test(pv->req_hdr[slot], &done, NULL)) != ncclSuccess)
@@ -260,8 +260,8 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     bool moved = false;
     /* Header of the next step, posted behind the previous payload so messages match in order. */
     if (!pv->hdr_eof && pv->hdr_posted == pv->data_posted &&
-        pv->hdr_posted - pv->done < NCCL_STEPS) {
-      int slot = (int)(pv->hdr_posted % NCCL_STEPS);
+        fifo_may_send(pv->done, pv->hdr_posted)) {
+      int slot = (int)fifo_slot(pv->hdr_posted);
       void* data = &pv->hdrs[slot];
       size_t size = sizeof(proxy_hdr_t);
       int tag = 0;
@@ -281,7 +281,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     }
     /* The header arrived: post the payload once the slot is free. */
     if (!pv->hdr_eof && pv->hdr_recvd < pv->hdr_posted) {
-      int slot = (int)(pv->hdr_recvd % NCCL_STEPS);
+      int slot = (int)fifo_slot(pv->hdr_recvd);
       int done = 0;
       if ((res = c->net->test(pv->req_hdr[slot], &done, NULL)) != ncclSuccess) {
         /* Closed where a step would start: a peer that finished (destroyed its communicator).
@@ -299,8 +299,8 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       }
     }
     if (pv->data_posted < pv->hdr_recvd &&
-        pv->data_posted < __atomic_load_n(f->head, __ATOMIC_ACQUIRE) + NCCL_STEPS) {
-      int slot = (int)(pv->data_posted % NCCL_STEPS);
+        fifo_may_send(__atomic_load_n(f->head, __ATOMIC_ACQUIRE), pv->data_posted)) {
+      int slot = (int)fifo_slot(pv->data_posted);
       const proxy_hdr_t* h = &pv->hdrs[slot];
       pv->req_data[slot] = NULL;
       pv->req_flush[slot] = NULL;
@@ -326,7 +326,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
   next:
     /* Complete in order: land line data with 8-byte stores, then sizes and tail. */
     if (pv->done < pv->data_posted) {
-      int slot = (int)(pv->done % NCCL_STEPS);
+      int slot = (int)fifo_slot(pv->done);
       const proxy_hdr_t* h = &pv->hdrs[slot];
       if (!pv->data_done[slot]) {
         int done = 0;
@@ -356,9 +356,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
           recv_store_lines(f->buffs[h->proto] + (size_t)slot * conn_slot_bytes(f, (int)h->proto),
                            pv->bounce + (size_t)slot * pv->bounce_slot, h->bytes,
                            h->proto == PROTO_LL ? sizeof(ll_line_t) : LL128_LINE_BYTES);
-        f->sizes[slot] = h->size;
-        pv->done++;
-        __atomic_store_n(f->tail, pv->done, __ATOMIC_RELEASE);
+        fifo_publish(f->sizes, f->tail, pv->done++, h->size);
         moved = true;
       }
     }

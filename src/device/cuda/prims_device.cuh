@@ -6,9 +6,9 @@
  * peers, combines them with this rank's data (reduce_device.cuh), writes the user's output and
  * fills one slot to each of up to TREE_MAX_CHILDREN peers.
  *
- * Wire format and ordering (conn_fifo_t in device.h; identical to the host executor's):
+ * Wire format and ordering (conn_fifo_t in vocab.h; identical to the host executor's):
  *   Simple  thread 0 of the group waits for tail >= step+1 on every receive FIFO (ld.acquire.sys)
- *           and checks sizes[] (unless NET), and for head + NCCL_STEPS >= step+1 on every send
+ *           and checks sizes[] (unless NET), and for a free slot (fifo_may_send) on every send
  *           FIFO, and claims the step (each FIFO's step advances; dstep_t.seq_* keep the claimed
  *           ones); a barrier releases the group's workers; the data moves with 16-byte accesses;
  *           a barrier; the publisher writes sizes[], fences once (fence.acq_rel.sys) when the
@@ -286,8 +286,7 @@ struct dstep_t : step_t {
 };
 
 static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto) {
-  size_t slot = (size_t)(c.buff_bytes[proto] / NCCL_STEPS);
-  return c.buffs[proto] + (size_t)(c.step % NCCL_STEPS) * slot;
+  return fifo_slot_ptr(c.buffs[proto], c.buff_bytes[proto], c.step);
 }
 
 /* Thread 0: every send FIFO has a free slot. head is read across the link only when the value
@@ -295,9 +294,8 @@ static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto)
 static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t& st) {
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
-    const uint64_t need = c.step + 1;
-    if (c.head_seen + NCCL_STEPS >= need) continue; /* so need > NCCL_STEPS below */
-    if (!wait_counter(k, c.head, need - NCCL_STEPS, &c.head_seen)) return false;
+    if (fifo_may_send(c.head_seen, c.step)) continue;
+    if (!wait_counter(k, c.head, fifo_head_needed(c.step), &c.head_seen)) return false;
   }
   return true;
 }
@@ -316,7 +314,7 @@ static __device__ void publish_lines(const grp_t& g, const dstep_t& st, int size
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
     fence |= (c.flags & CONN_FLAG_NET) != 0;
-    st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
+    st_volatile_s32(c.sizes + fifo_slot(c.step), sizes_bytes);
   }
   if (fence) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) {
@@ -337,7 +335,7 @@ static __device__ void publish_lines(const grp_t& g, const dstep_t& st, int size
  * cannot free a slot still being read. */
 static __device__ void publish_simple(const grp_t& g, const dstep_t& st, int sizes_bytes) {
   for (int j = 0; j < st.nsend; j++)
-    st_volatile_s32(g.conns[st.send[j]].sizes + st.seq_send[j] % NCCL_STEPS, sizes_bytes);
+    st_volatile_s32(g.conns[st.send[j]].sizes + fifo_slot(st.seq_send[j]), sizes_bytes);
   if (st.nsend > 0) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) st_volatile_u64(g.conns[st.send[j]].tail, st.seq_send[j] + 1);
   for (int j = 0; j < st.nrecv; j++) st_volatile_u64(g.conns[st.recv[j]].head, st.seq_recv[j] + 1);
@@ -460,7 +458,7 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
       uint64_t seen;
       bad = !wait_counter(k, c.tail, need, &seen);
       if (!bad && !(c.flags & CONN_FLAG_NET)) {
-        int got = ld_volatile_s32(c.sizes + c.step % NCCL_STEPS);
+        int got = ld_volatile_s32(c.sizes + fifo_slot(c.step));
         if (got != (int)nbytes) {
           report(k, CUDA_ERR_SIZE, (int)nbytes, got, c.step);
           bad = true;
