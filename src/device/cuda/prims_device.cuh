@@ -54,11 +54,6 @@ static __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
   asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
-static __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -262,17 +257,18 @@ static __device__ __forceinline__ bool spin_until(const kctx_t& k, F ready) {
 }
 
 /* Spins until the counter *p (tail or head, written by another GPU) reaches want; false on a
- * stop. The wait ends with an acquire of the value, returned in *seen: every poll an acquire, or
- * (CUDA_EXEC_POLL_RELAXED) volatile polls and one acquire once the value is there. */
+ * stop. Every poll is an acquire (ld.acquire.sys); its value is returned in *seen. (Relaxed polls
+ * with one acquire at the end were a build knob from runs 33-36 that no run measured as better;
+ * the knob is gone.) */
 static __device__ __forceinline__ bool wait_counter(const kctx_t& k, const uint64_t* p,
                                                     uint64_t want, uint64_t* seen) {
   uint64_t v = 0;
   if (!spin_until(k, [&] {
-        v = CUDA_EXEC_POLL_RELAXED ? ld_volatile_u64(p) : ld_acquire_sys(p);
+        v = ld_acquire_sys(p);
         return v >= want;
       }))
     return false;
-  *seen = CUDA_EXEC_POLL_RELAXED ? ld_acquire_sys(p) : v;
+  *seen = v;
   return true;
 }
 
@@ -647,7 +643,8 @@ static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, con
  * snapshot: its 32-byte sectors may be read on either side of the remote store's arrival, so the
  * poll that first sees the flag could hold stale data in the other lanes. Once every flag is seen
  * the lanes load their 16 bytes again, certainly after the line landed, as stock does. (In run
- * 44, 300 LL128 all-to-alls without the second load saw no torn line: a guard, not a fix.) */
+ * 44, 300 LL128 all-to-alls without the second load saw no torn line: a guard, not a fix; run
+ * 44's A/B kept it, and the build knob that left it out is gone.) */
 static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_conn_t& c,
                                                   size_t line, bool active, int pos, uint64_t& a,
                                                   uint64_t& b) {
@@ -659,7 +656,7 @@ static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_co
     if (active) ld_volatile_v2u64(p, a, b);
     const bool ok = !active || pos != 7 || b == flag;
     if (__all_sync(0xffffffffu, ok)) {
-      if (CUDA_EXEC_LL128_RELOAD && active) ld_volatile_v2u64(p, a, b);
+      if (active) ld_volatile_v2u64(p, a, b);
       return true;
     }
     if (++n == SPIN_CHECK) {
