@@ -135,7 +135,7 @@ typedef union ll_line {
 #define LL128_DATA_BYTES 120
 
 /* The FIFO helpers: pure arithmetic on counters (no loads of their own), so the CUDA primitives
- * use them at no cost. Every `step % NCCL_STEPS` of the tree is fifo_slot. */
+ * use them at no cost. Every `step % NCCL_STEPS` of src/ is fifo_slot. */
 /* The slot step s fills (and its entry in sizes[]). */
 DEVICE_HOST_FN uint32_t fifo_slot(uint64_t step) {
   return (uint32_t)(step % NCCL_STEPS);
