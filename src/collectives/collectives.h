@@ -55,10 +55,9 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * d * nchannels / nranks) never share a channel: in a 4-GPU AlltoAll of 4-64 MiB the three peers'
  * items were queued one after the other on most channels (a block runs its items in order), and
  * the operation took three times a single message's time. Larger messages keep every channel
- * (bandwidth, not latency, then decides). A build knob for run.sh's A/B (0: no limit). */
-#ifndef COLL_P2P_SPREAD_MAX_BYTES
+ * (bandwidth, not latency, then decides). Run 47's A/B against no limit kept it; it is no longer
+ * a build knob. */
 #define COLL_P2P_SPREAD_MAX_BYTES (16 << 20)
-#endif
 /* Direct algorithms (device.h's ALGO_ONESHOT, ALGO_TWOSHOT): the tuning model may choose them up
  * to this size (NCCL_ALGO forces them at any size), on at most this many channels (each channel
  * they use connects every pair of ranks). */

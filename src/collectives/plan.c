@@ -88,41 +88,32 @@ size_t coll_task_bytes(const coll_task_t* t, int nranks) {
 }
 
 /* ---- Algorithm and protocol ----------------------------------------------------------------- */
-static bool plan_algo_supported(int func, int algo) {
-  switch (algo) {
-    case ALGO_RING:
-      return func != FUNC_SEND && func != FUNC_RECV;
-    case ALGO_TREE:
-    case ALGO_TWOSHOT:
-      return func == FUNC_ALLREDUCE;
-    case ALGO_ONESHOT: /* Reduce only staged (coll_direct_allowed) */
-      return func == FUNC_ALLREDUCE || func == FUNC_ALLGATHER || func == FUNC_REDUCESCATTER ||
-             func == FUNC_BROADCAST || func == FUNC_REDUCE;
-    default:
-      return false;
-  }
+/* What this communicator offers (the vocabulary's capability table decides what exists). */
+static vocab_caps_t plan_caps(const struct coll_comm* cc) {
+  return (vocab_caps_t){.ll128 = cc->ll128_ok, /* every rank agreed on it (gpu.c) */
+                        .direct = !cc->no_direct,
+                        .staged = cc->stage_ok, /* every rank shares a staging buffer */
+                        .nranks = cc->nranks,
+                        .nhosts = cc->tuning.nhosts};
 }
 
-/* Whether a direct algorithm (OneShot, TwoShot) may run here: 2 to DIRECT_MAX_RANKS ranks, LL. On
- * GPUs every pair must reach each other by P2P on one host (direct_ok, agreed by every rank); the
- * model offers them up to COLL_DIRECT_MAX_BYTES. The host executor runs them only when NCCL_ALGO
- * names them (its FIFOs for every pair cost shared memory; CI forces them to prove them). */
+/* Whether a direct algorithm (OneShot, TwoShot) may run here, beyond what exists at all
+ * (vocab_supports: LL, or Simple staged where the communicator has staging; 2 to
+ * DIRECT_MAX_RANKS ranks of one host). The staged ones run on GPUs sharing staging, at any size
+ * (in rounds). With LL, on GPUs every pair must reach each other by P2P on one host (direct_ok,
+ * agreed by every rank); the model offers them up to COLL_DIRECT_MAX_BYTES. The host executor
+ * runs them only when NCCL_ALGO names them (its FIFOs for every pair cost shared memory; CI
+ * forces them to prove them). */
 bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
                          bool forced) {
   if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
-  if (cc->no_direct) return false;
+  const vocab_caps_t caps = plan_caps(cc);
+  if (!vocab_supports(func, algo, proto, &caps)) return false;
   if (proto == PROTO_SIMPLE) /* staged: GPUs sharing staging, any size (rounds) */
     return cc->gpu && cc->stage_ok && cc->nranks >= 2 && cc->nranks <= DIRECT_MAX_RANKS;
-  if (func == FUNC_REDUCE) return false;
-  if (proto != PROTO_LL || cc->nranks < 2 || cc->nranks > DIRECT_MAX_RANKS) return false;
   if (!forced && bytes > COLL_DIRECT_MAX_BYTES) return false;
   if (cc->gpu) return cc->direct_ok;
   return forced && cc->filter.algo_set[func] && cc->filter.algo_ok[func][algo];
-}
-
-static bool plan_proto_supported(const struct coll_comm* cc, int proto) {
-  if (proto == PROTO_LL128) return cc->ll128_ok; /* every rank agreed on it (gpu.c) */
-  return proto == PROTO_LL || proto == PROTO_SIMPLE;
 }
 
 /* Best (algo, proto) by the model among the supported ones, among those NCCL_ALGO allows when
@@ -131,11 +122,11 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
                       bool use_algo, bool use_proto, int* algo, int* proto, double* us) {
   bool found = false;
   double best = 0;
+  const vocab_caps_t caps = plan_caps(cc);
   for (int a = 0; a < ALGO_COUNT; a++) {
-    if (!plan_algo_supported(func, a)) continue;
     if (use_algo && !cc->filter.algo_ok[func][a]) continue;
     for (int p = 0; p < PROTO_COUNT; p++) {
-      if (!plan_proto_supported(cc, p)) continue;
+      if (!vocab_supports(func, a, p, &caps)) continue;
       topo_tuning_t at = *tun;
       if ((a == ALGO_ONESHOT || a == ALGO_TWOSHOT) && p != PROTO_SIMPLE &&
           at.nchannels > COLL_DIRECT_MAX_CHANNELS)
@@ -158,7 +149,8 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
 
 double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,
                      size_t bytes) {
-  if (!plan_algo_supported(t->func, algo) || !plan_proto_supported(cc, proto)) return -1;
+  const vocab_caps_t caps = plan_caps(cc);
+  if (!vocab_supports(t->func, algo, proto, &caps)) return -1;
   if (!cc->filter.algo_ok[t->func][algo] || !cc->filter.proto_ok[t->func][proto]) return -1;
   if (!coll_direct_allowed(cc, t->func, algo, proto, bytes, cc->filter.algo_set[t->func]))
     return -1;

@@ -157,7 +157,8 @@ static void verdict_stuck(sbuf_t* b, const hang_rank_t* ranks, int nranks) {
       if (w->peer < 0 || w->peer >= nranks || ranks[w->peer].status != RAS_ANSWERED) continue;
       const prog_conn_t* o = find_conn(&ranks[w->peer].st, w->channel, r, !w->is_send);
       if (o == NULL) continue;
-      bool stuck = w->is_send ? o->step + NCCL_STEPS > w->step : o->step > w->step;
+      /* the step it waits for is there: a slot freed (send), data published (receive) */
+      bool stuck = w->is_send ? fifo_may_send(o->step, w->step) : o->step > w->step;
       if (!stuck || n++ >= HANG_LIST_MAX) continue;
       if (w->is_send)
         sb_printf(b,

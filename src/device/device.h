@@ -2,9 +2,10 @@
  *   cuda/  kernels, one block per channel (src/device/cuda)
  *   host/  CPU threads, one per channel (src/device/host): the reference executor
  * This header is plain C, included by host C code and by nvcc. It defines
- *   - the connection FIFO format (conn_fifo_t) that transports fill and executors drive,
  *   - the work format (work_t, plan_t) that the planner produces,
- *   - the executor interface (executor_ops_t). */
+ *   - the executor interface (executor_ops_t);
+ * the words it shares with the layers below (functions, algorithms, protocols, the connection FIFO
+ * conn_fifo_t that transports fill and executors drive) are src/vocab/vocab.h's. */
 #ifndef BATON_DEVICE_H
 #define BATON_DEVICE_H
 
@@ -13,47 +14,8 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "vocab/vocab.h"
 
-/* ---- Protocols, algorithms, functions (values follow stock's order) ------------------------ */
-#define NCCL_STEPS 8
-enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2, PROTO_COUNT = 3 };
-/* Tree and Ring follow stock's numbering; OneShot and TwoShot are Baton's direct algorithms for
- * ranks whose GPUs reach each other (P2P on one host): every rank talks to every other rank
- * straight away, through the connection FIFOs with LL (data and flag in one store), so a small
- * operation takes one or two hops instead of a ring's 2(n-1) (device/steps.h has their steps):
- *   OneShot  AllReduce: every rank sends its data to every other rank and combines what it
- *            receives with its own, in rank order (every rank computes the same bits); AllGather,
- *            ReduceScatter and Broadcast: the same, each block straight to where it belongs.
- *   TwoShot  AllReduce: reduce-scatter (rank p combines part p from everyone) then all-gather of
- *            the combined parts, both straight between every pair.
- * Up to DIRECT_MAX_RANKS ranks; NCCL_ALGO names them OneShot and TwoShot. */
-enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_ONESHOT = 2, ALGO_TWOSHOT = 3, ALGO_COUNT = 4 };
-#define DIRECT_MAX_RANKS 8
-#define DIRECT_MAX_PEERS (DIRECT_MAX_RANKS - 1)
-typedef enum {
-  FUNC_BROADCAST = 0,
-  FUNC_REDUCE,
-  FUNC_ALLGATHER,
-  FUNC_REDUCESCATTER,
-  FUNC_ALLREDUCE,
-  FUNC_SEND,
-  FUNC_RECV,
-  FUNC_COUNT
-} func_t;
-
-/* Ring AllReduce on 2 ranks with LL or LL128 runs as an exchange: per chunk, step 0 sends this
- * rank's chunk (pre-op applied) to the peer, step 1 receives the peer's and reduces it with its
- * own. One hop instead of two, the same bytes on the link; both ranks combine the same two values
- * (every op is commutative for two operands, so the results are bit-identical). Every executor
- * cuts its steps by this rule. */
-#define RING_ALLREDUCE_EXCHANGE(nranks, proto) ((nranks) == 2 && (proto) != PROTO_SIMPLE)
-
-/* Functions both executors compile: host C, and host and device code under nvcc. */
-#ifdef __CUDACC__
-#define DEVICE_HOST_FN static __host__ __device__ __forceinline__
-#else
-#define DEVICE_HOST_FN static inline
-#endif
 /* a / b and a % b, in 32 bits when both fit (a 64-bit division is a long software routine on the
  * GPU); the smaller of two sizes. */
 DEVICE_HOST_FN size_t dev_udiv(size_t a, size_t b) {
@@ -75,40 +37,6 @@ DEVICE_HOST_FN size_t ring_part(size_t lc, size_t n, size_t unit, size_t chunk) 
   return part < chunk ? part : chunk;
 }
 
-/* ---- Connection FIFO ----------------------------------------------------------------------------
- * One direction of one connection (channel, peer). The receiver owns the slot memory; a FIFO has
- * NCCL_STEPS slots per protocol. Counters count steps (slots filled or freed since connect):
- *   tail: producer progress. The sender publishes step s+1 after filling slot s % NCCL_STEPS
- *         (all protocols publish it; LL readers may ignore it and poll line flags instead).
- *   head: consumer progress. The receiver publishes s+1 after it is done reading slot s.
- * A sender may fill slot s once head >= s + 1 - NCCL_STEPS.
- * Simple: raw bytes; sizes[s % NCCL_STEPS] = bytes in the slot, written before the tail.
- * LL:     16-byte lines {data0, flag0, data1, flag1} (uint32 each); flag = (uint32_t)(s + 1).
- *         Each 8-byte {data, flag} half is written with one 64-bit store, so a reader that sees
- *         the flag sees the data. A line carries 8 data bytes.
- * LL128:  128-byte lines: 120 data bytes and, in the last 8 bytes, flag = s + 1 (GPU only, NVLink).
- * The executor keeps its own position in `step` (persists across operations: both sides advance
- * the same connection identically because they run the same plan). */
-typedef struct conn_fifo {
-  char* buffs[PROTO_COUNT];      /* slot memory per protocol (receiver-owned, or proxy staging) */
-  int buff_bytes[PROTO_COUNT];   /* whole FIFO per protocol; slot = buff_bytes / NCCL_STEPS */
-  volatile uint64_t* head;       /* consumer progress (see above) */
-  volatile uint64_t* tail;       /* producer progress */
-  volatile int* sizes;           /* NCCL_STEPS entries: bytes in each slot (all protocols) */
-  uint64_t step;                 /* executor-local position */
-  int flags;                     /* CONN_FLAG_* */
-  int net_dev;                   /* NET: the network device this end uses, else -1 (baton-sim) */
-} conn_fifo_t;
-#define CONN_FLAG_NET 0x1 /* driven by the proxy (NET transport) */
-#define CONN_FLAG_HOSTMEM 0x2 /* slot memory is host memory */
-
-typedef union ll_line {
-  struct { uint32_t data0, flag0, data1, flag1; } s;
-  uint64_t v[2];
-} ll_line_t;
-#define LL128_LINE_BYTES 128
-#define LL128_DATA_BYTES 120
-
 /* ---- Reduction operators as executors see them ---------------------------------------------- */
 typedef enum {
   DEV_OP_SUM = 0,
@@ -122,9 +50,9 @@ typedef enum {
   DEV_OP_COUNT
 } dev_op_kind_t;
 typedef struct dev_redop {
-  uint8_t kind;        /* dev_op_kind_t */
+  uint8_t kind;             /* dev_op_kind_t */
   uint8_t scalar_on_device; /* PREMULSUM with ncclScalarDevice: scalar_ptr is read at run time */
-  uint64_t scalar;     /* the scalar's bits, in the datatype (PREMULSUM) or as uint64 (SUMPOSTDIV) */
+  uint64_t scalar; /* the scalar's bits, in the datatype (PREMULSUM) or as uint64 (SUMPOSTDIV) */
   const void* scalar_ptr;
 } dev_redop_t;
 
@@ -288,10 +216,10 @@ typedef struct dev_channel {
   const int* ring_ranks; /* nranks entries: the ring order used by this channel */
   int ring_index;        /* my position in ring_ranks */
   int ring_prev, ring_next;
-  int tree_up;                        /* -1 at the root */
-  int tree_down[TREE_MAX_CHILDREN];   /* -1 where unused */
-  conn_fifo_t** send; /* nranks entries: FIFO towards peer, NULL until connected */
-  conn_fifo_t** recv; /* nranks entries: FIFO from peer, NULL until connected */
+  int tree_up;                      /* -1 at the root */
+  int tree_down[TREE_MAX_CHILDREN]; /* -1 where unused */
+  conn_fifo_t** send;               /* nranks entries: FIFO towards peer, NULL until connected */
+  conn_fifo_t** recv;               /* nranks entries: FIFO from peer, NULL until connected */
 } dev_channel_t;
 
 typedef struct exec_comm {

@@ -77,8 +77,8 @@ struct proxy_state {
   int nconns, cap;
 };
 
-static size_t fifo_slot_bytes(const conn_fifo_t* f, int proto) {
-  return f->buffs[proto] != NULL ? (size_t)f->buff_bytes[proto] / NCCL_STEPS : 0;
+static size_t conn_slot_bytes(const conn_fifo_t* f, int proto) {
+  return f->buffs[proto] != NULL ? fifo_slot_bytes(f->buff_bytes[proto]) : 0;
 }
 
 static ncclResult_t proxy_fail(proxy_state_t* p, proxy_conn_t* c, ncclResult_t res,
@@ -106,9 +106,9 @@ static ncclResult_t proxy_fail(proxy_state_t* p, proxy_conn_t* c, ncclResult_t r
 /* ---- Send side ------------------------------------------------------------------------------ */
 /* Counts the leading lines of a line-protocol slot written by step `step` (flag == step + 1). */
 static size_t ll_written_bytes(const conn_fifo_t* f, uint64_t step) {
-  size_t slot = fifo_slot_bytes(f, PROTO_LL);
+  size_t slot = conn_slot_bytes(f, PROTO_LL);
   if (slot == 0) return 0;
-  const uint64_t* p = (const uint64_t*)(f->buffs[PROTO_LL] + (step % NCCL_STEPS) * slot);
+  const uint64_t* p = (const uint64_t*)(f->buffs[PROTO_LL] + fifo_slot(step) * slot);
   uint32_t flag = (uint32_t)(step + 1);
   size_t n = 0;
   for (; n < slot / sizeof(ll_line_t); n++) {
@@ -120,9 +120,9 @@ static size_t ll_written_bytes(const conn_fifo_t* f, uint64_t step) {
 }
 
 static size_t ll128_written_bytes(const conn_fifo_t* f, uint64_t step) {
-  size_t slot = fifo_slot_bytes(f, PROTO_LL128);
+  size_t slot = conn_slot_bytes(f, PROTO_LL128);
   if (slot == 0) return 0;
-  const char* base = f->buffs[PROTO_LL128] + (step % NCCL_STEPS) * slot;
+  const char* base = f->buffs[PROTO_LL128] + fifo_slot(step) * slot;
   size_t n = 0;
   for (; n < slot / LL128_LINE_BYTES; n++) {
     const uint64_t* flag = (const uint64_t*)(base + n * LL128_LINE_BYTES + LL128_DATA_BYTES);
@@ -134,7 +134,7 @@ static size_t ll128_written_bytes(const conn_fifo_t* f, uint64_t step) {
 static ncclResult_t send_describe(proxy_state_t* p, proxy_conn_t* c, uint64_t step,
                                   proxy_hdr_t* h) {
   const conn_fifo_t* f = c->fifo;
-  int slot = (int)(step % NCCL_STEPS);
+  int slot = (int)fifo_slot(step);
   h->size = f->sizes[slot];
   if ((h->bytes = ll_written_bytes(f, step)) > 0) {
     h->proto = PROTO_LL;
@@ -142,9 +142,9 @@ static ncclResult_t send_describe(proxy_state_t* p, proxy_conn_t* c, uint64_t st
     h->proto = PROTO_LL128;
   } else {
     h->proto = PROTO_SIMPLE;
-    if (h->size < 0 || (size_t)h->size > fifo_slot_bytes(f, PROTO_SIMPLE)) {
+    if (h->size < 0 || (size_t)h->size > conn_slot_bytes(f, PROTO_SIMPLE)) {
       WARN("Proxy: step %llu towards rank %d has %d bytes, a Simple slot holds %zu (executor bug)",
-           (unsigned long long)step, c->peer, h->size, fifo_slot_bytes(f, PROTO_SIMPLE));
+           (unsigned long long)step, c->peer, h->size, conn_slot_bytes(f, PROTO_SIMPLE));
       return proxy_fail(p, c, ncclInternalError, "send");
     }
     h->bytes = (uint64_t)h->size;
@@ -158,9 +158,9 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
   ncclResult_t res;
   uint64_t tail = __atomic_load_n(f->tail, __ATOMIC_ACQUIRE);
   /* Issue the messages of newly published steps. */
-  while (pv->posted < tail && pv->posted - pv->done < NCCL_STEPS) {
+  while (pv->posted < tail && fifo_may_send(pv->done, pv->posted)) {
     uint64_t s = pv->posted;
-    int slot = (int)(s % NCCL_STEPS);
+    int slot = (int)fifo_slot(s);
     proxy_hdr_t* h = &pv->hdrs[slot];
     if (!pv->send_hdr_issued) {
       CHECK(send_describe(p, c, s, h));
@@ -178,7 +178,7 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     pv->data_done[slot] = h->bytes == 0;
     if (h->bytes > 0) {
       void* req = NULL;
-      char* data = f->buffs[h->proto] + (size_t)slot * fifo_slot_bytes(f, (int)h->proto);
+      char* data = f->buffs[h->proto] + (size_t)slot * conn_slot_bytes(f, (int)h->proto);
       res = c->net->isend(c->net_comm, data, h->bytes, 0, c->mh[h->proto], NULL, &req);
       if (res != ncclSuccess) return proxy_fail(p, c, res, "send");
       if (req == NULL) {
@@ -201,7 +201,7 @@ static ncclResult_t send_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
   }
   /* Complete in order; each completed step frees its slot for the executor. */
   while (pv->done < pv->posted) {
-    int slot = (int)(pv->done % NCCL_STEPS);
+    int slot = (int)fifo_slot(pv->done);
     int done = 0;
     if (!pv->hdr_done[slot]) {
       if ((res = c->net->test(pv->req_hdr[slot], &done, NULL)) != ncclSuccess)
@@ -227,7 +227,7 @@ static ncclResult_t recv_check_hdr(proxy_state_t* p, proxy_conn_t* c, const prox
   const conn_fifo_t* f = c->fifo;
   proxy_priv_t* pv = c->priv;
   size_t cap = 0;
-  if (h->proto < PROTO_COUNT) cap = fifo_slot_bytes(f, (int)h->proto);
+  if (h->proto < PROTO_COUNT) cap = conn_slot_bytes(f, (int)h->proto);
   if (h->proto != PROTO_SIMPLE && cap > pv->bounce_slot) cap = 0;
   if (h->proto >= PROTO_COUNT || h->bytes > cap) {
     WARN(
@@ -260,8 +260,8 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     bool moved = false;
     /* Header of the next step, posted behind the previous payload so messages match in order. */
     if (!pv->hdr_eof && pv->hdr_posted == pv->data_posted &&
-        pv->hdr_posted - pv->done < NCCL_STEPS) {
-      int slot = (int)(pv->hdr_posted % NCCL_STEPS);
+        fifo_may_send(pv->done, pv->hdr_posted)) {
+      int slot = (int)fifo_slot(pv->hdr_posted);
       void* data = &pv->hdrs[slot];
       size_t size = sizeof(proxy_hdr_t);
       int tag = 0;
@@ -281,7 +281,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
     }
     /* The header arrived: post the payload once the slot is free. */
     if (!pv->hdr_eof && pv->hdr_recvd < pv->hdr_posted) {
-      int slot = (int)(pv->hdr_recvd % NCCL_STEPS);
+      int slot = (int)fifo_slot(pv->hdr_recvd);
       int done = 0;
       if ((res = c->net->test(pv->req_hdr[slot], &done, NULL)) != ncclSuccess) {
         /* Closed where a step would start: a peer that finished (destroyed its communicator).
@@ -299,8 +299,8 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       }
     }
     if (pv->data_posted < pv->hdr_recvd &&
-        pv->data_posted < __atomic_load_n(f->head, __ATOMIC_ACQUIRE) + NCCL_STEPS) {
-      int slot = (int)(pv->data_posted % NCCL_STEPS);
+        fifo_may_send(__atomic_load_n(f->head, __ATOMIC_ACQUIRE), pv->data_posted)) {
+      int slot = (int)fifo_slot(pv->data_posted);
       const proxy_hdr_t* h = &pv->hdrs[slot];
       pv->req_data[slot] = NULL;
       pv->req_flush[slot] = NULL;
@@ -309,7 +309,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       if (h->bytes > 0) {
         bool direct = h->proto == PROTO_SIMPLE;
         void* data = direct
-                         ? f->buffs[PROTO_SIMPLE] + (size_t)slot * fifo_slot_bytes(f, PROTO_SIMPLE)
+                         ? f->buffs[PROTO_SIMPLE] + (size_t)slot * conn_slot_bytes(f, PROTO_SIMPLE)
                          : pv->bounce + (size_t)slot * pv->bounce_slot;
         void* mh = direct ? c->mh[PROTO_SIMPLE] : pv->mh_bounce;
         size_t size = h->bytes;
@@ -326,7 +326,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
   next:
     /* Complete in order: land line data with 8-byte stores, then sizes and tail. */
     if (pv->done < pv->data_posted) {
-      int slot = (int)(pv->done % NCCL_STEPS);
+      int slot = (int)fifo_slot(pv->done);
       const proxy_hdr_t* h = &pv->hdrs[slot];
       if (!pv->data_done[slot]) {
         int done = 0;
@@ -336,7 +336,7 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       }
       if (pv->data_done[slot] && !pv->flushed[slot]) { /* data the GPU must see: flush first */
         if (pv->req_flush[slot] == NULL) {
-          void* data = f->buffs[PROTO_SIMPLE] + (size_t)slot * fifo_slot_bytes(f, PROTO_SIMPLE);
+          void* data = f->buffs[PROTO_SIMPLE] + (size_t)slot * conn_slot_bytes(f, PROTO_SIMPLE);
           int size = (int)h->bytes;
           void* mh = c->mh[PROTO_SIMPLE];
           if ((res = c->net->iflush(c->net_comm, 1, &data, &size, &mh, &pv->req_flush[slot])) !=
@@ -353,12 +353,10 @@ static ncclResult_t recv_progress(proxy_state_t* p, proxy_conn_t* c, bool* progr
       }
       if (pv->data_done[slot] && pv->flushed[slot]) {
         if (h->proto != PROTO_SIMPLE && h->bytes > 0)
-          recv_store_lines(f->buffs[h->proto] + (size_t)slot * fifo_slot_bytes(f, (int)h->proto),
+          recv_store_lines(f->buffs[h->proto] + (size_t)slot * conn_slot_bytes(f, (int)h->proto),
                            pv->bounce + (size_t)slot * pv->bounce_slot, h->bytes,
                            h->proto == PROTO_LL ? sizeof(ll_line_t) : LL128_LINE_BYTES);
-        f->sizes[slot] = h->size;
-        pv->done++;
-        __atomic_store_n(f->tail, pv->done, __ATOMIC_RELEASE);
+        fifo_publish(f->sizes, f->tail, pv->done++, h->size);
         moved = true;
       }
     }
@@ -506,9 +504,9 @@ ncclResult_t proxy_add_conn(proxy_state_t* proxy, proxy_conn_t* conn) {
                               NCCL_PTR_HOST, &pv->mh_hdrs),
              res, fail);
   if (!conn->is_send) {
-    pv->bounce_slot = fifo_slot_bytes(f, PROTO_LL);
-    if (fifo_slot_bytes(f, PROTO_LL128) > pv->bounce_slot)
-      pv->bounce_slot = fifo_slot_bytes(f, PROTO_LL128);
+    pv->bounce_slot = conn_slot_bytes(f, PROTO_LL);
+    if (conn_slot_bytes(f, PROTO_LL128) > pv->bounce_slot)
+      pv->bounce_slot = conn_slot_bytes(f, PROTO_LL128);
     if (pv->bounce_slot > 0) {
       if (posix_memalign((void**)&pv->bounce, 4096, pv->bounce_slot * NCCL_STEPS) != 0) {
         WARN("Proxy: out of memory for a %zu-byte receive bounce buffer",

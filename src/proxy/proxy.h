@@ -6,8 +6,8 @@
 #include <sched.h>
 
 #include "base/base.h"
-#include "device/device.h"
 #include "net/net.h"
+#include "vocab/vocab.h"
 
 typedef struct proxy_state proxy_state_t;
 

@@ -1,12 +1,13 @@
 /* Baton topology layer: who is where (hosts, processes, GPUs, NICs), paths and bandwidths between
  * them, ring and tree construction, and the tuning model. Talks to CUDA/NVML (dlopen), hwloc,
- * libnuma and sysfs; includes only src/base. */
+ * libnuma and sysfs; includes only src/base and the vocabulary (src/vocab). */
 #ifndef BATON_TOPO_H
 #define BATON_TOPO_H
 
 #include <sched.h>
 
 #include "base/base.h"
+#include "vocab/vocab.h"
 
 /* What every rank publishes about itself at init (allgathered through the bootstrap). */
 typedef struct peer_info {
@@ -37,7 +38,9 @@ void topo_dbtree(int nranks, int rank, int tree, int* up, int* down);
  */
 /* Estimated time in microseconds of one operation: latency + bytes / bandwidth per algorithm and
  * protocol, from the number of ranks, hosts and channels and the link kind. Returns a negative
- * value for a combination that is not supported. func/algo/proto use the device.h enums. */
+ * value for a combination that is not supported (vocab_supports, with LL128 where gpu and the
+ * staged direct algorithms where stage_half > 0) and for missing inputs. func/algo/proto are the
+ * vocabulary's func_t / ALGO_* / PROTO_*. */
 typedef struct topo_tuning {
   int nranks;
   int nhosts;

@@ -28,35 +28,29 @@
  * do a missing or non-positive bandwidth and nranks < 1. */
 #include "topo/topo.h"
 
-/* Indices as in device.h's func_t / ALGO_* / PROTO_* (stock's order). topo sits below device, so
- * it restates them; test_tuning calls the model with device.h's names, so a mismatch fails. */
-enum { TF_BROADCAST = 0, TF_REDUCE, TF_ALLGATHER, TF_REDUCESCATTER, TF_ALLREDUCE };
-enum { TA_TREE = 0, TA_RING = 1, TA_ONESHOT = 2, TA_TWOSHOT = 3 };
-enum { TP_LL = 0, TP_LL128 = 1, TP_SIMPLE = 2, TP_COUNT = 3 };
-
 /* The constants below are fitted to the CUDA executor on 2x H200 (docs/gpu-results.md, run 6:
  * all_reduce at every size with each algorithm x protocol forced). */
 /* Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds.
  * Simple also pays a fence and a head/tail round trip per step; LL and LL128 poll their flags. */
-static const double proto_base_us[TP_COUNT] = {
-    [TP_LL] = 12.0,
-    [TP_LL128] = 12.5,
-    [TP_SIMPLE] = 16.0,
+static const double proto_base_us[PROTO_COUNT] = {
+    [PROTO_LL] = 12.0,
+    [PROTO_LL128] = 12.5,
+    [PROTO_SIMPLE] = 16.0,
 };
 /* Multiplier on the link's per-hop latency: LL writes data and flag in one store and the reader
  * sees it on arrival; LL128 waits for a 128-byte line; Simple for a whole slot and its tail. */
-static const double proto_hop_factor[TP_COUNT] = {
-    [TP_LL] = 1.0,
-    [TP_LL128] = 1.2,
-    [TP_SIMPLE] = 2.0,
+static const double proto_hop_factor[PROTO_COUNT] = {
+    [PROTO_LL] = 1.0,
+    [PROTO_LL128] = 1.2,
+    [PROTO_SIMPLE] = 2.0,
 };
 /* Share of the link bandwidth the protocol achieves: measured, 128 MiB all_reduce: Simple about
  * 0.7 of the NVLink pair bandwidth, LL (8 data bytes per 16-byte line, a flag check per line)
  * 0.3, LL128 a little more than LL at 32 MiB and less at 128 MiB. */
-static const double proto_bw[TP_COUNT] = {
-    [TP_LL] = 0.30,
-    [TP_LL128] = 0.33,
-    [TP_SIMPLE] = 0.70,
+static const double proto_bw[PROTO_COUNT] = {
+    [PROTO_LL] = 0.30,
+    [PROTO_LL128] = 0.33,
+    [PROTO_SIMPLE] = 0.70,
 };
 static const double tree_bw_efficiency = 0.9;
 /* Fixed cost of a direct (OneShot/TwoShot) operation: one pass of the kernel, no chain of steps;
@@ -78,22 +72,22 @@ static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t b
   double copy, read, staged;
   int barriers = 1;
   switch (func) {
-    case TF_ALLGATHER: /* bytes: the output; each rank stages its n-th, reads the others' */
+    case FUNC_ALLGATHER: /* bytes: the output; each rank stages its n-th, reads the others' */
       copy = b / n;
       read = (n - 1) / n * b;
       staged = b / n;
       break;
-    case TF_REDUCESCATTER: /* bytes: the input; stages all of it, reads its block from each */
+    case FUNC_REDUCESCATTER: /* bytes: the input; stages all of it, reads its block from each */
       copy = b;
       read = (n - 1) / n * b;
       staged = b;
       break;
-    case TF_BROADCAST:
+    case FUNC_BROADCAST:
       copy = b;
       read = b;
       staged = b;
       break;
-    case TF_REDUCE:
+    case FUNC_REDUCE:
       copy = b;
       read = (n - 1) * b;
       staged = b;
@@ -101,7 +95,7 @@ static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t b
     default: /* AllReduce */
       copy = b;
       staged = b;
-      if (algo == TA_TWOSHOT) {
+      if (algo == ALGO_TWOSHOT) {
         read = 2.0 * (n - 1) / n * b;
         barriers = 2;
       } else {
@@ -117,19 +111,17 @@ static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t b
 }
 
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
-  if (t == NULL || t->nranks < 1 || proto < 0 || proto >= TP_COUNT) return -1.0;
-  if (func < TF_BROADCAST || func > TF_ALLREDUCE) return -1.0;
-  if (algo != TA_RING && algo != TA_TREE && algo != TA_ONESHOT && algo != TA_TWOSHOT) return -1.0;
-  if ((algo == TA_TREE || algo == TA_TWOSHOT) && func != TF_ALLREDUCE) return -1.0;
-  if ((algo == TA_ONESHOT || algo == TA_TWOSHOT) && proto == TP_SIMPLE) {
-    if (t->nhosts > 1 || t->nranks < 2 || t->stage_half == 0 || !(t->stage_read_gbs > 0.0))
-      return -1.0;
+  if (t == NULL || t->nranks < 1) return -1.0;
+  const vocab_caps_t caps = {.ll128 = t->gpu,
+                             .direct = true,
+                             .staged = t->stage_half > 0,
+                             .nranks = t->nranks,
+                             .nhosts = t->nhosts};
+  if (!vocab_supports(func, algo, proto, &caps)) return -1.0;
+  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && proto == PROTO_SIMPLE) {
+    if (!(t->stage_read_gbs > 0.0)) return -1.0; /* staged: one host (the table), staging */
     return stage_time_us(t, func, algo, bytes);
   }
-  if (algo == TA_ONESHOT || algo == TA_TWOSHOT) {
-    if (proto != TP_LL || t->nhosts > 1 || t->nranks < 2 || func == TF_REDUCE) return -1.0;
-  }
-  if (proto == TP_LL128 && !t->gpu) return -1.0;
 
   const bool multi_host = t->nhosts > 1;
   const double link_bw = multi_host ? t->inter_bw_gbs : t->intra_bw_gbs; /* GB/s == bytes/ns */
@@ -141,27 +133,27 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   const double n = t->nranks;
   const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
   double hops, inter_hops, link_bytes;
-  if (algo == TA_ONESHOT || algo == TA_TWOSHOT) {
-    const bool whole = func == TF_ALLREDUCE || func == TF_BROADCAST;
-    hops = algo == TA_TWOSHOT ? 2.0 : 1.0;
+  if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) {
+    const bool whole = func == FUNC_ALLREDUCE || func == FUNC_BROADCAST;
+    hops = algo == ALGO_TWOSHOT ? 2.0 : 1.0;
     inter_hops = 0.0;
-    link_bytes = algo == TA_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
-                 : whole            ? (n - 1) * (double)bytes
-                                    : (n - 1) / n * (double)bytes;
+    link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
+                 : whole              ? (n - 1) * (double)bytes
+                                      : (n - 1) / n * (double)bytes;
     const double lat_us = hops * t->intra_lat_us * proto_hop_factor[proto];
     return direct_base_us + lat_us + link_bytes / bytes_per_us;
-  } else if (algo == TA_TREE) {
+  } else if (algo == ALGO_TREE) {
     hops = 2.0 * ceil_log2(t->nranks);
     inter_hops = 2.0 * ceil_log2(nhosts);
     link_bytes = t->nranks > 1 ? 2.0 * (double)bytes / tree_bw_efficiency : 0.0;
   } else {
     switch (func) {
-      case TF_ALLREDUCE: /* 2 ranks with LL/LL128: one exchange (RING_ALLREDUCE_EXCHANGE) */
-        hops = t->nranks == 2 && proto != TP_SIMPLE ? 1.0 : 2.0 * (n - 1);
+      case FUNC_ALLREDUCE: /* 2 ranks with LL/LL128: one exchange (RING_ALLREDUCE_EXCHANGE) */
+        hops = RING_ALLREDUCE_EXCHANGE(t->nranks, proto) ? 1.0 : 2.0 * (n - 1);
         link_bytes = 2.0 * (n - 1) / n * (double)bytes;
         break;
-      case TF_ALLGATHER:
-      case TF_REDUCESCATTER:
+      case FUNC_ALLGATHER:
+      case FUNC_REDUCESCATTER:
         hops = n - 1;
         link_bytes = (n - 1) / n * (double)bytes;
         break;

@@ -510,6 +510,57 @@ START_TEST(test_plan_items_decided) {
 }
 END_TEST
 
+/* Each channel's slice of a collective, against the split the planner promises, handed out here
+ * channel by channel: every channel but the last takes the same share, whole 16-byte units
+ * (align elements), the smallest share with which nch channels cover the count; the last takes
+ * what is left; a channel with nothing left gets no item. */
+START_TEST(test_plan_channel_slices) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static char a[1 << 23], b[1 << 23];
+  const struct {
+    int func, dtype;
+    size_t count, esize;
+  } cases[] = {
+      {FUNC_ALLREDUCE, ncclFloat32, 1000003, 4}, {FUNC_ALLREDUCE, ncclFloat64, 1001, 8},
+      {FUNC_ALLGATHER, ncclInt8, 70001, 1},      {FUNC_REDUCESCATTER, ncclFloat64, 30001, 8},
+      {FUNC_BROADCAST, ncclInt32, 123457, 4},    {FUNC_REDUCE, ncclFloat16, 9999, 2},
+      {FUNC_ALLREDUCE, ncclInt32, 3000, 4}};
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+    plan_world_t w = world_make(4, 2);
+    coll_task_t t = task(cases[ci].func, cases[ci].dtype, cases[ci].count, a, b, 1, DEV_OP_SUM);
+    ck_assert_int_eq(build(&w, &t, 1), ncclSuccess);
+    const int nch = t.nchannels;
+    ck_assert_int_ge(nch, 1);
+    ck_assert_int_le(nch, 4);
+    const size_t count = cases[ci].count, align = 16 / cases[ci].esize;
+    size_t share = align; /* the smallest multiple of align with nch * share >= count */
+    while (share * (size_t)nch < count) share += align;
+    size_t next = 0;
+    for (int c = 0; c < 4; c++) {
+      const size_t want_off = next,
+                   want_n = c < nch ? (count - next < share ? count - next : share) : 0;
+      next += want_n;
+      const plan_t* p = &w.cc->plan;
+      const int nwork = c < p->nchannels ? p->nwork[c] : 0;
+      ck_assert_msg(nwork == (want_n > 0), "case %zu channel %d: %d items, %s expected", ci, c,
+                    nwork, want_n > 0 ? "one" : "none");
+      if (nwork == 0) continue;
+      const work_t* x = &p->works[c][0];
+      ck_assert_msg(x->chan_off == want_off && x->chan_count == want_n,
+                    "case %zu (func %d, %zu elements, %d channels) channel %d: slice [%zu, +%zu), "
+                    "expected [%zu, +%zu)",
+                    ci, cases[ci].func, count, nch, c, x->chan_off, x->chan_count, want_off,
+                    want_n);
+      ck_assert_uint_eq(x->count, count);
+    }
+    ck_assert_uint_eq(next, count);
+    world_free(&w);
+  }
+}
+END_TEST
+
 /* Point-to-point: items in bytes (a pair that posted different datatypes cuts alike), never to
  * self; sends to self paired with receives from self in posting order become copies, none for a
  * copy onto itself; mismatched or unpaired ones are refused. */
@@ -632,6 +683,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_step_units_and_ring_index);
   tcase_add_test(tc, test_staged_items);
   tcase_add_test(tc, test_plan_items_decided);
+  tcase_add_test(tc, test_plan_channel_slices);
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);
   tcase_add_test(tc, test_direct_all_or_none);

@@ -1,6 +1,6 @@
 /* The tuning model (src/topo/tuning.c) and the NCCL_ALGO / NCCL_PROTO filters
- * (src/topo/algo_filter.c). The model is called with device.h's enums, so a mismatch between
- * tuning.c's private copy of those values and device.h fails here. */
+ * (src/topo/algo_filter.c). The model offers a time exactly for what the vocabulary's capability
+ * table (vocab_supports) says exists. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -26,12 +26,15 @@ static topo_tuning_t one_host(int nranks, bool gpu) {
                          .gpu = gpu};
 }
 
+/* What exists is the vocabulary's table (tested by itself in test_vocab): LL128 on GPUs here, the
+ * staged direct algorithms where the model has staging. */
 static bool supported(int func, int algo, int proto, bool gpu, const topo_tuning_t* t) {
-  if ((algo == ALGO_TREE || algo == ALGO_TWOSHOT) && func != FUNC_ALLREDUCE) return false;
-  if (proto == PROTO_LL128 && !gpu) return false;
-  if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) /* LL, one host, two ranks or more */
-    return proto == PROTO_LL && t->nhosts <= 1 && t->nranks > 1 && func != FUNC_REDUCE;
-  return true;
+  const vocab_caps_t caps = {.ll128 = gpu,
+                             .direct = true,
+                             .staged = t->stage_half > 0,
+                             .nranks = t->nranks,
+                             .nhosts = t->nhosts};
+  return vocab_supports(func, algo, proto, &caps);
 }
 
 START_TEST(test_monotonic_in_bytes) {
@@ -163,9 +166,10 @@ START_TEST(test_staged) {
   ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TWOSHOT, PROTO_SIMPLE, big) <
             topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_SIMPLE, big));
   /* one byte past a half is a second round: its barrier costs more than the byte */
-  const double one = topo_model_time_us(&t, FUNC_BROADCAST, ALGO_ONESHOT, PROTO_SIMPLE, t.stage_half);
-  const double two = topo_model_time_us(&t, FUNC_BROADCAST, ALGO_ONESHOT, PROTO_SIMPLE,
-                                        t.stage_half + 16);
+  const double one =
+      topo_model_time_us(&t, FUNC_BROADCAST, ALGO_ONESHOT, PROTO_SIMPLE, t.stage_half);
+  const double two =
+      topo_model_time_us(&t, FUNC_BROADCAST, ALGO_ONESHOT, PROTO_SIMPLE, t.stage_half + 16);
   ck_assert_msg(two > one + 0.5, "%g vs %g", two, one);
   t.nhosts = 2; /* staging is mapped from peers of one host only */
   ck_assert(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_TWOSHOT, PROTO_SIMPLE, 1024) < 0);

@@ -18,7 +18,7 @@ size_t cuda_fifo_capacity(const conn_fifo_t* f, int proto) {
   if (f == NULL || proto < 0 || proto >= PROTO_COUNT || f->buffs[proto] == NULL ||
       f->buff_bytes[proto] <= 0)
     return 0;
-  size_t slot = (size_t)f->buff_bytes[proto] / NCCL_STEPS;
+  size_t slot = fifo_slot_bytes(f->buff_bytes[proto]);
   switch (proto) {
     case PROTO_LL:
       return slot / sizeof(ll_line_t) * 8;
@@ -97,7 +97,7 @@ static ncclResult_t conn_check(const cuda_exec_t* ex, int c, int peer, int is_se
   for (int p = 0; p < PROTO_COUNT; p++) {
     if (f->buffs[p] == NULL) continue;
     size_t align = p == PROTO_LL128 ? LL128_LINE_BYTES : 16;
-    size_t slot = (size_t)f->buff_bytes[p] / NCCL_STEPS;
+    size_t slot = fifo_slot_bytes(f->buff_bytes[p]);
     if ((uintptr_t)f->buffs[p] % align != 0 || slot % align != 0) {
       WARN(
           "CUDA executor: rank %d channel %d: the %s buffer of the FIFO %s rank %d is at %p with "

@@ -56,33 +56,12 @@
 #ifndef CUDA_EXEC_UNROLL
 #define CUDA_EXEC_UNROLL 8
 #endif
-/* Which 16-byte vectors of a step a thread moves, round after round: 0, strided (thread t of n
- * takes t, t + n, ... t + (U - 1) n, so one instruction of a warp covers 512 contiguous bytes);
- * 1, warp hunks (a warp's U instructions cover U * 512 contiguous bytes, as stock NCCL's).
- * Hunks on 4 GPUs (docs/gpu-results.md, run 27): large Reduce 4-8 % faster, Broadcast 1-3 % and
- * AllReduce 0-2 % slower; not the default. */
-#ifndef CUDA_EXEC_VEC_LAYOUT
-#define CUDA_EXEC_VEC_LAYOUT 0
-#endif
 #define CUDA_EXEC_GROUP_THREADS (CUDA_EXEC_THREADS / 2) /* split items: send|recv, up|down */
 /* A group of at least this many threads runs Simple steps with its last warp set apart to publish
  * them: the step's fence (which waits for its stores to cross the link) then overlaps the next
  * step's data, moved by the other warps. */
 #ifndef CUDA_EXEC_PUBLISHER_MIN_THREADS
 #define CUDA_EXEC_PUBLISHER_MIN_THREADS 256
-#endif
-/* How a leader polls a counter (tail, head) written by another GPU: 0, every poll an
- * ld.acquire.sys; 1, relaxed (volatile) polls and one ld.acquire.sys once the value is there (the
- * same ordering; stock NCCL polls with volatile loads, calling acquire slower). Not yet measured
- * (docs/gpu-results.md, runs 33-36): a build knob for run.sh's diag variants. */
-#ifndef CUDA_EXEC_POLL_RELAXED
-#define CUDA_EXEC_POLL_RELAXED 0
-#endif
-/* LL128 receive: 1, the lanes load their line again once the flags are seen (prims_device.cuh,
- * ll128_read); 0 keeps the data of the poll that saw the flags. A build knob for run.sh's
- * UNIT_STRESS_VARIANTS A/B (docs/gpu-results.md, run 44). */
-#ifndef CUDA_EXEC_LL128_RELOAD
-#define CUDA_EXEC_LL128_RELOAD 1
 #endif
 /* Dynamic shared memory per block: the LL / LL128 reduction stages (4 per group of threads). A
  * round of LL lines is then 4 lines per thread (LL_BATCH), and the rest of the SM stays L1. */

@@ -57,8 +57,8 @@ struct direct_item_t {
 static __device__ __forceinline__ bool dline_read(const kctx_t& k, const cuda_conn_t& c, int dstep,
                                                   size_t i, uint64_t& word) {
   const uint64_t step = c.step + (uint64_t)dstep;
-  const size_t slot = (size_t)(c.buff_bytes[PROTO_LL] / NCCL_STEPS);
-  const char* p = c.buffs[PROTO_LL] + (size_t)(step % NCCL_STEPS) * slot + i * sizeof(ll_line_t);
+  const char* p =
+      fifo_slot_ptr(c.buffs[PROTO_LL], c.buff_bytes[PROTO_LL], step) + i * sizeof(ll_line_t);
   const uint32_t flag = (uint32_t)(step + 1);
   int n = 0, checks = 0;
   for (;;) {
@@ -77,8 +77,7 @@ static __device__ __forceinline__ bool dline_read(const kctx_t& k, const cuda_co
 static __device__ __forceinline__ void dline_write(const cuda_conn_t& c, int dstep, size_t i,
                                                    uint64_t word) {
   const uint64_t step = c.step + (uint64_t)dstep;
-  const size_t slot = (size_t)(c.buff_bytes[PROTO_LL] / NCCL_STEPS);
-  char* p = c.buffs[PROTO_LL] + (size_t)(step % NCCL_STEPS) * slot + i * sizeof(ll_line_t);
+  char* p = fifo_slot_ptr(c.buffs[PROTO_LL], c.buff_bytes[PROTO_LL], step) + i * sizeof(ll_line_t);
   const uint32_t flag = (uint32_t)(step + 1);
   st_volatile_v4(p, make_uint4((uint32_t)word, flag, (uint32_t)(word >> 32), flag));
 }
@@ -238,9 +237,9 @@ static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const di
       for (int j = 0; j < peers && !bad; j++) {
         if (it.func == FUNC_BROADCAST && !root) break;
         cuda_conn_t& s = d.send[j];
-        const uint64_t need = s.step + (uint64_t)nsteps;
-        if (s.head_seen + NCCL_STEPS >= need) continue;
-        bad = !wait_counter(k, s.head, need - NCCL_STEPS, &s.head_seen);
+        const uint64_t last = s.step + (uint64_t)(nsteps - 1); /* the chunk's last step */
+        if (fifo_may_send(s.head_seen, last)) continue;
+        bad = !wait_counter(k, s.head, fifo_head_needed(last), &s.head_seen);
       }
     }
     if (__syncthreads_or(bad)) return false;
@@ -252,7 +251,7 @@ static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const di
         const bool recvs = it.func != FUNC_BROADCAST || (!root && j == rj);
         for (int q = 0; q < nsteps && sends; q++) {
           cuda_conn_t& s = d.send[j];
-          st_volatile_s32(s.sizes + (s.step + (uint64_t)q) % NCCL_STEPS,
+          st_volatile_s32(s.sizes + fifo_slot(s.step + (uint64_t)q),
                           (int)(16 * dlines(c * it.unit)));
         }
         if (sends) {

@@ -129,6 +129,22 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     o->u.scalar_ptr = w->op.scalar_ptr;
   else
     o->u.scalar = w->op.scalar;
+  /* nhosts 0: the planner checked that direct items stay on one host; staged only where this
+   * communicator has staging */
+  const vocab_caps_t caps = {.ll128 = true,
+                             .direct = true,
+                             .staged = comm->stage_slot >= 0,
+                             .nranks = comm->nranks,
+                             .nhosts = 0};
+  if (!vocab_supports(w->func, w->algo, w->proto, &caps)) {
+    WARN(
+        "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
+        "and TwoShot run AllReduce only; the direct algorithms up to %d ranks, LL without "
+        "Reduce, Simple only staged%s)",
+        w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS,
+        comm->stage_slot < 0 ? "; this communicator has no staging" : "");
+    return ncclInternalError;
+  }
   const size_t step = w->chunk * esize;
   if (w->algo == ALGO_RING) {
     CHECK(conn_check(ex, c, dc->ring_next, 1, w->proto, step, net));
@@ -139,7 +155,7 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
            w->root_idx, comm->nranks);
       return ncclInternalError;
     }
-  } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE) {
+  } else if (w->algo == ALGO_TREE) {
     bool linked = dc->tree_up >= 0;
     for (int j = 0; j < TREE_MAX_CHILDREN; j++) linked |= dc->tree_down[j] >= 0;
     if (!linked) {
@@ -158,25 +174,19 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
       CHECK(conn_check(ex, c, dc->tree_down[j], 1, w->proto, step, net));
       CHECK(conn_check(ex, c, dc->tree_down[j], 0, w->proto, step, net));
     }
-  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) && w->proto == PROTO_SIMPLE &&
-             comm->nranks <= DIRECT_MAX_RANKS &&
-             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+  } else if (w->proto == PROTO_SIMPLE) { /* OneShot, TwoShot staged */
     /* staged: no connection; the part, the parts and the round as the planner cut them */
-    if (comm->stage_slot < 0 || comm->zc_base_dev == NULL || w->chan_count > STAGE_MAX_PARTS ||
+    if (comm->zc_base_dev == NULL || w->chan_count > STAGE_MAX_PARTS ||
         w->chan_off >= w->chan_count || w->root < -1 || w->root >= comm->nranks) {
       WARN(
-          "CUDA executor: rank %d: a staged item (part %zu of %zu, root %d) %s (at most %d "
-          "parts)",
-          comm->rank, w->chan_off, w->chan_count, w->root,
-          comm->stage_slot < 0 ? "on a communicator without staging" : "out of range",
-          STAGE_MAX_PARTS);
+          "CUDA executor: rank %d: a staged item (part %zu of %zu, root %d) out of range (at "
+          "most %d parts)",
+          comm->rank, w->chan_off, w->chan_count, w->root, STAGE_MAX_PARTS);
       return ncclInternalError;
     }
     o->root = w->root;
     o->zc_loc = (uint64_t)comm->stage_slot | (uint64_t)comm->stage_half << 16;
-  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) &&
-             comm->nranks <= DIRECT_MAX_RANKS && w->proto == PROTO_LL && w->func != FUNC_REDUCE &&
-             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+  } else {             /* OneShot, TwoShot with LL */
     o->root = w->root; /* a direct Broadcast's root: its rank */
     const size_t need = o->zc && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
     for (int p = 0; p < comm->nranks; p++) {
@@ -184,12 +194,6 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
       CHECK(conn_check(ex, c, p, 1, w->proto, need, net));
       CHECK(conn_check(ex, c, p, 0, w->proto, need, net));
     }
-  } else {
-    WARN(
-        "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
-        "and TwoShot run AllReduce only; the direct algorithms LL, up to %d ranks, no Reduce)",
-        w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS);
-    return ncclInternalError;
   }
   return ncclSuccess;
 }

@@ -6,9 +6,9 @@
  * peers, combines them with this rank's data (reduce_device.cuh), writes the user's output and
  * fills one slot to each of up to TREE_MAX_CHILDREN peers.
  *
- * Wire format and ordering (conn_fifo_t in device.h; identical to the host executor's):
+ * Wire format and ordering (conn_fifo_t in vocab.h; identical to the host executor's):
  *   Simple  thread 0 of the group waits for tail >= step+1 on every receive FIFO (ld.acquire.sys)
- *           and checks sizes[] (unless NET), and for head + NCCL_STEPS >= step+1 on every send
+ *           and checks sizes[] (unless NET), and for a free slot (fifo_may_send) on every send
  *           FIFO, and claims the step (each FIFO's step advances; dstep_t.seq_* keep the claimed
  *           ones); a barrier releases the group's workers; the data moves with 16-byte accesses;
  *           a barrier; the publisher writes sizes[], fences once (fence.acq_rel.sys) when the
@@ -52,11 +52,6 @@ namespace baton {
 static __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
   uint64_t v;
   asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* p) {
-  uint64_t v;
-  asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
@@ -262,17 +257,18 @@ static __device__ __forceinline__ bool spin_until(const kctx_t& k, F ready) {
 }
 
 /* Spins until the counter *p (tail or head, written by another GPU) reaches want; false on a
- * stop. The wait ends with an acquire of the value, returned in *seen: every poll an acquire, or
- * (CUDA_EXEC_POLL_RELAXED) volatile polls and one acquire once the value is there. */
+ * stop. Every poll is an acquire (ld.acquire.sys); its value is returned in *seen. (Relaxed polls
+ * with one acquire at the end were a build knob from runs 33-36 that no run measured as better;
+ * the knob is gone.) */
 static __device__ __forceinline__ bool wait_counter(const kctx_t& k, const uint64_t* p,
                                                     uint64_t want, uint64_t* seen) {
   uint64_t v = 0;
   if (!spin_until(k, [&] {
-        v = CUDA_EXEC_POLL_RELAXED ? ld_volatile_u64(p) : ld_acquire_sys(p);
+        v = ld_acquire_sys(p);
         return v >= want;
       }))
     return false;
-  *seen = CUDA_EXEC_POLL_RELAXED ? ld_acquire_sys(p) : v;
+  *seen = v;
   return true;
 }
 
@@ -286,8 +282,7 @@ struct dstep_t : step_t {
 };
 
 static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto) {
-  size_t slot = (size_t)(c.buff_bytes[proto] / NCCL_STEPS);
-  return c.buffs[proto] + (size_t)(c.step % NCCL_STEPS) * slot;
+  return fifo_slot_ptr(c.buffs[proto], c.buff_bytes[proto], c.step);
 }
 
 /* Thread 0: every send FIFO has a free slot. head is read across the link only when the value
@@ -295,9 +290,8 @@ static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto)
 static __device__ bool wait_send(const kctx_t& k, const grp_t& g, const dstep_t& st) {
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
-    const uint64_t need = c.step + 1;
-    if (c.head_seen + NCCL_STEPS >= need) continue; /* so need > NCCL_STEPS below */
-    if (!wait_counter(k, c.head, need - NCCL_STEPS, &c.head_seen)) return false;
+    if (fifo_may_send(c.head_seen, c.step)) continue;
+    if (!wait_counter(k, c.head, fifo_head_needed(c.step), &c.head_seen)) return false;
   }
   return true;
 }
@@ -316,7 +310,7 @@ static __device__ void publish_lines(const grp_t& g, const dstep_t& st, int size
   for (int j = 0; j < st.nsend; j++) {
     cuda_conn_t& c = g.conns[st.send[j]];
     fence |= (c.flags & CONN_FLAG_NET) != 0;
-    st_volatile_s32(c.sizes + c.step % NCCL_STEPS, sizes_bytes);
+    st_volatile_s32(c.sizes + fifo_slot(c.step), sizes_bytes);
   }
   if (fence) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) {
@@ -337,7 +331,7 @@ static __device__ void publish_lines(const grp_t& g, const dstep_t& st, int size
  * cannot free a slot still being read. */
 static __device__ void publish_simple(const grp_t& g, const dstep_t& st, int sizes_bytes) {
   for (int j = 0; j < st.nsend; j++)
-    st_volatile_s32(g.conns[st.send[j]].sizes + st.seq_send[j] % NCCL_STEPS, sizes_bytes);
+    st_volatile_s32(g.conns[st.send[j]].sizes + fifo_slot(st.seq_send[j]), sizes_bytes);
   if (st.nsend > 0) fence_acq_rel_sys();
   for (int j = 0; j < st.nsend; j++) st_volatile_u64(g.conns[st.send[j]].tail, st.seq_send[j] + 1);
   for (int j = 0; j < st.nrecv; j++) st_volatile_u64(g.conns[st.recv[j]].head, st.seq_recv[j] + 1);
@@ -460,7 +454,7 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
       uint64_t seen;
       bad = !wait_counter(k, c.tail, need, &seen);
       if (!bad && !(c.flags & CONN_FLAG_NET)) {
-        int got = ld_volatile_s32(c.sizes + c.step % NCCL_STEPS);
+        int got = ld_volatile_s32(c.sizes + fifo_slot(c.step));
         if (got != (int)nbytes) {
           report(k, CUDA_ERR_SIZE, (int)nbytes, got, c.step);
           bad = true;
@@ -649,7 +643,8 @@ static __device__ __noinline__ bool step_ll(const kctx_t& k, const grp_t& g, con
  * snapshot: its 32-byte sectors may be read on either side of the remote store's arrival, so the
  * poll that first sees the flag could hold stale data in the other lanes. Once every flag is seen
  * the lanes load their 16 bytes again, certainly after the line landed, as stock does. (In run
- * 44, 300 LL128 all-to-alls without the second load saw no torn line: a guard, not a fix.) */
+ * 44, 300 LL128 all-to-alls without the second load saw no torn line: a guard, not a fix; run
+ * 44's A/B kept it, and the build knob that left it out is gone.) */
 static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_conn_t& c,
                                                   size_t line, bool active, int pos, uint64_t& a,
                                                   uint64_t& b) {
@@ -661,7 +656,7 @@ static __device__ __forceinline__ bool ll128_read(const kctx_t& k, const cuda_co
     if (active) ld_volatile_v2u64(p, a, b);
     const bool ok = !active || pos != 7 || b == flag;
     if (__all_sync(0xffffffffu, ok)) {
-      if (CUDA_EXEC_LL128_RELOAD && active) ld_volatile_v2u64(p, a, b);
+      if (active) ld_volatile_v2u64(p, a, b);
       return true;
     }
     if (++n == SPIN_CHECK) {

@@ -233,15 +233,12 @@ struct vrules {
 };
 
 /* The vector a thread moves in round rd, slot u (of U), in a group of nth threads (a multiple of
- * 32): CUDA_EXEC_VEC_LAYOUT's order. A round covers nth * U vectors either way. */
+ * 32): strided, thread t of n takes t, t + n, ... t + (U - 1) n, so one instruction of a warp
+ * covers 512 contiguous bytes; a round covers nth * U vectors. (Warp hunks, stock's order, lost
+ * the A/B of docs/gpu-results.md run 27 on Broadcast and AllReduce; that build knob is gone.) */
 template <int U>
 static __device__ __forceinline__ size_t vec_at(size_t rd, int u, int tid, int nth) {
-#if CUDA_EXEC_VEC_LAYOUT == 1
-  return (rd * (size_t)(nth >> 5) + (size_t)(tid >> 5)) * (U * 32) + (size_t)u * 32 +
-         (size_t)(tid & 31);
-#else
   return rd * (size_t)nth * U + (size_t)u * nth + (size_t)tid;
-#endif
 }
 
 /* x[u] stored at vector idx[u] (where in[u]) of every destination: d0 and d1 (the first two, in

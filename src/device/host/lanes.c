@@ -26,6 +26,14 @@ static ncclResult_t lanes_reserve(host_chan_t* ch, int n) {
   return ncclSuccess;
 }
 
+/* What the host executor offers: no LL128 (it needs a GPU's whole 128-byte stores), never the
+ * staged direct algorithms (GPUs only); nhosts 0: the planner checked that direct items stay on one
+ * host. */
+static vocab_caps_t host_caps(const host_chan_t* ch) {
+  return (vocab_caps_t){
+      .ll128 = false, .direct = true, .staged = false, .nranks = ch->ex->comm->nranks};
+}
+
 static bool func_is_p2p(int func) {
   return func == FUNC_SEND || func == FUNC_RECV;
 }
@@ -38,7 +46,8 @@ static ncclResult_t work_check(const host_chan_t* ch, const work_t* w, size_t* e
          w->func, w->dtype, ch->id);
     return ncclInternalError;
   }
-  if (w->proto != PROTO_SIMPLE && w->proto != PROTO_LL) {
+  const vocab_caps_t caps = host_caps(ch);
+  if (!vocab_proto_supported(w->proto, &caps)) {
     WARN(
         "Host executor: protocol %d is not available without a GPU (only Simple and LL); "
         "check NCCL_PROTO",
@@ -298,7 +307,16 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   size_t esize;
   if (w->count == 0 || w->chan_count == 0) return ncclSuccess;
   CHECK(work_check(ch, w, &esize));
-  if (w->zc && w->algo == ALGO_ONESHOT && w->nranks > 1 && w->nranks <= DIRECT_MAX_RANKS) {
+  const vocab_caps_t caps = host_caps(ch);
+  if (!vocab_supports(w->func, w->algo, w->proto, &caps) || caps.nranks < 2) {
+    WARN(
+        "Host executor: algorithm %d cannot run function %d on %d ranks (the planner runs "
+        "one-rank work locally; tree and TwoShot run AllReduce only, the direct algorithms up "
+        "to %d ranks and not Reduce)",
+        w->algo, w->func, caps.nranks, DIRECT_MAX_RANKS);
+    return ncclInternalError;
+  }
+  if (w->zc && w->algo == ALGO_ONESHOT) {
     bool done;
     CHECK(zc_try(ch, w, esize, &done));
     if (done) return ncclSuccess;
@@ -307,7 +325,7 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   host_lane_t* ln = &ch->lanes[0];
   lane_init(ln, ch, w, esize);
   int nlanes = 1;
-  if (w->algo == ALGO_RING && ln->geo.n > 1) {
+  if (w->algo == ALGO_RING) {
     ln->geo.kind = LANE_RING;
     ln->geo.ring = dc->ring_ranks;
     ln->geo.idx = dc->ring_index;
@@ -315,7 +333,7 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     ln->next = dc->ring_next;
     CHECK(conns_check(ch, ln, &ln->next, 1, true, false));
     CHECK(conns_check(ch, ln, &ln->prev, 1, false, true));
-  } else if (w->algo == ALGO_TREE && w->func == FUNC_ALLREDUCE && ln->geo.n > 1) {
+  } else if (w->algo == ALGO_TREE) {
     ln->geo.kind = LANE_TREE_UP;
     ln->up = dc->tree_up;
     ln->geo.has_up = ln->up >= 0;
@@ -334,19 +352,10 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     ch->lanes[1].geo.kind = LANE_TREE_DOWN;
     if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
     nlanes = 2;
-  } else if ((w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) && ln->geo.n > 1 &&
-             ln->geo.n <= DIRECT_MAX_RANKS && w->func != FUNC_REDUCE &&
-             (w->algo == ALGO_ONESHOT || w->func == FUNC_ALLREDUCE)) {
+  } else { /* OneShot, TwoShot */
     CHECK(lane_direct(ch, ln, w));
     /* an in-place combination in rank order builds in the send staging (prims.c) */
     CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
-  } else {
-    WARN(
-        "Host executor: algorithm %d cannot run function %d on %d ranks (the planner runs "
-        "one-rank work locally; tree and TwoShot run AllReduce only, the direct algorithms up "
-        "to %d ranks and not Reduce)",
-        w->algo, w->func, ln->geo.n, DIRECT_MAX_RANKS);
-    return ncclInternalError;
   }
   for (int i = 0; i < nlanes; i++) ch->lanes[i].nops = host_lane_nops(&ch->lanes[i]);
   return lanes_run(ch, ch->lanes, nlanes);

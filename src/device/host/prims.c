@@ -3,7 +3,7 @@
  * write the user's output, fill one slot per sending peer. A step starts only when every slot it
  * needs is ready (received data present, send slot free), so it never blocks.
  *
- * Simple: slot s % NCCL_STEPS holds raw bytes; the sender writes sizes[] then publishes tail.
+ * Simple: slot fifo_slot(s) holds raw bytes; the sender writes sizes[] then publishes tail.
  * LL:     the slot is 16-byte lines {data0, flag0, data1, flag1}, 8 data bytes a line, each
  *         {data, flag} half written as one 64-bit store; the reader polls the flags
  *         (flag = (uint32_t)(step + 1)). A step always writes at least one line (an empty step
@@ -23,13 +23,12 @@ size_t host_fifo_capacity(const conn_fifo_t* f, int proto) {
   if ((proto != PROTO_SIMPLE && proto != PROTO_LL) || f->buffs[proto] == NULL ||
       f->buff_bytes[proto] <= 0)
     return 0;
-  size_t slot = (size_t)f->buff_bytes[proto] / NCCL_STEPS;
+  const size_t slot = fifo_slot_bytes(f->buff_bytes[proto]);
   return proto == PROTO_LL ? slot / sizeof(ll_line_t) * 8 : slot;
 }
 
-static char* fifo_slot(const conn_fifo_t* f, int proto, uint64_t step) {
-  size_t slot = (size_t)f->buff_bytes[proto] / NCCL_STEPS;
-  return f->buffs[proto] + (size_t)(step % NCCL_STEPS) * slot;
+static char* conn_slot(const conn_fifo_t* f, int proto, uint64_t step) {
+  return fifo_slot_ptr(f->buffs[proto], f->buff_bytes[proto], step);
 }
 
 static size_t ll_nlines(size_t nbytes) {
@@ -37,7 +36,7 @@ static size_t ll_nlines(size_t nbytes) {
 }
 
 static bool fifo_send_ready(const conn_fifo_t* f) {
-  return counter_load(f->head) + NCCL_STEPS >= f->step + 1;
+  return fifo_may_send(counter_load(f->head), f->step);
 }
 
 static bool ll_line_ready(const ll_line_t* line, uint32_t flag) {
@@ -48,14 +47,14 @@ static bool ll_line_ready(const ll_line_t* line, uint32_t flag) {
 
 static bool fifo_recv_ready(const conn_fifo_t* f, int proto, size_t nbytes) {
   if (proto == PROTO_SIMPLE) return counter_load(f->tail) >= f->step + 1;
-  const ll_line_t* lines = (const ll_line_t*)fifo_slot(f, PROTO_LL, f->step);
+  const ll_line_t* lines = (const ll_line_t*)conn_slot(f, PROTO_LL, f->step);
   return ll_line_ready(&lines[ll_nlines(nbytes) - 1], (uint32_t)(f->step + 1));
 }
 
 /* Copies the data of the current LL slot into dst; false if a line is not there yet (the caller
  * retries later: nothing is consumed). */
 static bool ll_unpack(const conn_fifo_t* f, char* dst, size_t nbytes) {
-  const ll_line_t* lines = (const ll_line_t*)fifo_slot(f, PROTO_LL, f->step);
+  const ll_line_t* lines = (const ll_line_t*)conn_slot(f, PROTO_LL, f->step);
   uint32_t flag = (uint32_t)(f->step + 1);
   size_t nlines = nbytes / 8 + (nbytes % 8 != 0);
   for (size_t i = 0; i < nlines; i++) {
@@ -69,8 +68,9 @@ static bool ll_unpack(const conn_fifo_t* f, char* dst, size_t nbytes) {
   return true;
 }
 
-static void ll_pack(conn_fifo_t* f, const char* src, size_t nbytes) {
-  ll_line_t* lines = (ll_line_t*)fifo_slot(f, PROTO_LL, f->step);
+/* Writes the LL lines of the current step; returns the bytes of lines written (its size). */
+static int ll_pack(conn_fifo_t* f, const char* src, size_t nbytes) {
+  ll_line_t* lines = (ll_line_t*)conn_slot(f, PROTO_LL, f->step);
   uint64_t hi = (uint64_t)(uint32_t)(f->step + 1) << 32;
   size_t nlines = ll_nlines(nbytes);
   for (size_t i = 0; i < nlines; i++) {
@@ -80,7 +80,7 @@ static void ll_pack(conn_fifo_t* f, const char* src, size_t nbytes) {
     __atomic_store_n(&lines[i].v[0], (d & 0xffffffffull) | hi, __ATOMIC_RELAXED);
     __atomic_store_n(&lines[i].v[1], (d >> 32) | hi, __ATOMIC_RELAXED);
   }
-  f->sizes[f->step % NCCL_STEPS] = (int)(nlines * sizeof(ll_line_t));
+  return (int)(nlines * sizeof(ll_line_t));
 }
 
 static ncclResult_t conn_missing(const host_chan_t* ch, int peer, bool is_send) {
@@ -95,7 +95,7 @@ static ncclResult_t conn_missing(const host_chan_t* ch, int peer, bool is_send) 
 static ncclResult_t simple_check_size(const host_chan_t* ch, const conn_fifo_t* f, int peer,
                                       size_t nbytes) {
   if (f->flags & CONN_FLAG_NET) return ncclSuccess; /* the proxy may not mirror sizes here */
-  int got = f->sizes[f->step % NCCL_STEPS];
+  int got = f->sizes[fifo_slot(f->step)];
   if (got == (int)nbytes) return ncclSuccess;
   WARN(
       "Host executor: rank %d channel %d step %llu: rank %d sent %d bytes where %zu were "
@@ -180,7 +180,7 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   for (int j = 0; j < st->nrecv; j++) {
     if (proto == PROTO_SIMPLE) {
       CHECK(simple_check_size(ch, rf[j], st->recv_peer[j], rbytes[j]));
-      in[j] = fifo_slot(rf[j], PROTO_SIMPLE, rf[j]->step);
+      in[j] = conn_slot(rf[j], PROTO_SIMPLE, rf[j]->step);
     } else {
       if (!ll_unpack(rf[j], ch->stage[j], rbytes[j])) {
         ln->wait_peers[ln->nwait++] = st->recv_peer[j];
@@ -196,7 +196,7 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   if (st->reduce) {
     char* dst = st->out;
     if (dst == NULL) {
-      dst = proto == PROTO_SIMPLE ? fifo_slot(sf[0], PROTO_SIMPLE, sf[0]->step)
+      dst = proto == PROTO_SIMPLE ? conn_slot(sf[0], PROTO_SIMPLE, sf[0]->step)
                                   : ch->stage[HOST_STAGE_SEND];
     }
     if (st->nelem > 0) {
@@ -228,22 +228,23 @@ ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* 
   for (int j = 0; j < st->nsend; j++) {
     conn_fifo_t* f = sf[j];
     const char* data = res + soff[j];
+    int bytes;
     if (proto == PROTO_SIMPLE) {
-      char* slot = fifo_slot(f, PROTO_SIMPLE, f->step);
+      char* slot = conn_slot(f, PROTO_SIMPLE, f->step);
       if (scale)
         host_reduce(slot, data, NULL, sbytes[j] / ln->geo.unit, ln->dtype, ln->op);
       else if (slot != data && sbytes[j] > 0)
         memcpy(slot, data, sbytes[j]);
-      f->sizes[f->step % NCCL_STEPS] = (int)sbytes[j];
+      bytes = (int)sbytes[j];
     } else {
       if (scale) {
         host_reduce(ch->stage[HOST_STAGE_SEND], data, NULL, sbytes[j] / ln->geo.unit, ln->dtype,
                     ln->op);
         data = ch->stage[HOST_STAGE_SEND];
       }
-      ll_pack(f, data, sbytes[j]);
+      bytes = ll_pack(f, data, sbytes[j]);
     }
-    counter_store(f->tail, ++f->step);
+    fifo_publish(f->sizes, f->tail, f->step++, bytes);
   }
   for (int j = 0; j < st->nrecv; j++) counter_store(rf[j]->head, ++rf[j]->step);
   *ran = true;

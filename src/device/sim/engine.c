@@ -603,16 +603,15 @@ static ncclResult_t step_try(engine_t* e, eng_lane_t* l, double ready, bool* ran
     if (ci == NO_CONN) goto missing;
     const eng_conn_t* c = &e->conns[ci];
     if (c->sent <= c->recvd) return ncclSuccess; /* not sent yet */
-    start = max2(start, c->arrive[c->recvd % NCCL_STEPS]);
+    start = max2(start, c->arrive[fifo_slot(c->recvd)]);
   }
   for (int j = 0; j < st.nsend; j++) {
     int ci = l->conn_send[st.send[j]];
     if (ci == NO_CONN) goto missing;
     const eng_conn_t* c = &e->conns[ci];
-    if (c->sent >= NCCL_STEPS) {
-      if (c->recvd + NCCL_STEPS <= c->sent) return ncclSuccess; /* no free slot yet */
-      start = max2(start, c->consumed[(c->sent - NCCL_STEPS) % NCCL_STEPS]);
-    }
+    if (!fifo_may_send(c->recvd, c->sent)) return ncclSuccess; /* no free slot yet */
+    if (c->sent >= NCCL_STEPS) /* the slot's last use must have been read */
+      start = max2(start, c->consumed[fifo_slot(c->sent - NCCL_STEPS)]);
   }
   const int proto = l->geo.proto;
   const double bytes = (double)st.nelem * (double)l->geo.unit;
@@ -648,13 +647,13 @@ static ncclResult_t step_try(engine_t* e, eng_lane_t* l, double ready, bool* ran
       c->net_free = go + (r > 0 ? wire / r : 0);
       arrive = c->net_free + c->lat;
     }
-    c->arrive[c->sent % NCCL_STEPS] = arrive;
+    c->arrive[fifo_slot(c->sent)] = arrive;
     c->sent++;
     c->wire += wire;
   }
   for (int j = 0; j < st.nrecv; j++) {
     eng_conn_t* c = &e->conns[l->conn_recv[st.recv[j]]];
-    c->consumed[c->recvd % NCCL_STEPS] = finish;
+    c->consumed[fifo_slot(c->recvd)] = finish;
     c->recvd++;
   }
   if (l->pos == 0) l->t0 = start;
