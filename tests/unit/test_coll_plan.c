@@ -417,6 +417,8 @@ START_TEST(test_staged_items) {
   cc->stage_ok = true;
   cc->stage_half = (size_t)1 << 20;
   cc->stage_parts = 3;
+  cc->tuning.stage_half = cc->stage_half; /* as core sets them (resources.c, res_gpu.c) */
+  cc->tuning.stage_read_gbs = 300.0;
   coll_task_t t = task(FUNC_ALLREDUCE, ncclFloat32, (size_t)1 << 20, a, b, -1, DEV_OP_SUM);
   coll_task_list_t list = {.items = &t, .n = 1, .cap = 1};
   int nreqs = -1;
