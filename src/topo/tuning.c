@@ -28,86 +28,96 @@
  * do a missing or non-positive bandwidth and nranks < 1. */
 #include "topo/topo.h"
 
-/* The constants below are fitted to the CUDA executor on 2x H200 (docs/gpu-results.md, run 6:
- * all_reduce at every size with each algorithm x protocol forced). */
-/* Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds.
- * Simple also pays a fence and a head/tail round trip per step; LL and LL128 poll their flags. */
+/* The constants below are fitted to the CUDA executor on 4x H100 (docs/gpu-results.md, run 66:
+ * all_reduce in graph replay with each protocol forced, 128 KiB-32 MiB; run 68: the staged
+ * algorithms): root-mean-square error 6-9% per protocol, 3-5% for the LL direct algorithms and
+ * 11% for the staged ones. The earlier fit (2x H200, run 6) was 2x off on 4 GPUs at 256 KiB-4 MiB.
+ * Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds:
+ * a Simple ring on 48 channels pays ~30 us before its bytes count (a system fence a step). */
 static const double proto_base_us[PROTO_COUNT] = {
-    [PROTO_LL] = 12.0,
-    [PROTO_LL128] = 12.5,
-    [PROTO_SIMPLE] = 16.0,
+    [PROTO_LL] = 8.0,
+    [PROTO_LL128] = 18.0,
+    [PROTO_SIMPLE] = 30.0,
 };
-/* Multiplier on the link's per-hop latency: LL writes data and flag in one store and the reader
- * sees it on arrival; LL128 waits for a 128-byte line; Simple for a whole slot and its tail. */
+/* Multiplier on the link's per-hop latency. */
 static const double proto_hop_factor[PROTO_COUNT] = {
-    [PROTO_LL] = 1.0,
-    [PROTO_LL128] = 1.2,
+    [PROTO_LL] = 4.0,
+    [PROTO_LL128] = 2.0,
     [PROTO_SIMPLE] = 2.0,
 };
-/* Share of the link bandwidth the protocol achieves: measured, 128 MiB all_reduce: Simple about
- * 0.7 of the NVLink pair bandwidth, LL (8 data bytes per 16-byte line, a flag check per line)
- * 0.3, LL128 a little more than LL at 32 MiB and less at 128 MiB. */
+/* Share of the per-channel bandwidth the protocol achieves (LL: 8 data bytes a 16-byte line). */
 static const double proto_bw[PROTO_COUNT] = {
     [PROTO_LL] = 0.30,
-    [PROTO_LL128] = 0.33,
-    [PROTO_SIMPLE] = 0.70,
+    [PROTO_LL128] = 0.30,
+    [PROTO_SIMPLE] = 0.90,
 };
 static const double tree_bw_efficiency = 0.9;
-/* Fixed cost of a direct (OneShot/TwoShot) operation: one pass of the kernel, no chain of steps;
- * an estimate until measured on several GPUs (issue 18). */
+/* Fixed cost of a direct (OneShot/TwoShot) LL operation: one pass of the kernel, no chain of
+ * steps; and the share of the channels' bandwidth its lines reach (run 66: 5-7 us, 0.35-0.4). */
 static const double direct_base_us = 6.0;
-/* Staged direct algorithms (device.h): a launch's fixed cost, one barrier between every rank's
- * blocks (a flag each way over NVLink), the local copy into staging (bytes copied per us) and the
- * share of the NVLink bandwidth that bulk reads from every peer at once reach. */
-static const double stage_base_us = 6.0;
+static const double direct_bw = 0.38;
+/* Staged direct algorithms (device.h), fitted on run 68 (4 and 2 H100s): a launch's fixed cost;
+ * a barrier between every rank's blocks; per round, each source a block reduces (its loads wait
+ * on the link's latency) and each peer it copies from; the local copy into staging (bytes/us); a
+ * GPU pulls from its peers at about 0.54 of its NVLink bandwidth (loads in flight, not the link,
+ * limit it) and a root serves its peers at up to 1.13 of the pair figure. */
+static const double stage_base_us = 4.0;
 static const double stage_barrier_us = 2.0;
-static const double stage_copy_bytes_per_us = 1.2e6;
-static const double stage_read_efficiency = 0.8;
+static const double stage_reduce_src_us = 2.5;
+static const double stage_copy_peer_us = 1.5;
+static const double stage_copy_bytes_per_us = 2.0e6;
+static const double stage_pull_share = 0.54;
+static const double stage_serve_share = 1.13;
 
 /* The staged algorithms' time: every round copies this rank's input into its staging, meets the
- * other ranks once (TwoShot AllReduce: twice) and reads from every peer's staging. */
+ * other ranks once (TwoShot AllReduce: twice) and pulls from the peers' staging; the slower of
+ * what a GPU pulls in and what it serves out counts. */
 static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t bytes) {
   const double n = t->nranks;
   const double b = (double)bytes;
-  double copy, read, staged;
+  double copy, in, out, staged, lat;
   int barriers = 1;
   switch (func) {
-    case FUNC_ALLGATHER: /* bytes: the output; each rank stages its n-th, reads the others' */
-      copy = b / n;
-      read = (n - 1) / n * b;
-      staged = b / n;
+    case FUNC_ALLGATHER: /* bytes: the output; each rank stages its n-th, pulls the others' */
+      copy = staged = b / n;
+      in = out = (n - 1) / n * b;
+      lat = (n - 1) * stage_copy_peer_us;
       break;
-    case FUNC_REDUCESCATTER: /* bytes: the input; stages all of it, reads its block from each */
-      copy = b;
-      read = (n - 1) / n * b;
-      staged = b;
+    case FUNC_REDUCESCATTER: /* bytes: the input; stages all of it, pulls its block from each */
+      copy = staged = b;
+      in = out = (n - 1) / n * b;
+      lat = n * stage_reduce_src_us;
       break;
-    case FUNC_BROADCAST:
-      copy = b;
-      read = b;
-      staged = b;
+    case FUNC_BROADCAST: /* the others pull from the root */
+      copy = staged = b;
+      in = b;
+      out = (n - 1) * b;
+      lat = stage_copy_peer_us;
       break;
-    case FUNC_REDUCE:
-      copy = b;
-      read = (n - 1) * b;
-      staged = b;
+    case FUNC_REDUCE: /* the root pulls from every other rank */
+      copy = staged = b;
+      in = (n - 1) * b;
+      out = b;
+      lat = n * stage_reduce_src_us;
       break;
     default: /* AllReduce */
-      copy = b;
-      staged = b;
+      copy = staged = b;
       if (algo == ALGO_TWOSHOT) {
-        read = 2.0 * (n - 1) / n * b;
+        in = out = 2.0 * (n - 1) / n * b;
         barriers = 2;
+        lat = n * stage_reduce_src_us + (n - 1) * stage_copy_peer_us;
       } else {
-        read = (n - 1) * b;
+        in = out = (n - 1) * b;
+        lat = n * stage_reduce_src_us;
       }
       break;
   }
   double rounds = staged > 0 ? (double)(((size_t)staged + t->stage_half - 1) / t->stage_half) : 1;
   if (rounds < 1) rounds = 1;
-  const double read_bytes_per_us = t->stage_read_gbs * 1e3 * stage_read_efficiency;
-  return stage_base_us + rounds * barriers * stage_barrier_us + copy / stage_copy_bytes_per_us +
-         read / read_bytes_per_us;
+  const double link = t->stage_read_gbs * 1e3; /* bytes/us */
+  const double pull = in / (link * stage_pull_share), serve = out / (link * stage_serve_share);
+  return stage_base_us + rounds * (barriers * stage_barrier_us + lat) +
+         copy / stage_copy_bytes_per_us + (pull > serve ? pull : serve);
 }
 
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
@@ -138,10 +148,10 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
     hops = algo == ALGO_TWOSHOT ? 2.0 : 1.0;
     inter_hops = 0.0;
     link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
-                 : whole              ? (n - 1) * (double)bytes
-                                      : (n - 1) / n * (double)bytes;
-    const double lat_us = hops * t->intra_lat_us * proto_hop_factor[proto];
-    return direct_base_us + lat_us + link_bytes / bytes_per_us;
+                 : whole            ? (n - 1) * (double)bytes
+                                    : (n - 1) / n * (double)bytes;
+    const double lat_us = hops * t->intra_lat_us; /* a line is read as it lands */
+    return direct_base_us + lat_us + link_bytes / (bytes_per_us / proto_bw[proto] * direct_bw);
   } else if (algo == ALGO_TREE) {
     hops = 2.0 * ceil_log2(t->nranks);
     inter_hops = 2.0 * ceil_log2(nhosts);
