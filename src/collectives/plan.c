@@ -444,6 +444,23 @@ static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t es
   }
 }
 
+/* A collective item as the task gives it; the caller sets its channel's share (and the root's
+ * ring position, plan_item_finish). */
+static work_t plan_work_of(const struct coll_comm* cc, const coll_task_t* t) {
+  return (work_t){.func = t->func,
+                  .algo = t->algo,
+                  .proto = t->proto,
+                  .dtype = t->dtype,
+                  .op = t->op,
+                  .sendbuff = t->sendbuff,
+                  .recvbuff = t->recvbuff,
+                  .count = t->count,
+                  .root = t->root,
+                  .root_idx = -1,
+                  .nranks = cc->nranks,
+                  .zc_win = -1};
+}
+
 /* A staged item (device.h, "Staged direct algorithms"): the same item on each of the parts, each
  * part its channel; no connection. The round's window fills a staging half. */
 static ncclResult_t plan_staged(struct coll_comm* cc, const coll_task_t* t) {
@@ -455,21 +472,10 @@ static ncclResult_t plan_staged(struct coll_comm* cc, const coll_task_t* t) {
     return ncclInternalError;
   }
   for (int c = 0; c < t->nchannels; c++) {
-    work_t w = {.func = t->func,
-                .algo = t->algo,
-                .proto = t->proto,
-                .dtype = t->dtype,
-                .op = t->op,
-                .sendbuff = t->sendbuff,
-                .recvbuff = t->recvbuff,
-                .count = t->count,
-                .chan_off = (size_t)c,
-                .chan_count = (size_t)t->nchannels,
-                .chunk = win < t->count ? win : t->count,
-                .root = t->root,
-                .root_idx = -1,
-                .nranks = cc->nranks,
-                .zc_win = -1};
+    work_t w = plan_work_of(cc, t);
+    w.chan_off = (size_t)c;
+    w.chan_count = (size_t)t->nchannels;
+    w.chunk = win < t->count ? win : t->count;
     plan_add_work(cc, c, &w);
   }
   return ncclSuccess;
@@ -485,22 +491,13 @@ static ncclResult_t plan_collective(struct coll_comm* cc, const coll_task_t* t, 
     size_t off, n;
     coll_split(t->count, t->nchannels, c, align, &off, &n);
     if (n == 0) continue;
-    work_t w = {.func = t->func,
-                .algo = t->algo,
-                .proto = t->proto,
-                .dtype = t->dtype,
-                .op = t->op,
-                .sendbuff = t->sendbuff,
-                .recvbuff = t->recvbuff,
-                .count = t->count,
-                .chan_off = off,
-                .chan_count = n,
-                .chunk = plan_chunk(cc, t, n, esize, align),
-                .root = t->root,
-                .nranks = cc->nranks,
-                .zc = zc.zc,
-                .zc_win = zc.zc_win,
-                .zc_off = zc.zc_off};
+    work_t w = plan_work_of(cc, t);
+    w.chan_off = off;
+    w.chan_count = n;
+    w.chunk = plan_chunk(cc, t, n, esize, align);
+    w.zc = zc.zc;
+    w.zc_win = zc.zc_win;
+    w.zc_off = zc.zc_off;
     CHECK(plan_item_finish(cc, c, esize, &w));
     plan_add_work(cc, c, &w);
     plan_req_collective(cc, t, c, nreqs);

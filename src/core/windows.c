@@ -200,8 +200,7 @@ ncclResult_t comm_stage_init(ncclComm_t comm) {
   const size_t half = ((size_t)want + 4095) & ~(size_t)4095;
   const size_t bytes = STAGE_DATA_OFF + 2 * half;
   void* buf = NULL;
-  if (cudaMalloc(&buf, bytes) != cudaSuccess ||
-      cudaMemset(buf, 0, STAGE_DATA_OFF) != cudaSuccess ||
+  if (cudaMalloc(&buf, bytes) != cudaSuccess || cudaMemset(buf, 0, STAGE_DATA_OFF) != cudaSuccess ||
       cudaStreamSynchronize(0) != cudaSuccess) {
     (void)cudaGetLastError();
     INFO(NCCL_INIT, "Staging: cannot allocate %zu bytes on device %d; no staged algorithms", bytes,

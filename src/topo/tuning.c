@@ -149,8 +149,8 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
     hops = algo == ALGO_TWOSHOT ? 2.0 : 1.0;
     inter_hops = 0.0;
     link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
-                 : whole            ? (n - 1) * (double)bytes
-                                    : (n - 1) / n * (double)bytes;
+                 : whole              ? (n - 1) * (double)bytes
+                                      : (n - 1) / n * (double)bytes;
     const double lat_us = hops * t->intra_lat_us; /* a line is read as it lands */
     return direct_base_us + lat_us + link_bytes / (bytes_per_us / proto_bw[proto] * direct_bw);
   } else if (algo == ALGO_TREE) {

@@ -77,12 +77,12 @@ static __device__ bool stage_barrier(const kctx_t& k, const stage_smem_t& s, con
 /* dst[0, nbytes) = src[0, nbytes), this rank's own input as it counts in a reduction (pre-op'd
  * with this rank's scalar when the op has one), with the block. */
 template <typename O>
-static __device__ __noinline__ void stage_copy_in(const stage_item_t& it, char* dst, const char* src,
-                                     size_t nbytes) {
+static __device__ __noinline__ void stage_copy_in(const stage_item_t& it, char* dst,
+                                                  const char* src, size_t nbytes) {
   typedef typename O::elem_t T;
-  const bool pre = it.op == DEV_OP_PREMULSUM &&
-                   (it.func == FUNC_ALLREDUCE || it.func == FUNC_REDUCESCATTER ||
-                    it.func == FUNC_REDUCE);
+  const bool pre =
+      it.op == DEV_OP_PREMULSUM &&
+      (it.func == FUNC_ALLREDUCE || it.func == FUNC_REDUCESCATTER || it.func == FUNC_REDUCE);
   if (!pre) {
     char* const dsts[1] = {dst};
     copy_multi(src, dsts, 1, nbytes, threadIdx.x, CUDA_EXEC_THREADS);
@@ -130,8 +130,8 @@ static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const st
       const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
       if (v >= nv) break;
       const uint64_t l = W::post(lo[u], it.op, it.div), h = W::post(hi[u], it.op, it.div);
-      const uint4 o = make_uint4((uint32_t)l, (uint32_t)(l >> 32), (uint32_t)h,
-                                 (uint32_t)(h >> 32));
+      const uint4 o =
+          make_uint4((uint32_t)l, (uint32_t)(l >> 32), (uint32_t)h, (uint32_t)(h >> 32));
       const int valid = (int)dev_min(nbytes - v * 16, 16);
       if (aligned && valid == 16) {
         reinterpret_cast<uint4*>(dst)[v] = o;
@@ -191,8 +191,7 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
       if (!stage_barrier(k, s, it, v)) return false;
       for (int p = 0; p < it.n; p++) {
         char* dst = it.out + ((size_t)p * it.count + w0 + po) * u;
-        if (p != it.rank || dst != it.in + (w0 + po) * u)
-          stage_copy_out(s, p, reg, dst, pn * u);
+        if (p != it.rank || dst != it.in + (w0 + po) * u) stage_copy_out(s, p, reg, dst, pn * u);
       }
       return true;
     }
