@@ -134,10 +134,9 @@ struct coll_comm {
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
-  bool stage_ok;  /* the staged OneShot/TwoShot (PROTO_SIMPLE) may be used: every rank shares a
-                     staging buffer (device.h, "Staged direct algorithms") */
-  size_t stage_half; /* bytes of a staging half */
-  int stage_parts;   /* channels (blocks) of every staged item: the same for all of them */
+  /* The staged OneShot/TwoShot (PROTO_SIMPLE, device.h "Staged direct algorithms") may be used
+   * when every rank shares a staging buffer: tuning.stage_half, its halves' bytes, is not 0. */
+  int stage_parts; /* channels (blocks) of every staged item: the same for all of them */
   int nchannels;
   int nhosts;
   int* host_of; /* nranks: host index of each rank (first-seen order of host_hash) */

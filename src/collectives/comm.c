@@ -19,8 +19,6 @@ ncclResult_t coll_comm_init(struct ncclComm* comm) {
   cc->gpu = r->gpu;
   cc->ll128_ok = r->ll128_ok;
   cc->direct_ok = r->direct_ok;
-  cc->stage_ok = r->stage_ok;
-  cc->stage_half = r->exec.stage_half;
   /* a staged item's parts are its blocks; all of them fit one launch of the direct kernel */
   cc->stage_parts = r->nchannels < COLL_STAGE_PARTS ? r->nchannels : COLL_STAGE_PARTS;
   cc->nchannels = r->nchannels;

@@ -92,7 +92,7 @@ size_t coll_task_bytes(const coll_task_t* t, int nranks) {
 static vocab_caps_t plan_caps(const struct coll_comm* cc) {
   return (vocab_caps_t){.ll128 = cc->ll128_ok, /* every rank agreed on it (gpu.c) */
                         .direct = !cc->no_direct,
-                        .staged = cc->stage_ok, /* every rank shares a staging buffer */
+                        .staged = cc->tuning.stage_half > 0, /* every rank shares staging */
                         .nranks = cc->nranks,
                         .nhosts = cc->tuning.nhosts};
 }
@@ -109,8 +109,7 @@ bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int pro
   if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
   const vocab_caps_t caps = plan_caps(cc);
   if (!vocab_supports(func, algo, proto, &caps)) return false;
-  if (proto == PROTO_SIMPLE) /* staged: GPUs sharing staging, any size (rounds) */
-    return cc->gpu && cc->stage_ok && cc->nranks >= 2 && cc->nranks <= DIRECT_MAX_RANKS;
+  if (proto == PROTO_SIMPLE) return true; /* staged (the table asked for staging): any size */
   if (!forced && bytes > COLL_DIRECT_MAX_BYTES) return false;
   if (cc->gpu) return cc->direct_ok;
   return forced && cc->filter.algo_set[func] && cc->filter.algo_ok[func][algo];
@@ -465,10 +464,11 @@ static work_t plan_work_of(const struct coll_comm* cc, const coll_task_t* t) {
  * part its channel; no connection. The round's window fills a staging half. */
 static ncclResult_t plan_staged(struct coll_comm* cc, const coll_task_t* t) {
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
-  size_t win = stage_window(cc->stage_half, t->nchannels, cc->nranks, t->func, t->algo, esize);
+  const size_t half = cc->tuning.stage_half;
+  size_t win = stage_window(half, t->nchannels, cc->nranks, t->func, t->algo, esize);
   if (win == 0) {
-    WARN("Planner: a staging half of %zu bytes holds no round of %s (%zu-byte elements)",
-         cc->stage_half, coll_func_name(t->func), esize);
+    WARN("Planner: a staging half of %zu bytes holds no round of %s (%zu-byte elements)", half,
+         coll_func_name(t->func), esize);
     return ncclInternalError;
   }
   for (int c = 0; c < t->nchannels; c++) {

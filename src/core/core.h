@@ -285,11 +285,10 @@ typedef struct comm_res {
   struct comm_window** windows;
   int nwindows, windows_cap;
   bool zc_shared;
-  /* Staging of the staged direct algorithms (windows.c, comm_stage_init): the buffer and its
-   * window (exec.stage_slot and exec.stage_half say where); stage_ok: every rank shares one. */
+  /* Staging of the staged direct algorithms (windows.c, comm_stage_init): the buffer; its window
+   * is among `windows`, exec.stage_slot and exec.stage_half say where (stage_slot >= 0: every rank
+   * shares one). */
   void* stage_buf;
-  struct comm_window* stage_win;
-  bool stage_ok;
 } comm_res_t;
 
 /* ---- Shared windows (windows.c) --------------------------------------------------------------
@@ -302,7 +301,7 @@ bool comm_windows_possible(const comm_res_t* r);
 ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
                                const share_host_mem_t* host, int* slot, comm_window_t** out);
 /* Collective, at init: the staging buffer of the staged direct algorithms (device.h), shared like
- * a window but without turning zero copy on; r->stage_ok on every rank or on none. */
+ * a window but without turning zero copy on; exec.stage_slot >= 0 on every rank or on none. */
 ncclResult_t comm_stage_init(ncclComm_t comm);
 void comm_window_unshare(ncclComm_t comm, comm_window_t* w);
 /* At comm_res_free: every window left, and the tables. */

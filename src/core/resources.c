@@ -296,7 +296,7 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
   CHECK(comm_channels_log(cc));
   CHECK(comm_stage_init(comm));
-  cc->tuning.stage_half = cc->stage_ok ? cc->exec.stage_half : 0;
+  cc->tuning.stage_half = cc->exec.stage_slot >= 0 ? cc->exec.stage_half : 0; /* the planner's */
   if (cc->nranks > 1 && param_int(PARAM_RUNTIME_CONNECT) == 0) CHECK(comm_connect_all(cc));
   return ncclSuccess;
 }

@@ -224,8 +224,6 @@ ncclResult_t comm_stage_init(ncclComm_t comm) {
     return ncclSuccess;
   }
   r->stage_buf = buf;
-  r->stage_win = w;
-  r->stage_ok = true;
   r->exec.stage_slot = slot;
   r->exec.stage_half = half;
   INFO(NCCL_INIT, "comm %p rank %d: staging of 2 x %zu bytes shared in slot %d", (void*)comm,
@@ -256,8 +254,6 @@ void comm_windows_free(ncclComm_t comm, comm_res_t* r) {
   for (int i = 0; i < r->nwindows; i++) window_release(r->windows[i], r->nranks);
   if (r->stage_buf != NULL && cudaFree(r->stage_buf) != cudaSuccess) (void)cudaGetLastError();
   r->stage_buf = NULL;
-  r->stage_win = NULL;
-  r->stage_ok = false;
   r->exec.stage_slot = -1;
   free(r->windows);
   r->windows = NULL;

@@ -415,10 +415,8 @@ START_TEST(test_staged_items) {
   struct coll_comm* cc = w.cc;
   cc->gpu = true;
   cc->direct_ok = true;
-  cc->stage_ok = true;
-  cc->stage_half = (size_t)1 << 20;
   cc->stage_parts = 3;
-  cc->tuning.stage_half = cc->stage_half; /* as core sets them (resources.c, res_gpu.c) */
+  cc->tuning.stage_half = (size_t)1 << 20; /* as core sets it (resources.c, res_gpu.c) */
   cc->tuning.stage_read_gbs = 300.0;
   coll_task_t t = task(FUNC_ALLREDUCE, ncclFloat32, (size_t)1 << 20, a, b, -1, DEV_OP_SUM);
   coll_task_list_t list = {.items = &t, .n = 1, .cap = 1};
@@ -453,7 +451,7 @@ START_TEST(test_staged_items) {
   ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
   ck_assert_int_eq(p->works[2][0].algo, ALGO_ONESHOT);
   ck_assert_int_eq(p->works[2][0].root, 1);
-  cc->stage_ok = false; /* no staging: the forced request falls back to what exists */
+  cc->tuning.stage_half = 0; /* no staging: the forced request falls back to what exists */
   ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
   ck_assert_int_ne(p->works[0][0].algo, ALGO_ONESHOT);
   unsetenv("NCCL_ALGO");
@@ -502,13 +500,11 @@ START_TEST(test_model_holds_to_measurements) {
     struct coll_comm* cc = plan_comm(n, true);
     cc->gpu = true;
     cc->direct_ok = true;
-    cc->stage_ok = true;
-    cc->stage_half = (size_t)8 << 20;
     cc->stage_parts = COLL_STAGE_PARTS;
     cc->nchannels = 62;
     cc->tuning.nchannels = 62;
     cc->tuning.intra_bw_gbs = 18 * 20.6 / 62;
-    cc->tuning.stage_half = cc->stage_half;
+    cc->tuning.stage_half = (size_t)8 << 20;
     cc->tuning.stage_read_gbs = 18 * 20.6;
     /* nccl-tests' size is the whole buffer; the task's count is per rank for these two */
     size_t count = (size_t)bytes / 4;
