@@ -377,32 +377,7 @@ static __device__ __forceinline__ bool direct_item(const kctx_t& k, direct_smem_
 
 static __device__ __noinline__ bool direct_typed(const kctx_t& k, direct_smem_t& d,
                                                  const direct_item_t& it, int dtype) {
-  switch (dtype) {
-    case ncclInt8:
-      return direct_item<ops_i8>(k, d, it);
-    case ncclUint8:
-      return direct_item<ops_u8>(k, d, it);
-    case ncclInt32:
-      return direct_item<ops_i32>(k, d, it);
-    case ncclUint32:
-      return direct_item<ops_u32>(k, d, it);
-    case ncclInt64:
-      return direct_item<ops_i64>(k, d, it);
-    case ncclUint64:
-      return direct_item<ops_u64>(k, d, it);
-    case ncclFloat16:
-      return direct_item<ops_f16>(k, d, it);
-    case ncclFloat32:
-      return direct_item<ops_f32>(k, d, it);
-    case ncclFloat64:
-      return direct_item<ops_f64>(k, d, it);
-    case ncclBfloat16:
-      return direct_item<ops_bf16>(k, d, it);
-    case ncclFloat8e4m3:
-      return direct_item<ops_e4m3>(k, d, it);
-    default:
-      return direct_item<ops_e5m2>(k, d, it);
-  }
+  return with_dtype_ops(dtype, [&](auto o) { return direct_item<decltype(o)>(k, d, it); });
 }
 
 /* A OneShot AllGather of nbytes (unit 1, one chunk) from src to out (n * nbytes), both in shared
@@ -487,14 +462,7 @@ static __device__ bool direct_run(const kctx_t& k, direct_smem_t& d, const cuda_
   it.root = w->root;
   it.op = w->op;
   it.div = w->u.scalar;
-  it.scalar = w->u.scalar;
-  if (w->op == DEV_OP_PREMULSUM && w->scalar_on_device) {
-    const void* p = w->u.scalar_ptr;
-    it.scalar = w->esize == 1   ? *static_cast<const uint8_t*>(p)
-                : w->esize == 2 ? *static_cast<const uint16_t*>(p)
-                : w->esize == 4 ? *static_cast<const uint32_t*>(p)
-                                : *static_cast<const uint64_t*>(p);
-  }
+  it.scalar = work_scalar_bits(w);
   it.zc_read = false;
   __syncthreads();
   const bool ok = w->zc && w->algo == ALGO_ONESHOT ? zc_run(k, d, hdr, w, it)

@@ -272,32 +272,7 @@ static __device__ bool stage_item(const kctx_t& k, const stage_smem_t& s, const 
 
 static __device__ __noinline__ bool stage_typed(const kctx_t& k, const stage_smem_t& s,
                                                 const stage_item_t& it, int dtype, size_t half) {
-  switch (dtype) {
-    case ncclInt8:
-      return stage_item<ops_i8>(k, s, it, half);
-    case ncclUint8:
-      return stage_item<ops_u8>(k, s, it, half);
-    case ncclInt32:
-      return stage_item<ops_i32>(k, s, it, half);
-    case ncclUint32:
-      return stage_item<ops_u32>(k, s, it, half);
-    case ncclInt64:
-      return stage_item<ops_i64>(k, s, it, half);
-    case ncclUint64:
-      return stage_item<ops_u64>(k, s, it, half);
-    case ncclFloat16:
-      return stage_item<ops_f16>(k, s, it, half);
-    case ncclFloat32:
-      return stage_item<ops_f32>(k, s, it, half);
-    case ncclFloat64:
-      return stage_item<ops_f64>(k, s, it, half);
-    case ncclBfloat16:
-      return stage_item<ops_bf16>(k, s, it, half);
-    case ncclFloat8e4m3:
-      return stage_item<ops_e4m3>(k, s, it, half);
-    default:
-      return stage_item<ops_e5m2>(k, s, it, half);
-  }
+  return with_dtype_ops(dtype, [&](auto o) { return stage_item<decltype(o)>(k, s, it, half); });
 }
 
 /* A staged item with the whole block (pack.c: off is the part, cnt the parts, chunk the round's
@@ -319,14 +294,7 @@ static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_ar
   it.part = (int)w->off;
   it.parts = (int)w->cnt;
   it.div = w->u.scalar;
-  it.scalar = w->u.scalar;
-  if (w->op == DEV_OP_PREMULSUM && w->scalar_on_device) {
-    const void* p = w->u.scalar_ptr;
-    it.scalar = w->esize == 1   ? *static_cast<const uint8_t*>(p)
-                : w->esize == 2 ? *static_cast<const uint16_t*>(p)
-                : w->esize == 4 ? *static_cast<const uint32_t*>(p)
-                                : *static_cast<const uint64_t*>(p);
-  }
+  it.scalar = work_scalar_bits(w);
   const size_t slot = (size_t)(w->zc_loc & 0xffff);
   const size_t half = (size_t)(w->zc_loc >> 16);
   it.half = half;

@@ -59,6 +59,49 @@ struct wrules {
   }
 };
 
+/* fn(O()) with O the datatype's arithmetic (reduce_device.cuh's ops_*): one instantiation of the
+ * caller's item per datatype, the op chosen at run time. */
+template <typename F>
+static __device__ __forceinline__ bool with_dtype_ops(int dtype, F fn) {
+  switch (dtype) {
+    case ncclInt8:
+      return fn(ops_i8());
+    case ncclUint8:
+      return fn(ops_u8());
+    case ncclInt32:
+      return fn(ops_i32());
+    case ncclUint32:
+      return fn(ops_u32());
+    case ncclInt64:
+      return fn(ops_i64());
+    case ncclUint64:
+      return fn(ops_u64());
+    case ncclFloat16:
+      return fn(ops_f16());
+    case ncclFloat32:
+      return fn(ops_f32());
+    case ncclFloat64:
+      return fn(ops_f64());
+    case ncclBfloat16:
+      return fn(ops_bf16());
+    case ncclFloat8e4m3:
+      return fn(ops_e4m3());
+    default:
+      return fn(ops_e5m2());
+  }
+}
+
+/* A direct item's scalar bits: PreMulSum's, read now where the user left it in device memory
+ * (ncclScalarDevice), else as packed (SUMPOSTDIV: the divisor). */
+static __device__ __forceinline__ uint64_t work_scalar_bits(const cuda_work_t* w) {
+  if (w->op != DEV_OP_PREMULSUM || !w->scalar_on_device) return w->u.scalar;
+  const void* p = w->u.scalar_ptr;
+  return w->esize == 1   ? *static_cast<const uint8_t*>(p)
+         : w->esize == 2 ? *static_cast<const uint16_t*>(p)
+         : w->esize == 4 ? *static_cast<const uint32_t*>(p)
+                         : *static_cast<const uint64_t*>(p);
+}
+
 }  // namespace baton
 
 #endif /* BATON_DEVICE_CUDA_WORD_RULES_DEVICE_CUH */
