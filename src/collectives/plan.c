@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
+#include "device/span.h"
 
 /* Point-to-point messages up to this size use LL when it is allowed. */
 #define COLL_P2P_LL_MAX_BYTES (16 << 10)
@@ -39,19 +40,7 @@ const char* coll_proto_name(int proto) {
 
 /* ---- Pure arithmetic ------------------------------------------------------------------------ */
 void coll_split(size_t total, int nslices, int c, size_t align, size_t* off, size_t* n) {
-  if (align == 0) align = 1;
-  if (nslices < 1) nslices = 1;
-  size_t units = (total + align - 1) / align;
-  size_t per = (units + (size_t)nslices - 1) / (size_t)nslices * align;
-  size_t start = per * (size_t)c;
-  if (start >= total) {
-    *off = total;
-    *n = 0;
-    return;
-  }
-  size_t end = start + per > total ? total : start + per;
-  *off = start;
-  *n = end - start;
+  span_part(total, nslices, c, align, off, n);
 }
 
 int coll_op_nchannels(size_t bytes, int max, int min_forced) {

@@ -11,6 +11,7 @@
 #define BATON_DEVICE_CUDA_STAGED_DEVICE_CUH
 
 #include "device/cuda/word_rules_device.cuh"
+#include "device/span.h"
 
 namespace baton {
 
@@ -34,11 +35,7 @@ struct stage_smem_t {
 /* [off, off + len) of part k of K of a span of n elements, parts on STAGE_ALIGN-byte multiples. */
 static __device__ __forceinline__ void part_span(size_t n, int k, int K, size_t unit, size_t* off,
                                                  size_t* len) {
-  const size_t align = unit < STAGE_ALIGN ? STAGE_ALIGN / unit : 1;
-  const size_t per = (dev_udiv(n + (size_t)K - 1, (size_t)K) + align - 1) & ~(align - 1);
-  const size_t start = per * (size_t)k;
-  *off = start < n ? start : n;
-  *len = start < n ? dev_min(per, n - start) : 0;
+  span_part(n, K, k, unit < STAGE_ALIGN ? STAGE_ALIGN / unit : 1, off, len);
 }
 
 /* Every rank's block of this index has reached value v (this block's flags), after this block
