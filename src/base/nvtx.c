@@ -66,11 +66,13 @@ static const struct {
   const nvtxPayloadSchemaEntry_t* entries;
   size_t n;
 } nvtx_schemas[NVTX_PL_KINDS] = {
-    [NVTX_PL_COLL] = {"NCCL collective", nvtx_e_coll, 3},
-    [NVTX_PL_COLL_OP] = {"NCCL reduction", nvtx_e_coll_op, 4},
-    [NVTX_PL_COLL_ROOT] = {"NCCL rooted collective", nvtx_e_coll_root, 4},
-    [NVTX_PL_COLL_ROOT_OP] = {"NCCL rooted reduction", nvtx_e_coll_root_op, 5},
-    [NVTX_PL_P2P] = {"NCCL point-to-point", nvtx_e_p2p, 4},
+#define NVTX_SCHEMA(name, e) {name, e, sizeof(e) / sizeof(e[0])}
+    [NVTX_PL_COLL] = NVTX_SCHEMA("NCCL collective", nvtx_e_coll),
+    [NVTX_PL_COLL_OP] = NVTX_SCHEMA("NCCL reduction", nvtx_e_coll_op),
+    [NVTX_PL_COLL_ROOT] = NVTX_SCHEMA("NCCL rooted collective", nvtx_e_coll_root),
+    [NVTX_PL_COLL_ROOT_OP] = NVTX_SCHEMA("NCCL rooted reduction", nvtx_e_coll_root_op),
+    [NVTX_PL_P2P] = NVTX_SCHEMA("NCCL point-to-point", nvtx_e_p2p),
+#undef NVTX_SCHEMA
 };
 
 static void nvtx_register(void) {
