@@ -170,7 +170,7 @@ static __device__ __noinline__ void stage_copy_out(const stage_smem_t& s, int p,
 
 /* One round: elements [w0, w0 + wn) of the count, in staging half h (byte offset hoff from the
  * data start), barrier values v and v + 1. Part b's data of every slice lies in region b of the
- * half (STAGE_REGION), slice q's piece at q * sub (stage_sub), whatever the round's size: region b
+ * half (stage_region), slice q's piece at q * sub (stage_sub), whatever the round's size: region b
  * is only ever written and read by the blocks of part b, so the barriers between them order every
  * access to it, across rounds and items of any size. */
 template <typename O>
