@@ -4,7 +4,8 @@
 #   $OUT/sweep.tsv   case  coll  size_bytes  oop_us  ip_us  wrong
 #   $OUT/sweep.tgz   every log
 # CASES_FILE has one case a line: NAME LIB NGPUS COLL "NCCL-TESTS ARGS" [VAR=value ...]
-#   LIB is `ours` (BATON_PREBUILT/libnccl.so.2) or `stock` (the image's PyTorch NCCL); NGPUS
+#   LIB is `ours` (BATON_PREBUILT/libnccl.so.2), `alt:DIR` (BATON_PREBUILT/DIR/libnccl.so.2: a
+#   second build of Baton for an A/B in the same call) or `stock` (the image's PyTorch NCCL); NGPUS
 #   picks CUDA_VISIBLE_DEVICES=0..NGPUS-1 and -g NGPUS; COLL names the binary (all_reduce ...).
 # Lines starting with # are skipped. The cases run in the file's order, each under a timeout
 # (T_CASE, 60 s), until BUDGET_S (500 s) is spent. NVLink multicast stays off for every child.
@@ -42,7 +43,11 @@ while read -r line; do
   fi
   t=$T_CASE
   [ "$t" -gt "$left" ] && t=$left
-  if [ "$lib" = ours ]; then dir=$P; else dir=$STOCK_DIR; fi
+  case "$lib" in
+    ours) dir=$P ;;
+    alt:*) dir=$P/${lib#alt:} ;;
+    *) dir=$STOCK_DIR ;;
+  esac
   devs=$(seq -s, 0 $((ng - 1)))
   log=$WORK/logs/$name.log
   # shellcheck disable=SC2086

@@ -15,7 +15,8 @@
 
 namespace baton {
 
-#define STAGE_UNROLL 8 /* 16-byte vectors in flight per source and thread */
+#define STAGE_UNROLL 4 /* 16-byte vectors in flight per source and thread */
+#define STAGE_GROUP 4  /* sources whose loads a thread has in flight together */
 
 /* One staged item as a block sees it (units: elements, unit bytes each). */
 struct stage_item_t {
@@ -95,8 +96,9 @@ static __device__ __noinline__ void stage_copy_in(const stage_item_t& it, char* 
 
 /* dst[0, nbytes) (and dst2 unless NULL) = the n ranks' staging at soff combined in rank order,
  * then finished (post). The sources are STAGE_ALIGN-aligned (a vector past nbytes stays inside
- * the staging half: rounds end on its 16-byte multiples); dst may be anything. A thread keeps
- * STAGE_UNROLL vectors of one source in flight at a time. */
+ * the staging half: rounds end on its 16-byte multiples); dst may be anything. A thread issues
+ * the loads of STAGE_GROUP sources at once, STAGE_UNROLL vectors each, before it combines any:
+ * a source at a time cost a load round trip over NVLink per source. */
 template <typename O>
 static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const stage_item_t& it,
                                                  size_t soff, char* dst, char* dst2,
@@ -106,20 +108,31 @@ static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const st
   const bool aligned = (((uintptr_t)dst | (uintptr_t)dst2) & 15) == 0;
   for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * STAGE_UNROLL) {
     uint64_t lo[STAGE_UNROLL], hi[STAGE_UNROLL];
-    for (int r = 0; r < it.n; r++) {
-      const uint4* src = reinterpret_cast<const uint4*>(s.base[r] + STAGE_DATA_OFF + soff);
-      uint4 x[STAGE_UNROLL];
+    for (int g = 0; g < it.n; g += STAGE_GROUP) {
+      uint4 x[STAGE_GROUP][STAGE_UNROLL];
 #pragma unroll
-      for (int u = 0; u < STAGE_UNROLL; u++) {
-        const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
-        x[u] = v < nv ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < STAGE_GROUP; j++) {
+        const int r = g + j;
+        const uint4* src = r < it.n
+                               ? reinterpret_cast<const uint4*>(s.base[r] + STAGE_DATA_OFF + soff)
+                               : nullptr;
+#pragma unroll
+        for (int u = 0; u < STAGE_UNROLL; u++) {
+          const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+          x[j][u] = src != nullptr && v < nv ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
+        }
       }
 #pragma unroll
-      for (int u = 0; u < STAGE_UNROLL; u++) {
-        const uint64_t l = (uint64_t)x[u].x | (uint64_t)x[u].y << 32;
-        const uint64_t h = (uint64_t)x[u].z | (uint64_t)x[u].w << 32;
-        lo[u] = r == 0 ? l : W::next(lo[u], l, it.op);
-        hi[u] = r == 0 ? h : W::next(hi[u], h, it.op);
+      for (int j = 0; j < STAGE_GROUP; j++) {
+        const int r = g + j;
+        if (r >= it.n) break;
+#pragma unroll
+        for (int u = 0; u < STAGE_UNROLL; u++) {
+          const uint64_t l = (uint64_t)x[j][u].x | (uint64_t)x[j][u].y << 32;
+          const uint64_t h = (uint64_t)x[j][u].z | (uint64_t)x[j][u].w << 32;
+          lo[u] = r == 0 ? l : W::next(lo[u], l, it.op);
+          hi[u] = r == 0 ? h : W::next(hi[u], h, it.op);
+        }
       }
     }
 #pragma unroll
@@ -141,31 +154,67 @@ static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const st
   }
 }
 
-/* dst[0, nbytes) = rank p's staging at soff, with the block: STAGE_UNROLL 16-byte loads in
- * flight a thread, past L1 (__ldcg: the lines change between rounds), any dst alignment. */
-static __device__ __noinline__ void stage_copy_out(const stage_smem_t& s, int p, size_t soff,
-                                                   char* dst, size_t nbytes) {
-  const uint4* src = reinterpret_cast<const uint4*>(s.base[p] + STAGE_DATA_OFF + soff);
-  const size_t nv = (nbytes + 15) / 16;
-  const bool aligned = ((uintptr_t)dst & 15) == 0;
-  for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * STAGE_UNROLL) {
-    uint4 x[STAGE_UNROLL];
+/* Copies out of peers' staging: copy i is dst[i][0, nbytes[i]) = src[i][0, nbytes[i]), src
+ * a peer's staging (STAGE_ALIGN-aligned), dst anything. */
+struct stage_copies_t {
+  const char* src[DIRECT_MAX_RANKS];
+  char* dst[DIRECT_MAX_RANKS];
+  size_t nbytes[DIRECT_MAX_RANKS];
+  int cnt;
+};
+
+/* Every copy of c, with the block: the loads of STAGE_GROUP copies, STAGE_UNROLL 16-byte vectors
+ * each, in flight a thread at once, past L1 (__ldcg: the lines change between rounds). */
+static __device__ __noinline__ void stage_copy_out(const stage_copies_t& c) {
+  size_t nvmax = 0;
+  for (int i = 0; i < c.cnt; i++) {
+    const size_t nv = (c.nbytes[i] + 15) / 16;
+    if (nv > nvmax) nvmax = nv;
+  }
+  for (size_t v0 = threadIdx.x; v0 < nvmax; v0 += (size_t)CUDA_EXEC_THREADS * STAGE_UNROLL) {
+    for (int g = 0; g < c.cnt; g += STAGE_GROUP) {
+      uint4 x[STAGE_GROUP][STAGE_UNROLL];
 #pragma unroll
-    for (int u = 0; u < STAGE_UNROLL; u++) {
-      const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
-      x[u] = v < nv ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
-    }
+      for (int j = 0; j < STAGE_GROUP; j++) {
+        const int i = g + j;
+        const size_t nv = i < c.cnt ? (c.nbytes[i] + 15) / 16 : 0;
+        const uint4* src = reinterpret_cast<const uint4*>(i < c.cnt ? c.src[i] : nullptr);
 #pragma unroll
-    for (int u = 0; u < STAGE_UNROLL; u++) {
-      const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
-      if (v >= nv) break;
-      const int valid = (int)dev_min(nbytes - v * 16, 16);
-      if (aligned && valid == 16)
-        reinterpret_cast<uint4*>(dst)[v] = x[u];
-      else
-        store16(dst + v * 16, x[u], valid);
+        for (int u = 0; u < STAGE_UNROLL; u++) {
+          const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+          x[j][u] = v < nv ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < STAGE_GROUP; j++) {
+        const int i = g + j;
+        if (i >= c.cnt) break;
+        const size_t nb = c.nbytes[i];
+        char* const dst = c.dst[i];
+        const bool aligned = ((uintptr_t)dst & 15) == 0;
+#pragma unroll
+        for (int u = 0; u < STAGE_UNROLL; u++) {
+          const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
+          if (v * 16 >= nb) break;
+          const int valid = (int)dev_min(nb - v * 16, 16);
+          if (aligned && valid == 16)
+            reinterpret_cast<uint4*>(dst)[v] = x[j][u];
+          else
+            store16(dst + v * 16, x[j][u], valid);
+        }
+      }
     }
   }
+}
+
+/* Adds a copy of nbytes from rank p's staging at soff to dst to c. */
+static __device__ __forceinline__ void stage_add_copy(stage_copies_t& c, const stage_smem_t& s,
+                                                      int p, size_t soff, char* dst,
+                                                      size_t nbytes) {
+  c.src[c.cnt] = s.base[p] + STAGE_DATA_OFF + soff;
+  c.dst[c.cnt] = dst;
+  c.nbytes[c.cnt] = nbytes;
+  c.cnt++;
 }
 
 /* One round: elements [w0, w0 + wn) of the count, in staging half h (byte offset hoff from the
@@ -186,10 +235,13 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
       part_span(wn, it.part, it.parts, u, &po, &pn);
       stage_copy_in<O>(it, mine, it.in + (w0 + po) * u, pn * u);
       if (!stage_barrier(k, s, it, v)) return false;
+      stage_copies_t c;
+      c.cnt = 0;
       for (int p = 0; p < it.n; p++) {
         char* dst = it.out + ((size_t)p * it.count + w0 + po) * u;
-        if (p != it.rank || dst != it.in + (w0 + po) * u) stage_copy_out(s, p, reg, dst, pn * u);
+        if (p != it.rank || dst != it.in + (w0 + po) * u) stage_add_copy(c, s, p, reg, dst, pn * u);
       }
+      stage_copy_out(c);
       return true;
     }
     case FUNC_REDUCESCATTER: {
@@ -209,7 +261,12 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
           stage_copy_in<O>(it, it.out + (w0 + po) * u, it.in + (w0 + po) * u, pn * u);
       }
       if (!stage_barrier(k, s, it, v)) return false;
-      if (it.rank != it.root) stage_copy_out(s, it.root, reg, it.out + (w0 + po) * u, pn * u);
+      if (it.rank != it.root) {
+        stage_copies_t c;
+        c.cnt = 0;
+        stage_add_copy(c, s, it.root, reg, it.out + (w0 + po) * u, pn * u);
+        stage_copy_out(c);
+      }
       return true;
     }
     case FUNC_REDUCE: {
@@ -243,12 +300,15 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
                           mine + (size_t)it.rank * sub, pn * u);
         }
         if (!stage_barrier(k, s, it, v + 1)) return false;
+        stage_copies_t c;
+        c.cnt = 0;
         for (int q = 0; q < it.n; q++) {
           if (q == it.rank) continue;
           const size_t so = dev_min((size_t)q * sp, wn), sn = dev_min(sp, wn - so);
           part_span(sn, it.part, it.parts, u, &po, &pn);
-          stage_copy_out(s, q, reg + (size_t)q * sub, it.out + (w0 + so + po) * u, pn * u);
+          stage_add_copy(c, s, q, reg + (size_t)q * sub, it.out + (w0 + so + po) * u, pn * u);
         }
+        stage_copy_out(c);
         return true;
       }
   }
