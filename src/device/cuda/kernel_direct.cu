@@ -1,6 +1,6 @@
 /* The CUDA executor's kernel for the direct algorithms (OneShot, TwoShot: direct_device.cuh), for
  * the small parameter block: a file of its own, so the direct code is compiled once and the other
- * kernels carry none of it. Always the narrow block (LL, small messages). */
+ * kernels carry none of it. Always the narrow block: 512 threads cost 2.5 us a launch more. */
 #include "device/cuda/direct_device.cuh"
 #include "device/cuda/progress_device.cuh"
 
