@@ -29,9 +29,9 @@
 #include "topo/topo.h"
 
 /* The constants below are fitted to the CUDA executor on 4x H100 (docs/gpu-results.md, run 66:
- * all_reduce in graph replay with each protocol forced, 128 KiB-32 MiB; run 68: the staged
+ * all_reduce in graph replay with each protocol forced, 128 KiB-32 MiB; run 74: the staged
  * algorithms): root-mean-square error 6-9% per protocol, 3-5% for the LL direct algorithms and
- * 11% for the staged ones. The earlier fit (2x H200, run 6) was 2x off on 4 GPUs at 256 KiB-4 MiB.
+ * 9% for the staged ones. The earlier fit (2x H200, run 6) was 2x off on 4 GPUs at 256 KiB-4 MiB.
  * Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds:
  * a Simple ring on 48 channels pays ~30 us before its bytes count (a system fence a step). */
 static const double proto_base_us[PROTO_COUNT] = {
@@ -57,18 +57,20 @@ static const double tree_bw_efficiency = 0.9;
  * steps; and the share of the channels' bandwidth its lines reach (run 66: 5-7 us, 0.35-0.4). */
 static const double direct_base_us = 6.0;
 static const double direct_bw = 0.38;
-/* Staged direct algorithms (device.h), fitted on run 68 (4 and 2 H100s): a launch's fixed cost;
- * a barrier between every rank's blocks; per round, each source a block reduces (its loads wait
- * on the link's latency) and each peer it copies from; the local copy into staging (bytes/us); a
- * GPU pulls from its peers at about 0.54 of its NVLink bandwidth (loads in flight, not the link,
- * limit it) and a root serves its peers at up to 1.13 of the pair figure. */
-static const double stage_base_us = 4.0;
-static const double stage_barrier_us = 2.0;
-static const double stage_reduce_src_us = 2.5;
-static const double stage_copy_peer_us = 1.5;
-static const double stage_copy_bytes_per_us = 2.0e6;
-static const double stage_pull_share = 0.54;
-static const double stage_serve_share = 1.13;
+/* Staged direct algorithms (device.h), fitted on run 74 (4 and 2 H100s, every staged function
+ * forced, 64 KiB-32 MiB; root-mean-square error 9%): a launch's fixed cost; a barrier between
+ * every rank's blocks (about 4.6 us: the flag round trip over NVLink and the blocks' skew); per
+ * round, each source a block reduces and each peer it copies from (the loads of four sources are
+ * in flight together, so a source costs 1.2 us where one at a time cost 2.5); the local copy into
+ * staging (bytes/us); a GPU pulls from its peers at about its NVLink bandwidth and a root serves
+ * its peers at 1.44 of it (several peers read its memory at once). */
+static const double stage_base_us = 1.2;
+static const double stage_barrier_us = 4.6;
+static const double stage_reduce_src_us = 1.2;
+static const double stage_copy_peer_us = 1.6;
+static const double stage_copy_bytes_per_us = 4.6e5;
+static const double stage_pull_share = 0.96;
+static const double stage_serve_share = 1.44;
 
 /* The staged algorithms' time: every round copies this rank's input into its staging, meets the
  * other ranks once (TwoShot AllReduce: twice) and pulls from the peers' staging; the slower of
