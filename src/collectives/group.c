@@ -252,7 +252,7 @@ static ncclResult_t group_wait_inits(bool abort) {
       any_nonblocking = true;
       continue;
     }
-    while (comms[i]->job != NULL && !comm_job_wait_done(comms[i]->job, 100)) {
+    while (!comm_job_idle(comms[i], 100)) {
       for (int j = 0; j < n && !failed; j++)
         failed = RESULT_IS_ERROR(atomic_load(&comms[j]->async_error));
       if (failed)
