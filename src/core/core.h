@@ -152,6 +152,7 @@ const core_upper_ops_t* core_upper(void);
  * the calls below; nothing here knows tasks or plans' making. */
 typedef struct comm_res {
   int rank, nranks;
+  int dev;        /* the communicator's CUDA device (comm->cuda_dev; -1: none) */
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
                      real, so nothing calls CUDA; the platform's executor times its plans */
@@ -226,8 +227,16 @@ ncclResult_t comm_drain(ncclComm_t comm);
 ncclResult_t comm_res_free(ncclComm_t comm);
 /* Connects what reqs lists (skipping what exists) and points the channels' FIFO tables at it. */
 ncclResult_t comm_res_connect(ncclComm_t comm, const conn_request_t* reqs, int nreqs);
-/* Hands plan to the executor (stream: the CUDA executor's launch stream, else NULL). */
-ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, cudaStream_t stream);
+/* Hands plan to the executor with the streams of its calls (executor_ops_t.launch: the CUDA
+ * executor joins them and says whether the launch was captured; NULL: none). */
+ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, exec_streams_t* streams);
+/* comm's work on this thread, inside the executor's scope (executor_ops_t.enter/leave: the CUDA
+ * executor's device current and, with relax, stream capture relaxed; nothing for the others). */
+ncclResult_t comm_res_enter(ncclComm_t comm, bool relax, exec_scope_t* scope);
+void comm_res_leave(ncclComm_t comm, const exec_scope_t* scope);
+/* ncclGroupSimulateEnd: the executor's time of plan on comm (executor_ops_t.estimate_us), in
+ * microseconds; negative when it cannot be told. */
+double comm_res_estimate_us(ncclComm_t comm, const plan_t* plan);
 /* The executor's launch progress, the connections it waits on, and the positions of its ring
  * connections on the first channels (the last two: host executor only; counts returned). Safe
  * before init completes: then nothing is reported. */
@@ -244,12 +253,6 @@ int comm_device_count(void);
 /* Whether comm's lifecycle job (its init on its own thread, inside a group) has finished: true at
  * once when there is none, else after waiting up to timeout_ms for it (quiet: false on timeout). */
 bool comm_job_idle(ncclComm_t comm, int timeout_ms);
-/* Makes dev current on this thread (saving the previous one in *saved), and back. */
-ncclResult_t comm_device_enter(int dev, int* saved);
-void comm_device_leave(int dev, int saved);
-/* Relaxed stream-capture mode for setup work that may happen while the user captures a graph. */
-enum cudaStreamCaptureMode comm_capture_relax(void);
-void comm_capture_restore(enum cudaStreamCaptureMode mode);
 
 #define RES_GPU_DEFAULT_NCHANNELS 4 /* CUDA executor when the topology has no opinion */
 /* res_gpu.c (pure functions first). Whether the ranks run on GPUs: all of them (*gpu = true) or

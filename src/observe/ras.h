@@ -172,5 +172,4 @@ int ras_client_listen(void);
 void trace_signal_fd(int fd);
 bool trace_take_request(void);
 
-
 #endif /* BATON_OBSERVE_RAS_H */
