@@ -370,6 +370,15 @@ static inline cudaError_t cuda_accept(cudaError_t err, cudaError_t accepted) {
       goto label;                                                           \
     }                                                                       \
   } while (0)
+/* Makes CUDA device dev current on this thread (the one current before in *saved, -1 when none
+ * could be read), and back; leave restores nothing when saved is -1 or dev. */
+ncclResult_t cuda_device_enter(int dev, int* saved);
+void cuda_device_leave(int dev, int saved);
+/* The thread's stream-capture mode set to relaxed, for setup work that may run while the user
+ * captures a graph (allocating and registering memory is legal then only in relaxed mode); the
+ * mode before, for cuda_capture_restore. */
+enum cudaStreamCaptureMode cuda_capture_relax(void);
+void cuda_capture_restore(enum cudaStreamCaptureMode mode);
 
 /* ---- NVTX ranges (nvtx.c) ----------------------------------------------------------------------
  * Each API call is a range in the "NCCL" domain named after the call; nvtx_begin pushes it (false

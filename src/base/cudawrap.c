@@ -125,6 +125,36 @@ ncclResult_t cu_call_failed(CUresult res, const char* call, const char* func, co
   return ncclUnhandledCudaError;
 }
 
+/* ---- The current device and the capture mode ----------------------------------------------- */
+ncclResult_t cuda_device_enter(int dev, int* saved) {
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cur = -1;
+  }
+  *saved = cur;
+  if (cur == dev) return ncclSuccess;
+  CUDA_CHECK(cudaSetDevice(dev));
+  return ncclSuccess;
+}
+
+void cuda_device_leave(int dev, int saved) {
+  if (saved >= 0 && saved != dev && cudaSetDevice(saved) != cudaSuccess) (void)cudaGetLastError();
+}
+
+enum cudaStreamCaptureMode cuda_capture_relax(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    mode = cudaStreamCaptureModeRelaxed;
+  }
+  return mode;
+}
+
+void cuda_capture_restore(enum cudaStreamCaptureMode mode) {
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) (void)cudaGetLastError();
+}
+
 bool cu_mem_fd_supported(int ordinal) {
   const cu_driver_t* d = cu_driver();
   CUdevice dev;

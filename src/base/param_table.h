@@ -193,7 +193,7 @@ PARAM_ROW(IGNORE_CPU_AFFINITY, "NCCL_IGNORE_CPU_AFFINITY", PARAM_INT, "0",
           "1: bind host threads to the GPU's local CPUs even outside the process's CPU mask; 0: "
           "only to the part of the GPU's CPUs the mask allows")
 
-/* Hang reports, RAS, timeline (src/core/ras.c, hang.c, trace.c) */
+/* Hang reports, RAS, timeline (src/observe/ras.c, hang.c, trace.c) */
 PARAM_ROW(RAS_ENABLE, "NCCL_RAS_ENABLE", PARAM_INT, "1",
           "The RAS side channel: a service thread per process that answers baton-ras / ncclras "
           "clients, carries hang-report queries and tells survivors when a rank's process died")

@@ -132,6 +132,7 @@ struct coll_comm {
   /* The planner's view of core's resources (comm->resources, core.h: comm_res_t), copied at init;
    * host_of and channels point into them. */
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  bool queues;    /* its executor's launch returns before the peers run (executor_ops_t.queues) */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
   /* The staged OneShot/TwoShot (PROTO_SIMPLE, device.h "Staged direct algorithms") may be used
@@ -176,11 +177,9 @@ struct coll_comm {
   int plan_nreqs;         /* and its connection requests in cc->reqs */
   ncclResult_t group_res; /* group.c: the result of planning this comm's part of the group */
 
-  /* GPU: the running group's other streams, joined to the launch stream with events. */
+  /* The running group's streams, its first task's first (the executor joins the others to it). */
   cudaStream_t* streams;
   int nstreams, streams_cap;
-  cudaEvent_t* events;
-  int nevents;
 
   /* Nonblocking mode: the group running on its own thread. */
   pthread_t job_thread;
@@ -315,12 +314,5 @@ ncclResult_t coll_comm_plan(struct coll_comm* cc);
 /* Plans (unless coll_comm_plan did), connects and runs the tasks in cc->running; empties the
  * list. The CUDA executor's launch is asynchronous: this returns without waiting for the GPU. */
 ncclResult_t coll_comm_run(struct coll_comm* cc);
-
-/* ---- gpu.c: what a GPU communicator adds -------------------------------------------------- */
-/* The launch stream of the running group (its first task's), after making it wait for the group's
- * other streams; coll_gpu_join_after makes those wait for the launch. */
-ncclResult_t coll_gpu_join_before(struct coll_comm* cc, cudaStream_t* launch);
-ncclResult_t coll_gpu_join_after(struct coll_comm* cc, cudaStream_t launch);
-void coll_gpu_free(struct coll_comm* cc);
 
 #endif /* BATON_COLLECTIVES_H */

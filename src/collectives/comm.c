@@ -17,6 +17,7 @@ ncclResult_t coll_comm_init(struct ncclComm* comm) {
   cc->nranks = comm->nranks;
   /* The planner's view of the resources core set up (core.h, comm_res_t). */
   cc->gpu = r->gpu;
+  cc->queues = r->executor->queues;
   cc->ll128_ok = r->ll128_ok;
   cc->direct_ok = r->direct_ok;
   /* a staged item's parts are its blocks; all of them fit one launch of the direct kernel */
@@ -61,11 +62,6 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   coll_group_forget(cc);
   (void)coll_job_join(cc);
   coll_plugins_close(cc);
-  int saved = -1;
-  bool entered =
-      cc->gpu && comm->platform == NULL && comm_device_enter(comm->cuda_dev, &saved) == ncclSuccess;
-  coll_gpu_free(cc);
-  if (entered) comm_device_leave(comm->cuda_dev, saved);
   coll_user_ops_free(cc);
   coll_regs_free(cc);
   free(cc->pending.items);
@@ -75,6 +71,7 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   free(cc->order);
   free(cc->locals);
   free(cc->conn_mark);
+  free(cc->streams);
   pthread_mutex_destroy(&cc->lock);
   free(cc);
   comm->coll = NULL;
@@ -113,26 +110,39 @@ ncclResult_t coll_comm_plan(struct coll_comm* cc) {
 
 static ncclResult_t comm_run(struct coll_comm* cc, bool* captured);
 
+/* The running group's distinct streams into cc->streams, its first task's first. */
+static ncclResult_t comm_streams(struct coll_comm* cc) {
+  cc->nstreams = 0;
+  for (int i = 0; i < cc->running.n; i++) {
+    cudaStream_t s = cc->running.items[i].stream;
+    bool seen = false;
+    for (int k = 0; k < cc->nstreams && !seen; k++) seen = cc->streams[k] == s;
+    if (seen) continue;
+    if (cc->nstreams == cc->streams_cap) {
+      int cap = cc->streams_cap ? 2 * cc->streams_cap : 4;
+      cudaStream_t* p = realloc(cc->streams, (size_t)cap * sizeof(*p));
+      if (p == NULL) {
+        WARN("Out of memory joining %d streams of one group", cap);
+        return ncclSystemError;
+      }
+      cc->streams = p;
+      cc->streams_cap = cap;
+    }
+    cc->streams[cc->nstreams++] = s;
+  }
+  return ncclSuccess;
+}
+
 /* *captured: the launch went into a CUDA graph being captured (it runs when the graph does). */
 static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
-  if (!comm_res_real_gpu(cc->comm->resources)) { /* no stream: the host's, or a virtual GPU's */
-    CHECK(coll_prof_exec_hook(cc));
-    void* ev = coll_prof_launch_begin(cc, NULL);
-    ncclResult_t res = comm_res_launch(cc->comm, &cc->plan, NULL);
-    coll_prof_launch_end(cc, ev);
-    return res;
-  }
-  cudaStream_t stream = NULL;
-  CHECK(coll_gpu_join_before(cc, &stream));
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess)
-    (void)cudaGetLastError(); /* unknown: as not captured (the launch reports a bad stream) */
-  *captured = cs != cudaStreamCaptureStatusNone;
-  void* ev = coll_prof_launch_begin(cc, stream);
-  ncclResult_t res = comm_res_launch(cc->comm, &cc->plan, stream);
+  CHECK(comm_streams(cc));
+  CHECK(coll_prof_exec_hook(cc));
+  exec_streams_t streams = {.s = cc->streams, .n = cc->nstreams};
+  void* ev = coll_prof_launch_begin(cc, cc->nstreams > 0 ? cc->streams[0] : NULL);
+  ncclResult_t res = comm_res_launch(cc->comm, &cc->plan, &streams);
   coll_prof_launch_end(cc, ev);
-  CHECK(res);
-  return coll_gpu_join_after(cc, stream);
+  *captured = streams.captured;
+  return res;
 }
 
 /* Profiler events (plugins.c) bracket the launch: on the host executor they end when the plan has
@@ -163,18 +173,16 @@ ncclResult_t coll_comm_run(struct coll_comm* cc) {
 
 static ncclResult_t comm_run(struct coll_comm* cc, bool* captured) {
   ncclResult_t res = ncclSuccess;
-  int saved = -1;
+  exec_scope_t scope;
   bool entered = false;
   if (!cc->planned) CHECK_GOTO(coll_comm_plan(cc), res, out);
   cc->planned = false;
-  if (comm_res_real_gpu(cc->comm->resources)) {
-    CHECK_GOTO(comm_device_enter(cc->comm->cuda_dev, &saved), res, out);
-    entered = true;
-  }
+  CHECK_GOTO(comm_res_enter(cc->comm, false, &scope), res, out);
+  entered = true;
   CHECK_GOTO(comm_res_connect(cc->comm, cc->reqs, cc->plan_nreqs), res, out);
   CHECK_GOTO(comm_launch(cc, captured), res, out);
 out:
-  if (entered) comm_device_leave(cc->comm->cuda_dev, saved);
+  if (entered) comm_res_leave(cc->comm, &scope);
   cc->planned = false;
   cc->running.n = 0;
   return res;

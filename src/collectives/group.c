@@ -17,7 +17,6 @@
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
-#include "device/sim/sim.h"
 
 static __thread int group_depth;
 static __thread struct coll_comm* group_head;
@@ -189,8 +188,9 @@ static ncclResult_t group_thread_start(struct coll_comm* cc) {
   return ncclSuccess;
 }
 
-/* GPU communicators: plans every one on this thread. Returns whether they can also launch here
- * (no connection to make). A failed plan is published and leaves that communicator out. */
+/* Communicators whose launches queue (GPU, simulated): plans every one on this thread. Returns
+ * whether they can also launch here (no connection to make). A failed plan is published and leaves
+ * that communicator out. */
 static bool group_plan_all(struct coll_comm* head, ncclResult_t* res) {
   bool need_connect = false;
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
@@ -252,7 +252,7 @@ static ncclResult_t group_wait_inits(bool abort) {
       any_nonblocking = true;
       continue;
     }
-    while (comms[i]->job != NULL && !comm_job_wait_done(comms[i]->job, 100)) {
+    while (!comm_job_idle(comms[i], 100)) {
       for (int j = 0; j < n && !failed; j++)
         failed = RESULT_IS_ERROR(atomic_load(&comms[j]->async_error));
       if (failed)
@@ -321,12 +321,12 @@ static ncclResult_t group_run(struct coll_comm* head) {
   }
 
   ncclResult_t res = ncclSuccess;
-  bool all_gpu = true;
+  bool all_queue = true; /* every launch returns before the peers run: one thread does them all */
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
-    all_gpu = all_gpu && cc->gpu;
+    all_queue = all_queue && cc->queues;
     cc->group_res = ncclSuccess;
   }
-  if (all_gpu) {
+  if (all_queue) {
     bool inline_ok = group_plan_all(head, &res);
     if (inline_ok) return group_launch_all(head, res);
   }
@@ -341,17 +341,18 @@ static ncclResult_t group_run(struct coll_comm* head) {
       if (res == ncclSuccess) res = r;
     }
   }
-  /* Blocking communicators complete before ncclGroupEnd returns. On GPUs every communicator's
-   * thread only connects and launches (the kernels stay asynchronous), and every rank of a pair
-   * takes part in the same group, so a nonblocking one is joined too: its group then returns
-   * ncclSuccess like one that launched inline. PyTorch checks some nonblocking calls (e.g. the
-   * ncclAlltoAll of all_to_all_single) with a macro that takes ncclInProgress as a failure. */
+  /* Blocking communicators complete before ncclGroupEnd returns. When launches queue (GPUs),
+   * every communicator's thread only connects and launches (the kernels stay asynchronous), and
+   * every rank of a pair takes part in the same group, so a nonblocking one is joined too: its
+   * group then returns ncclSuccess like one that launched inline. PyTorch checks some nonblocking
+   * calls (e.g. the ncclAlltoAll of all_to_all_single) with a macro that takes ncclInProgress as a
+   * failure. */
   for (struct coll_comm* cc = head; cc; cc = cc->group_next) {
-    if ((!cc->comm->config.blocking && !all_gpu) || !cc->job_running) continue;
+    if ((!cc->comm->config.blocking && !all_queue) || !cc->job_running) continue;
     ncclResult_t r = coll_job_join(cc);
     if (RESULT_IS_ERROR(r) && res == ncclSuccess) res = r;
   }
-  if (res == ncclSuccess && any_nonblocking && !all_gpu) res = ncclInProgress;
+  if (res == ncclSuccess && any_nonblocking && !all_queue) res = ncclInProgress;
   return res;
 }
 
@@ -391,9 +392,10 @@ static double group_simulate_table(struct coll_comm* cc) {
   return total;
 }
 
-/* The group's plan on this communicator, as it would run, timed by the simulator's model
- * (device/sim: every rank running the same plan from its own place), launch included. Nothing is
- * connected or launched; the plan's memory is the communicator's, idle in a blocking group. */
+/* The group's plan on this communicator, as it would run, timed by the simulator's model (the
+ * executor's estimate: every rank running the same plan from its own place), launch included.
+ * Nothing is connected or launched; the plan's memory is the communicator's, idle in a blocking
+ * group. */
 static double group_simulate_comm(struct coll_comm* cc) {
   bool any = false;
   for (int i = 0; i < cc->pending.n; i++) any |= cc->pending.items[i].count > 0;
@@ -402,18 +404,8 @@ static double group_simulate_comm(struct coll_comm* cc) {
   coll_choice_t last = cc->last;
   int nreqs = 0;
   double us = -1;
-  if (coll_plan_build(cc, &cc->pending, &nreqs) == ncclSuccess) {
-    sim_estimate_in_t in = {
-        .exec = &cc->comm->resources->exec,
-        .plan = &cc->plan,
-        .topo = cc->comm->resources->topo,
-        .peers = cc->comm->peers,
-        .host_of = cc->host_of,
-        .nhosts = cc->nhosts,
-        .rank_nics = cc->comm->resources->ring_nics != NULL ? cc->comm->resources->rank_nics : NULL,
-        .gpu = cc->gpu};
-    us = sim_estimate_us(&in);
-  }
+  if (coll_plan_build(cc, &cc->pending, &nreqs) == ncclSuccess)
+    us = comm_res_estimate_us(cc->comm, &cc->plan);
   cc->last = last;
   cc->plan.nchannels = cc->plan.nlocal = cc->nlocal = 0;
   return us >= 0 ? us : group_simulate_table(cc);

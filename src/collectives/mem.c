@@ -183,7 +183,7 @@ static ncclResult_t mem_release(const mem_alloc_t* a) {
     return ncclSuccess;
   }
   int saved = -1;
-  CHECK(comm_device_enter(a->dev, &saved));
+  CHECK(cuda_device_enter(a->dev, &saved));
   ncclResult_t res = ncclSuccess;
   if (a->kind == MEM_KIND_CUMEM) {
     const cu_driver_t* d = cu_driver();
@@ -195,7 +195,7 @@ static ncclResult_t mem_release(const mem_alloc_t* a) {
     CUDA_CHECK_GOTO(cudaFree(a->ptr), res, leave);
   }
 leave:
-  comm_device_leave(a->dev, saved);
+  cuda_device_leave(a->dev, saved);
   return res;
 }
 

@@ -10,6 +10,7 @@
 #include "base/base.h"
 #include "bootstrap/bootstrap.h"
 #include "device/device.h"
+#include "observe/observe.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
 
@@ -28,7 +29,7 @@ typedef enum {
 struct coll_comm;     /* collectives layer state: tasks, the group, plans (src/collectives) */
 struct comm_res;      /* channels, connections, executor (resources.c) */
 struct comm_job;      /* a lifecycle operation running on its own thread (nonblocking mode) */
-struct comm_progress; /* what this rank knows of its operations (progress.c) */
+struct comm_progress; /* what this rank knows of its operations (observe/progress.c) */
 
 struct ncclComm {
   uint64_t magic; /* COMM_MAGIC while usable; COMM_MAGIC_DEAD once destroyed/aborted */
@@ -107,106 +108,6 @@ void comm_release(ncclComm_t comm);
 void comm_retire(ncclComm_t comm);
 #define COMM_RETIRE_WAIT_MS 2000
 
-/* ---- Progress: what every rank knows of its operations (progress.c) ---------------------------
- * Operations are numbered at enqueue, per communicator: every call (seq), the collectives alone
- * (coll: the same on every rank, which must call them in the same order), per kind, and sends and
- * receives per peer. Plans (a group's run) record which operations they carry and the executor's
- * launch numbers, so the executor's progress (exec_progress_t) tells which operations have
- * started and finished, on the host executor directly and on a GPU from the kernels' marks. */
-enum {
-  OP_BROADCAST = 0,
-  OP_REDUCE,
-  OP_ALLGATHER,
-  OP_REDUCESCATTER,
-  OP_ALLREDUCE,
-  OP_ALLTOALL,
-  OP_GATHER,
-  OP_SCATTER,
-  OP_SEND,
-  OP_RECV,
-  OP_KIND_COUNT
-};
-const char* op_kind_name(int kind); /* "AllReduce", ...; "?" for a bad value */
-static inline bool op_kind_is_p2p(int kind) {
-  return kind == OP_SEND || kind == OP_RECV;
-}
-
-typedef struct prog_op {
-  uint64_t seq;      /* this communicator's call number (from 1) */
-  uint64_t coll;     /* collective number (from 1); 0 for Send/Recv */
-  uint64_t peer_nth; /* Send/Recv: the n-th send to / receive from that peer (from 1) */
-  uint64_t count;
-  uint64_t enq_ns; /* clock_ns() when it was enqueued */
-  int32_t root;    /* root, or the Send/Recv peer; -1 when the call has none */
-  uint8_t kind;    /* OP_* */
-  uint8_t dtype;
-  uint8_t redop; /* ncclRedOp_t as given (user ops fold to 255) */
-  uint8_t pad;
-} prog_op_t;
-
-/* A connection this rank's executor waits on, and one's position (host executor only: a GPU's
- * positions live in device memory). */
-#define PROG_MAX_WAITS 8
-#define PROG_MAX_CONNS 16
-typedef struct prog_wait {
-  int32_t channel, peer;
-  int32_t is_send;   /* 1: no free slot towards peer; 0: no data from peer */
-  uint32_t secs;     /* how long it has not moved */
-  uint64_t step;     /* this rank's position on it */
-  char transport[8]; /* "SHM", "NET", ... */
-} prog_wait_t;
-typedef struct prog_conn {
-  int32_t channel, peer, is_send, pad;
-  uint64_t step; /* steps sent (published) or received (consumed) so far */
-} prog_conn_t;
-
-/* What one rank reports about itself on one communicator (to its watch, and over the side channel
- * to others: plain data). */
-typedef struct prog_state {
-  uint64_t comm_hash;
-  int32_t rank, nranks;
-  int32_t pid, cuda_dev;
-  uint64_t host_hash;
-  char host[64];
-  int32_t comm_state;     /* comm_state_t */
-  int32_t async_error;    /* ncclResult_t */
-  uint64_t seq, coll;     /* calls and collectives enqueued */
-  uint64_t planned;       /* the last call handed to a run (later ones wait for ncclGroupEnd) */
-  uint64_t started, done; /* highest call number started / finished */
-  uint64_t coll_started, coll_done; /* the same in collective numbers */
-  uint64_t kinds[OP_KIND_COUNT];    /* calls per kind */
-  prog_op_t inflight;               /* the oldest call not finished (seq 0: none) */
-  uint64_t inflight_age_ns;         /* how long since it was enqueued */
-  prog_op_t last_coll;              /* the last collective enqueued (seq 0: none) */
-  uint64_t sends_to, recvs_from;    /* Send/Recv calls with the rank that asked (0 otherwise) */
-  int32_t asker;                    /* that rank, -1 when none */
-  int32_t nwaits, nconns;
-  prog_wait_t waits[PROG_MAX_WAITS]; /* the connections its executor waits on */
-  prog_conn_t conns[PROG_MAX_CONNS]; /* its ring connections' positions (first channels) */
-} prog_state_t;
-
-ncclResult_t progress_create(ncclComm_t comm);
-void progress_free(ncclComm_t comm);
-/* Called by the entry point once the call's checks pass; fills *op (its numbers). peer: the
- * Send/Recv peer, else -1. */
-void progress_enqueue(ncclComm_t comm, int kind, size_t count, int dtype, int redop, int root,
-                      prog_op_t* op);
-/* A group's run of comm's tasks: every call enqueued so far is in it. begin before the run
- * (launch_first: the executor's next launch number), end after it (launch_last: the last one it
- * issued; abandoned: the run failed, was dropped, or was captured into a CUDA graph, so its calls
- * count as finished). Returns the plan's first and last call numbers. */
-void progress_plan_begin(ncclComm_t comm, uint64_t launch_first, uint64_t* seq_first,
-                         uint64_t* seq_last);
-void progress_plan_end(ncclComm_t comm, uint64_t launch_last, bool abandoned);
-/* The calls enqueued since the last plan will never run (their group was dropped: an argument
- * error, ncclGroupSimulateEnd, the communicator left the group): they are uncounted, as if never
- * made (so ranks still agree on collective numbers). */
-void progress_rewind(ncclComm_t comm);
-/* The timeline: the GPU times of finished launches not yet recorded (GPU communicators). */
-void progress_trace_gpu(ncclComm_t comm);
-/* This rank's state (reads the executor's progress): any thread, while comm is registered. */
-void progress_state(ncclComm_t comm, int asker, prog_state_t* out);
-
 /* ---- The layer above: collectives' part of a communicator --------------------------------------
  * Core never calls src/collectives by name: collectives fills this table and registers it when the
  * library loads (core_upper_register, from a constructor). Until then (a static link that leaves
@@ -251,6 +152,7 @@ const core_upper_ops_t* core_upper(void);
  * the calls below; nothing here knows tasks or plans' making. */
 typedef struct comm_res {
   int rank, nranks;
+  int dev;        /* the communicator's CUDA device (comm->cuda_dev; -1: none) */
   bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
                      real, so nothing calls CUDA; the platform's executor times its plans */
@@ -325,8 +227,16 @@ ncclResult_t comm_drain(ncclComm_t comm);
 ncclResult_t comm_res_free(ncclComm_t comm);
 /* Connects what reqs lists (skipping what exists) and points the channels' FIFO tables at it. */
 ncclResult_t comm_res_connect(ncclComm_t comm, const conn_request_t* reqs, int nreqs);
-/* Hands plan to the executor (stream: the CUDA executor's launch stream, else NULL). */
-ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, cudaStream_t stream);
+/* Hands plan to the executor with the streams of its calls (executor_ops_t.launch: the CUDA
+ * executor joins them and says whether the launch was captured; NULL: none). */
+ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, exec_streams_t* streams);
+/* comm's work on this thread, inside the executor's scope (executor_ops_t.enter/leave: the CUDA
+ * executor's device current and, with relax, stream capture relaxed; nothing for the others). */
+ncclResult_t comm_res_enter(ncclComm_t comm, bool relax, exec_scope_t* scope);
+void comm_res_leave(ncclComm_t comm, const exec_scope_t* scope);
+/* ncclGroupSimulateEnd: the executor's time of plan on comm (executor_ops_t.estimate_us), in
+ * microseconds; negative when it cannot be told. */
+double comm_res_estimate_us(ncclComm_t comm, const plan_t* plan);
 /* The executor's launch progress, the connections it waits on, and the positions of its ring
  * connections on the first channels (the last two: host executor only; counts returned). Safe
  * before init completes: then nothing is reported. */
@@ -338,12 +248,11 @@ bool comm_res_launch_time(ncclComm_t comm, uint64_t launch, uint64_t* start_ns, 
 /* The transport name ("SHM", "NET", ...) carrying comm's connection to/from peer on channel, or
  * NULL while not connected. */
 const char* comm_conn_transport(ncclComm_t comm, int channel, int peer, int is_send);
-/* Makes dev current on this thread (saving the previous one in *saved), and back. */
-ncclResult_t comm_device_enter(int dev, int* saved);
-void comm_device_leave(int dev, int saved);
-/* Relaxed stream-capture mode for setup work that may happen while the user captures a graph. */
-enum cudaStreamCaptureMode comm_capture_relax(void);
-void comm_capture_restore(enum cudaStreamCaptureMode mode);
+/* The CUDA devices this process sees: 0 without a usable GPU (cached). */
+int comm_device_count(void);
+/* Whether comm's lifecycle job (its init on its own thread, inside a group) has finished: true at
+ * once when there is none, else after waiting up to timeout_ms for it (quiet: false on timeout). */
+bool comm_job_idle(ncclComm_t comm, int timeout_ms);
 
 #define RES_GPU_DEFAULT_NCHANNELS 4 /* CUDA executor when the topology has no opinion */
 /* res_gpu.c (pure functions first). Whether the ranks run on GPUs: all of them (*gpu = true) or
@@ -415,7 +324,6 @@ ncclResult_t comm_alloc(const ncclConfig_t* config, ncclComm_t* out);
 void comm_free(ncclComm_t comm);
 /* The CUDA device this thread uses (-1 and bus id -1 without a usable GPU). */
 void comm_device_current(int* dev, int64_t* bus_id);
-int comm_device_count(void); /* 0 without a usable GPU (cached) */
 int64_t comm_device_bus_id(int dev);
 /* For log lines: stock's hex form ("1b000"), or "-1" without a GPU. buf has 24 bytes. */
 const char* comm_bus_text(int64_t bus_id, char* buf);
@@ -464,50 +372,5 @@ void comm_job_attach(ncclComm_t comm, comm_job_t* job);
 ncclResult_t comm_abort_and_wait(ncclComm_t comm);
 
 #define COMM_ABORT_WAIT_MS 10000
-
-/* ras.c: the process's service thread, one per process while it has communicators. It serves the
- * side channel (other processes' queries, "process died" notices, a keep-alive ring over TCP that
- * sleeps in the kernel), RAS clients on NCCL_RAS_ADDR, the hang watch (hang.c) and timeline dumps
- * (trace.c). Nothing in it can fail an init: problems are INFO lines and the feature is off.
- *   ras_comm_prepare: at init, after the bootstrap: starts the service if needed (a reference)
- *     and writes this process's side-channel address (family 0 when off) into *out.
- *   ras_comm_register: once comm->peers and comm->ras_addrs are known.
- *   ras_comm_unregister: first thing comm_free does (after it the service never touches comm);
- *     drops the reference prepare took (the last one stops the service). */
-void ras_comm_prepare(ncclComm_t comm, socket_addr_t* out);
-/* ras_cause.c: a call of comm failed with res. For a peer's or the network's failure, names the
- * first failure of the cascade this process knows of (waiting up to a second for the side channel
- * to hear of one) in a WARN that is also comm's last error, with what this rank saw; then tells
- * every other process of comm why it failed (comm_cause_tell). Other results: nothing. */
-void comm_blame(ncclComm_t comm, ncclResult_t res);
-/* Tells every other process of comm, once, that this rank failed and because of which first
- * failure (bounded, a couple of seconds at most). comm_free calls it for a comm in error. */
-void comm_cause_tell(ncclComm_t comm);
-void ras_comm_register(ncclComm_t comm);
-void ras_comm_unregister(ncclComm_t comm);
-/* Host name of each rank, allgathered with the addresses (comm->peer_hosts, nranks entries): the
- * NCCL_HOSTID value where one is set (one machine playing several hosts), else the host name. */
-#define RAS_HOST_LEN 48
-const char* ras_host_label(void);
-
-/* trace.c: the timeline (NCCL_BATON_TRACE_FILE). Events go to a bounded ring; the file is
- * rewritten at destroy, at abort and on SIGUSR1. trace_on() is a load of a global. */
-enum { TRACE_INIT = 0, TRACE_DESTROY, TRACE_ABORT, TRACE_CALL, TRACE_RUN, TRACE_GPU, TRACE_KINDS };
-extern bool trace_enabled;
-static inline bool trace_on(void) {
-  return __atomic_load_n(&trace_enabled, __ATOMIC_RELAXED);
-}
-/* Starts the timeline if NCCL_BATON_TRACE_FILE is set (idempotent; at the first init). */
-void trace_setup(void);
-/* A span [t0, t1] (trace_now_ns clock) of what on comm. For TRACE_CALL, op is the call; for
- * TRACE_RUN and TRACE_GPU, seq_first..op->seq are the calls the run carries. */
-void trace_span(ncclComm_t comm, int what, uint64_t t0, uint64_t t1, const prog_op_t* op,
-                uint64_t seq_first);
-uint64_t trace_now_ns(void); /* real time in ns, never going back within a process */
-/* Writes the file now (destroy, abort: the calling thread; SIGUSR1: the service thread). */
-void trace_write(void);
-/* The service thread's part: a SIGUSR1 asked for a dump (the handler only writes to fd). */
-void trace_signal_fd(int fd);
-bool trace_take_request(void);
 
 #endif /* BATON_CORE_H */

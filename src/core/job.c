@@ -108,6 +108,10 @@ ncclResult_t comm_job_wait(comm_job_t* job, int timeout_ms) {
   return ncclInternalError;
 }
 
+bool comm_job_idle(ncclComm_t comm, int timeout_ms) {
+  return comm->job == NULL || comm_job_wait_done(comm->job, timeout_ms);
+}
+
 ncclResult_t comm_abort_and_wait(ncclComm_t comm) {
   __atomic_store_n(comm->abort_flag, 1, __ATOMIC_RELEASE);
   comm_job_t* job = comm->job;

@@ -300,33 +300,3 @@ ncclResult_t res_gpu_setup(comm_res_t* cc, ncclComm_t comm) {
        agreed.intra_lat_us);
   return ncclSuccess;
 }
-
-/* ---- Device and capture mode ----------------------------------------------------------------- */
-ncclResult_t comm_device_enter(int dev, int* saved) {
-  int cur = -1;
-  if (cudaGetDevice(&cur) != cudaSuccess) {
-    (void)cudaGetLastError();
-    cur = -1;
-  }
-  *saved = cur;
-  if (cur == dev) return ncclSuccess;
-  CUDA_CHECK(cudaSetDevice(dev));
-  return ncclSuccess;
-}
-
-void comm_device_leave(int dev, int saved) {
-  if (saved >= 0 && saved != dev && cudaSetDevice(saved) != cudaSuccess) (void)cudaGetLastError();
-}
-
-enum cudaStreamCaptureMode comm_capture_relax(void) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
-    (void)cudaGetLastError();
-    mode = cudaStreamCaptureModeRelaxed;
-  }
-  return mode;
-}
-
-void comm_capture_restore(enum cudaStreamCaptureMode mode) {
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) (void)cudaGetLastError();
-}

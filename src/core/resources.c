@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "device/sim/sim.h"
 #include "proxy/proxy.h"
 
 static ncclResult_t res_connect(comm_res_t* cc, const conn_request_t* reqs, int nreqs);
@@ -252,12 +253,22 @@ static ncclResult_t comm_connect_all(comm_res_t* cc) {
   return res;
 }
 
-static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
+/* The executor, chosen once: a virtual cluster's rank gets its platform's, a communicator whose
+ * ranks all have a CUDA device the CUDA one, else the host one. It is chosen before anything else
+ * is set up: setup runs inside its scope, and the transports allocate for it. */
+static ncclResult_t res_executor_choose(comm_res_t* cc, ncclComm_t comm) {
   CHECK(res_gpu_check_peers(comm->peers, cc->nranks, &cc->gpu));
   if (cc->gpu && comm->cuda_dev < 0) {
     WARN("Rank %d: every rank has a CUDA device but this communicator has none", cc->rank);
     return ncclInternalError;
   }
+  cc->executor = cc->simulated ? comm->platform->executor
+                 : cc->gpu     ? &executor_cuda_ops
+                               : &executor_host_ops;
+  return ncclSuccess;
+}
+
+static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
   CHECK(MEM_CALLOC(&cc->host_of, (size_t)cc->nranks));
   cc->nhosts = comm_hosts(comm->peers, cc->nranks, cc->host_of);
   if (cc->gpu) {
@@ -274,10 +285,6 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
                                  .gpu = false};
   }
   CHECK(comm_channels_init(cc));
-  /* The executor is chosen before the transports exist: they allocate for it. */
-  cc->executor = cc->simulated ? comm->platform->executor
-                 : cc->gpu     ? &executor_cuda_ops
-                               : &executor_host_ops;
   CHECK(comm_transport_init(cc, comm));
   cc->exec = (exec_comm_t){.rank = cc->rank,
                            .nranks = cc->nranks,
@@ -308,19 +315,29 @@ ncclResult_t comm_res_init(ncclComm_t comm) {
   cc->rank = comm->rank;
   cc->nranks = comm->nranks;
   cc->simulated = comm->platform != NULL;
+  cc->dev = comm->cuda_dev;
+  CHECK(res_executor_choose(cc, comm));
   /* A GPU communicator's CUDA work (executor, transports) happens on its device, whichever
    * thread runs this (the caller's, or an init job's). */
-  int saved = -1;
-  bool real_gpu = comm->cuda_dev >= 0 && !cc->simulated;
-  if (real_gpu) CHECK(comm_device_enter(comm->cuda_dev, &saved));
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (real_gpu) mode = comm_capture_relax();
+  exec_scope_t scope;
+  CHECK(comm_res_enter(comm, true, &scope));
   ncclResult_t res = res_init_body(cc, comm);
-  if (real_gpu) {
-    comm_capture_restore(mode);
-    comm_device_leave(comm->cuda_dev, saved);
-  }
+  comm_res_leave(comm, &scope);
   return res;
+}
+
+ncclResult_t comm_res_enter(ncclComm_t comm, bool relax, exec_scope_t* scope) {
+  const comm_res_t* cc = comm->resources;
+  if (cc == NULL || cc->executor == NULL) { /* nothing chosen: nothing to enter */
+    *scope = (exec_scope_t){.dev = -1, .saved = -1};
+    return ncclSuccess;
+  }
+  return cc->executor->enter(cc->dev, relax, scope);
+}
+
+void comm_res_leave(ncclComm_t comm, const exec_scope_t* scope) {
+  const comm_res_t* cc = comm->resources;
+  if (cc != NULL && cc->executor != NULL) cc->executor->leave(scope);
 }
 
 ncclResult_t comm_res_wait(ncclComm_t comm) {
@@ -328,11 +345,10 @@ ncclResult_t comm_res_wait(ncclComm_t comm) {
   /* The CUDA executor's launches complete on the GPU: wait for them (kernels stop early once the
    * abort flag is set). */
   if (cc == NULL || cc->exec_state == NULL || cc->executor->wait == NULL) return ncclSuccess;
-  int saved = -1;
-  bool real_gpu = comm_res_real_gpu(cc);
-  if (real_gpu) CHECK(comm_device_enter(comm->cuda_dev, &saved));
+  exec_scope_t scope;
+  CHECK(comm_res_enter(comm, false, &scope));
   ncclResult_t res = cc->executor->wait(cc->exec_state);
-  if (real_gpu) comm_device_leave(comm->cuda_dev, saved);
+  comm_res_leave(comm, &scope);
   return res;
 }
 
@@ -346,13 +362,13 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
   comm_res_t* cc = comm->resources;
   if (cc == NULL) return ncclSuccess;
   ncclResult_t res = ncclSuccess;
-  int saved = -1;
-  bool entered = comm_res_real_gpu(cc) && comm_device_enter(comm->cuda_dev, &saved) == ncclSuccess;
+  exec_scope_t scope;
+  bool entered = comm_res_enter(comm, false, &scope) == ncclSuccess;
   if (cc->exec_state != NULL) {
     ncclResult_t r = cc->executor->fini(cc->exec_state);
     if (r != ncclSuccess && !cc->gpu) {
       /* A host launch did not leave (it WARNed): what it uses stays allocated. */
-      if (entered) comm_device_leave(comm->cuda_dev, saved);
+      if (entered) comm_res_leave(comm, &scope);
       comm->resources = NULL;
       return r;
     }
@@ -365,7 +381,7 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
   }
   topo_system_free(cc->topo); /* after the transports, which looked paths up in it */
   cc->topo = NULL;
-  if (entered) comm_device_leave(comm->cuda_dev, saved);
+  if (entered) comm_res_leave(comm, &scope);
   free(cc->channels);
   free(cc->fifo_tables);
   free(cc->ring_ranks);
@@ -381,20 +397,32 @@ ncclResult_t comm_res_connect(ncclComm_t comm, const conn_request_t* reqs, int n
   return res_connect(comm->resources, reqs, nreqs);
 }
 
-ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, cudaStream_t stream) {
+ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, exec_streams_t* streams) {
   comm_res_t* cc = comm->resources;
-  return cc->executor->launch(cc->exec_state, plan, stream);
+  return cc->executor->launch(cc->exec_state, plan, streams);
+}
+
+double comm_res_estimate_us(ncclComm_t comm, const plan_t* plan) {
+  const comm_res_t* cc = comm->resources;
+  const sim_estimate_in_t in = {.exec = &cc->exec,
+                                .plan = plan,
+                                .topo = cc->topo,
+                                .peers = comm->peers,
+                                .host_of = cc->host_of,
+                                .nhosts = cc->nhosts,
+                                .rank_nics = cc->ring_nics != NULL ? cc->rank_nics : NULL,
+                                .gpu = cc->gpu};
+  return cc->executor->estimate_us(&in);
 }
 
 static ncclResult_t res_connect(comm_res_t* cc, const conn_request_t* reqs, int nreqs) {
   if (nreqs == 0) return ncclSuccess;
   /* Connections appear on first use, which may be inside the user's graph capture: allocating
    * and registering memory is legal then only in relaxed mode. */
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  bool real_gpu = comm_res_real_gpu(cc);
-  if (real_gpu) mode = comm_capture_relax();
+  exec_scope_t scope;
+  CHECK(cc->executor->enter(cc->dev, true, &scope));
   ncclResult_t res = transport_connect(&cc->tctx, reqs, nreqs);
-  if (real_gpu) comm_capture_restore(mode);
+  cc->executor->leave(&scope);
   CHECK(res);
   for (int k = 0; k < nreqs; k++) {
     const conn_request_t* r = &reqs[k];
@@ -440,28 +468,16 @@ int comm_res_waits(ncclComm_t comm, prog_wait_t* out, int max) {
   return n;
 }
 
-/* The ring connections' positions on the first channels: enough for a report to tell a
- * connection that lost data in transit (the sender is ahead of its receiver) from a sender that
- * has not sent. Host executor only: a GPU's positions are in device memory. */
+/* The ring connections' positions (executor_ops_t.positions: the host executor's). */
 int comm_res_conns(ncclComm_t comm, prog_conn_t* out, int max) {
   comm_res_t* cc = comm->resources;
-  int n = 0;
-  if (cc == NULL || cc->gpu || cc->channels == NULL) return 0;
-  for (int c = 0; c < cc->nchannels && n + 2 <= max; c++) {
-    const dev_channel_t* ch = &cc->channels[c];
-    const conn_fifo_t* s = ch->ring_next >= 0 ? ch->send[ch->ring_next] : NULL;
-    const conn_fifo_t* r = ch->ring_prev >= 0 ? ch->recv[ch->ring_prev] : NULL;
-    if (s != NULL)
-      out[n++] = (prog_conn_t){.channel = c,
-                               .peer = ch->ring_next,
-                               .is_send = 1,
-                               .step = __atomic_load_n(&s->step, __ATOMIC_RELAXED)};
-    if (r != NULL)
-      out[n++] = (prog_conn_t){.channel = c,
-                               .peer = ch->ring_prev,
-                               .is_send = 0,
-                               .step = __atomic_load_n(&r->step, __ATOMIC_RELAXED)};
-  }
+  exec_conn_t p[PROG_MAX_CONNS];
+  if (cc == NULL || cc->exec_state == NULL) return 0;
+  if (max > PROG_MAX_CONNS) max = PROG_MAX_CONNS;
+  int n = cc->executor->positions(cc->exec_state, p, max);
+  for (int i = 0; i < n; i++)
+    out[i] = (prog_conn_t){
+        .channel = p[i].channel, .peer = p[i].peer, .is_send = p[i].is_send, .step = p[i].step};
   return n;
 }
 

@@ -43,9 +43,8 @@ static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
     r->exec.zc_base = (void* const*)r->zc_base;
   }
   if (comm_res_real_gpu(r) && r->zc_base_dev == NULL) {
-    int saved = -1;
-    CHECK(comm_device_enter(comm->cuda_dev, &saved));
-    enum cudaStreamCaptureMode mode = comm_capture_relax();
+    exec_scope_t scope;
+    CHECK(r->executor->enter(r->dev, true, &scope));
     ncclResult_t res = ncclSuccess;
     void* p = NULL;
     CUDA_CHECK_GOTO(cudaMalloc(&p, n * sizeof(void*)), res, out); /* filled by windows_sync */
@@ -54,8 +53,7 @@ static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
     p = NULL;
   out:
     if (p != NULL) (void)cudaFree(p);
-    comm_capture_restore(mode);
-    comm_device_leave(comm->cuda_dev, saved);
+    r->executor->leave(&scope);
     CHECK(res);
   }
   return ncclSuccess;
@@ -65,14 +63,12 @@ static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
 static ncclResult_t windows_sync(ncclComm_t comm, comm_res_t* r) {
   if (r->zc_base_dev == NULL) return ncclSuccess;
   const size_t bytes = (size_t)ZC_MAX_WINDOWS * (size_t)r->nranks * sizeof(void*);
-  int saved = -1;
-  CHECK(comm_device_enter(comm->cuda_dev, &saved));
-  enum cudaStreamCaptureMode mode = comm_capture_relax();
+  exec_scope_t scope;
+  CHECK(r->executor->enter(r->dev, true, &scope));
   ncclResult_t res = ncclSuccess;
   CUDA_CHECK_GOTO(cudaMemcpy(r->zc_base_dev, r->zc_base, bytes, cudaMemcpyHostToDevice), res, out);
 out:
-  comm_capture_restore(mode);
-  comm_device_leave(comm->cuda_dev, saved);
+  r->executor->leave(&scope);
   return res;
 }
 

@@ -272,13 +272,48 @@ typedef struct exec_wait {
   uint64_t since_ns; /* clock_ns() when the channel stopped moving */
 } exec_wait_t;
 
-/* ---- Executor interface: chosen per communicator (GPU visible: cuda; none: host) ------------- */
+/* One connection's position (host executor only: a GPU's positions live in device memory). */
+typedef struct exec_conn {
+  int channel, peer, is_send;
+  uint64_t step; /* steps sent (published) or received (consumed) so far */
+} exec_conn_t;
+
+/* ---- Executor interface: chosen once per communicator (every rank has a GPU: cuda; none: host;
+ * a virtual cluster's rank: its platform's) -----------------------------------------------------
+ * Whatever differs between running on a GPU, on the host and in a simulation is behind this
+ * table: the layers above never ask which executor they have. */
+/* The streams of one launch (the CUDA executor's; the others ignore them; NULL: none). The launch
+ * runs on s[0]; each other stream's earlier work comes before it and its own later work after it
+ * (the calls of one group made on several streams). captured: set by launch, true when the launch
+ * went into a stream capture (its work runs when the graph does). */
+typedef struct exec_streams {
+  const cudaStream_t* s;
+  int n;
+  bool captured;
+} exec_streams_t;
+/* What enter changed on the calling thread, for leave. */
+typedef struct exec_scope {
+  int dev, saved; /* the device made current and the one current before (-1: none) */
+  bool relaxed;   /* the capture mode was relaxed; capture holds the mode before */
+  int capture;
+} exec_scope_t;
+struct sim_estimate_in; /* device/sim/sim.h */
 typedef struct executor_ops {
   const char* name;
+  /* launch returns once the plan is queued, without waiting for the peers (CUDA: on the stream;
+   * simulated: kept until the world is timed); false: once the plan has run (host), so the
+   * communicators of one group must launch on threads of their own. */
+  bool queues;
+  /* Work of a communicator on the calling thread (setup, connections, launches, waits, frees),
+   * callable before init: the CUDA executor makes device dev current and, with relax, the thread's
+   * stream capture relaxed (allocation is legal inside a user's capture then); leave puts back
+   * what enter changed. The host and simulated executors change nothing. */
+  ncclResult_t (*enter)(int dev, bool relax, exec_scope_t* scope);
+  void (*leave)(const exec_scope_t* scope);
   ncclResult_t (*init)(const exec_comm_t* comm, void** state_out);
-  /* Runs a plan. host: returns when the plan has completed (or failed). cuda: enqueues one
-   * kernel launch on the stream and returns. */
-  ncclResult_t (*launch)(void* state, const plan_t* plan, cudaStream_t stream);
+  /* Runs a plan. host: returns when the plan has completed (or failed). cuda: joins the streams,
+   * asks once whether s[0] is being captured, enqueues the plan's launches on s[0] and returns. */
+  ncclResult_t (*launch)(void* state, const plan_t* plan, exec_streams_t* streams);
   ncclResult_t (*fini)(void* state);
   /* Returns once every plan launched so far has completed (host: at once; cuda: the last launch
    * made outside a stream capture has finished on the GPU). */
@@ -287,10 +322,21 @@ typedef struct executor_ops {
   void (*progress)(void* state, exec_progress_t* out);
   /* Up to max channels that wait on a peer now; returns how many (any thread). */
   int (*waits)(void* state, exec_wait_t* out, int max);
+  /* The positions of the ring connections on the first channels, up to max; returns how many
+   * (any thread): enough for a hang report to tell data lost in transit (the sender ahead of its
+   * receiver) from a sender that has not sent. The host executor reads them from the FIFOs; the
+   * others have none in host memory. */
+  int (*positions)(void* state, exec_conn_t* out, int max);
   /* The device's global-timer times (ns) of launch number `launch` if still recorded: true when
    * both are known (CUDA executor; the host executor has none). */
   bool (*launch_time)(void* state, uint64_t launch, uint64_t* start_ns, uint64_t* end_ns);
+  /* ncclGroupSimulateEnd: the time (us) of a plan on this executor, negative when it cannot be
+   * told; every executor answers with the simulator's flow model (sim_estimate_us). */
+  double (*estimate_us)(const struct sim_estimate_in* in);
 } executor_ops_t;
+
+/* The simulator's time of one rank's plan (src/device/sim/estimate.c; sim.h has its input). */
+double sim_estimate_us(const struct sim_estimate_in* in);
 
 extern const executor_ops_t executor_host_ops;
 extern const executor_ops_t executor_cuda_ops; /* src/device/cuda: needs a GPU */

@@ -671,7 +671,8 @@ static bool run_plans(world_t& w, plan_buf* plans, const std::string& what) {
       }
     } else {
       CK(cudaSetDevice(rk.dev));
-      ncclResult_t res = rk.ops->launch(rk.exec, &plans[q].plan, rk.stream);
+      exec_streams_t st = {&rk.stream, 1, false};
+      ncclResult_t res = rk.ops->launch(rk.exec, &plans[q].plan, &st);
       if (res != ncclSuccess) {
         printf("FAIL %s: rank %d launch returned %d\n", what.c_str(), q, (int)res);
         ok = false;
@@ -1318,7 +1319,8 @@ static void run_zc_no_table(world_t& w) {
     void* const* saved = rk.comm.zc_base_dev;
     rk.comm.zc_base_dev = nullptr;
     CK(cudaSetDevice(rk.dev));
-    const ncclResult_t res = rk.ops->launch(rk.exec, &pb.plan, rk.stream);
+    exec_streams_t st = {&rk.stream, 1, false};
+    const ncclResult_t res = rk.ops->launch(rk.exec, &pb.plan, &st);
     rk.comm.zc_base_dev = saved;
     if (res != ncclInternalError) {
       printf("FAIL %s: rank %d's launch returned %d, expected ncclInternalError\n", what, q,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/ras.h"
+#include "observe/ras.h"
 #include "unit.h"
 
 static prog_op_t coll_op(int kind, uint64_t seq, uint64_t coll) {

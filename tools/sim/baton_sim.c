@@ -238,7 +238,7 @@ static const char* ev_field(const char* start, const char* end, const char* key,
   return buf;
 }
 
-/* A timeline written by NCCL_BATON_TRACE_FILE (src/core/trace.c): the calls of its lowest rank
+/* A timeline written by NCCL_BATON_TRACE_FILE (src/observe/trace.c): the calls of its lowest rank
  * of its first communicator, in order. A Send or Recv replays as every rank sending to (or
  * receiving from) the rank at the same distance; a run of them is one group. */
 static void workload_trace(const char* text, int nranks, op_list_t* out) {

@@ -323,6 +323,10 @@ typedef struct cuda_exec {
   cudaStream_t local_stream;
   cudaEvent_t local_fork, local_join;
   int local_max_blocks;   /* the scaling kernel's grid limit (a few blocks per SM) */
+  /* exec.c: a launch's other streams join its stream through these (made on first use; the
+   * last one marks the launch's end) */
+  cudaEvent_t* join;
+  int njoin;
   cuda_args_large_t args; /* the parameter block being filled (copied by each launch) */
 } cuda_exec_t;
 #define CUDA_POOL_BLOCK 128

@@ -281,11 +281,8 @@ static ncclResult_t mark_last(cuda_exec_t* ex) {
   return ncclSuccess;
 }
 
-static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool* capturing) {
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
-  *capturing = cs != cudaStreamCaptureStatusNone;
-  if (!*capturing && ex->have_last && ex->last != stream) {
+static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
+  if (!capturing && ex->have_last && ex->last != stream) {
     CHECK(mark_last(ex));
     CUDA_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
   }
@@ -299,31 +296,92 @@ static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool captu
   return ncclSuccess;
 }
 
-static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
-  cuda_exec_t* ex = state;
-  if (plan == NULL) return ncclSuccess;
+/* ---- The streams of one launch ---------------------------------------------------------------
+ * A group's calls may name several streams: the launch runs on the first, after what each other
+ * stream holds, and each other stream's later work waits for the launch. */
+static ncclResult_t join_reserve(cuda_exec_t* ex, int n) {
+  if (n <= ex->njoin) return ncclSuccess;
+  cudaEvent_t* p = realloc(ex->join, (size_t)n * sizeof(*p));
+  if (p == NULL) {
+    WARN("Out of memory for %d stream events", n);
+    return ncclSystemError;
+  }
+  ex->join = p;
+  enum cudaStreamCaptureMode mode = cuda_capture_relax();
+  ncclResult_t res = ncclSuccess;
+  for (; ex->njoin < n; ex->njoin++)
+    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&ex->join[ex->njoin], cudaEventDisableTiming), res,
+                    restore);
+restore:
+  cuda_capture_restore(mode);
+  return res;
+}
+
+static ncclResult_t join_before(cuda_exec_t* ex, const exec_streams_t* st) {
+  if (st->n <= 1) return ncclSuccess;
+  CHECK(join_reserve(ex, st->n));
+  for (int i = 1; i < st->n; i++) {
+    CUDA_CHECK(cudaEventRecord(ex->join[i], st->s[i]));
+    CUDA_CHECK(cudaStreamWaitEvent(st->s[0], ex->join[i], 0));
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t join_after(cuda_exec_t* ex, const exec_streams_t* st) {
+  if (st->n <= 1) return ncclSuccess;
+  CUDA_CHECK(cudaEventRecord(ex->join[0], st->s[0]));
+  for (int i = 1; i < st->n; i++) CUDA_CHECK(cudaStreamWaitEvent(st->s[i], ex->join[0], 0));
+  return ncclSuccess;
+}
+
+static void join_fini(cuda_exec_t* ex) {
+  for (int i = 0; i < ex->njoin; i++) (void)cudaEventDestroy(ex->join[i]);
+  (void)cudaGetLastError();
+  free(ex->join);
+}
+
+/* The plan on the first stream; the capture state is asked once, here. */
+static ncclResult_t launch_on(cuda_exec_t* ex, const plan_t* plan, exec_streams_t* st) {
+  const cudaStream_t stream = st->n > 0 ? st->s[0] : NULL;
   const bool kernel = plan_has_channel_work(plan);
   const bool local = plan->nlocal > 0;
-  if (!kernel && !local) return ncclSuccess; /* nothing to do: nothing is launched */
+  CHECK(join_before(ex, st));
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaError_t asked = cudaStreamIsCapturing(stream, &cs);
+  if (asked != cudaSuccess) (void)cudaGetLastError();
+  if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
+    st->captured =
+        asked != cudaSuccess || cs != cudaStreamCaptureStatusNone; /* unknown: as captured */
+    CHECK(cuda_local_run(ex, plan, stream, !st->captured));
+    return join_after(ex, st);
+  }
+  if (asked != cudaSuccess) /* the stream is unusable: the launch fails here */
+    return cuda_call_failed(asked, "cudaStreamIsCapturing(stream, &cs)", __func__, __FILE__,
+                            __LINE__);
+  st->captured = cs != cudaStreamCaptureStatusNone;
+  CHECK(order_before(ex, stream, st->captured));
+  /* work without peers beside the kernel: forked before its launch, joined after */
+  if (local) CHECK(cuda_local_fork(ex, stream));
+  CHECK(cuda_plan_launch(ex, plan, stream));
+  if (local) CHECK(cuda_local_run(ex, plan, ex->local_stream, false));
+  if (local) CHECK(cuda_local_join(ex, stream));
+  CHECK(order_after(ex, stream, st->captured));
+  return join_after(ex, st);
+}
+
+static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, exec_streams_t* streams) {
+  cuda_exec_t* ex = state;
+  exec_streams_t none = {0};
+  exec_streams_t* st = streams != NULL ? streams : &none;
+  st->captured = false;
+  if (plan == NULL) return ncclSuccess;
+  if (!plan_has_channel_work(plan) && plan->nlocal == 0)
+    return ncclSuccess; /* nothing to do: nothing is launched */
   CHECK(status_check(ex));
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess) cur = -1; /* unknown: make ours current, restore none */
   if (cur != ex->device) CUDA_CHECK(cudaSetDevice(ex->device));
-  if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusActive; /* unknown: as captured */
-    if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) (void)cudaGetLastError();
-    ncclResult_t res = cuda_local_run(ex, plan, stream, cs == cudaStreamCaptureStatusNone);
-    if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
-    return res;
-  }
-  bool capturing = false;
-  ncclResult_t res = order_before(ex, stream, &capturing);
-  /* work without peers beside the kernel: forked before its launch, joined after */
-  if (res == ncclSuccess && local) res = cuda_local_fork(ex, stream);
-  if (res == ncclSuccess) res = cuda_plan_launch(ex, plan, stream);
-  if (res == ncclSuccess && local) res = cuda_local_run(ex, plan, ex->local_stream, false);
-  if (res == ncclSuccess && local) res = cuda_local_join(ex, stream);
-  if (res == ncclSuccess) res = order_after(ex, stream, capturing);
+  ncclResult_t res = launch_on(ex, plan, st);
   if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
   return res;
 }
@@ -336,6 +394,7 @@ static ncclResult_t cuda_exec_fini(void* state) {
   if (cudaGetDevice(&cur) == cudaSuccess && cur != ex->device) (void)cudaSetDevice(ex->device);
   if (ex->side != NULL) (void)cudaStreamSynchronize(ex->side);
   cuda_local_fini(ex);
+  join_fini(ex);
   cuda_conns_fini(ex); /* cudaFree waits for kernels still running */
   if (ex->h_status != NULL) {
     if (!ex->status_reported && ex->h_status->error == CUDA_ERR_SIZE) res = status_check(ex);
@@ -392,6 +451,11 @@ static int cuda_exec_waits(void* state, exec_wait_t* out, int max) {
   return 0; /* the kernels' positions live in device memory */
 }
 
+static int cuda_exec_positions(void* state, exec_conn_t* out, int max) {
+  (void)state, (void)out, (void)max;
+  return 0; /* the kernels' positions live in device memory */
+}
+
 static bool cuda_exec_launch_time(void* state, uint64_t launch, uint64_t* start_ns,
                                   uint64_t* end_ns) {
   cuda_exec_t* ex = state;
@@ -405,13 +469,34 @@ static bool cuda_exec_launch_time(void* state, uint64_t launch, uint64_t* start_
   return true;
 }
 
+/* A communicator's work on this thread happens on its device. */
+static ncclResult_t cuda_exec_enter(int dev, bool relax, exec_scope_t* scope) {
+  *scope = (exec_scope_t){.dev = dev, .saved = -1};
+  CHECK(cuda_device_enter(dev, &scope->saved));
+  if (relax) {
+    scope->relaxed = true;
+    scope->capture = (int)cuda_capture_relax();
+  }
+  return ncclSuccess;
+}
+
+static void cuda_exec_leave(const exec_scope_t* scope) {
+  if (scope->relaxed) cuda_capture_restore((enum cudaStreamCaptureMode)scope->capture);
+  cuda_device_leave(scope->dev, scope->saved);
+}
+
 const executor_ops_t executor_cuda_ops = {
     .name = "cuda",
+    .queues = true,
+    .enter = cuda_exec_enter,
+    .leave = cuda_exec_leave,
     .init = cuda_exec_init,
     .launch = cuda_exec_launch,
     .fini = cuda_exec_fini,
     .wait = cuda_exec_wait,
     .progress = cuda_exec_progress,
     .waits = cuda_exec_waits,
+    .positions = cuda_exec_positions,
     .launch_time = cuda_exec_launch_time,
+    .estimate_us = sim_estimate_us,
 };

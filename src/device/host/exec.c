@@ -271,9 +271,9 @@ static ncclResult_t exec_run(host_exec_t* ex, const plan_t* plan);
 
 /* Counts the launch in and out (fini waits for launches inside) and numbers it for the progress
  * watch. */
-static ncclResult_t host_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
+static ncclResult_t host_exec_launch(void* state, const plan_t* plan, exec_streams_t* streams) {
   host_exec_t* ex = state;
-  (void)stream; /* host memory: nothing is stream-ordered */
+  if (streams != NULL) streams->captured = false; /* host memory: nothing is stream-ordered */
   pthread_mutex_lock(&ex->mu);
   if (ex->quit) {
     pthread_mutex_unlock(&ex->mu);
@@ -402,19 +402,56 @@ static int host_exec_waits(void* state, exec_wait_t* out, int max) {
   return n;
 }
 
+static int host_exec_positions(void* state, exec_conn_t* out, int max) {
+  const exec_comm_t* comm = ((host_exec_t*)state)->comm;
+  int n = 0;
+  for (int c = 0; c < comm->nchannels && n + 2 <= max; c++) {
+    const dev_channel_t* ch = &comm->channels[c];
+    const conn_fifo_t* s = ch->ring_next >= 0 ? ch->send[ch->ring_next] : NULL;
+    const conn_fifo_t* r = ch->ring_prev >= 0 ? ch->recv[ch->ring_prev] : NULL;
+    if (s != NULL)
+      out[n++] = (exec_conn_t){.channel = c,
+                               .peer = ch->ring_next,
+                               .is_send = 1,
+                               .step = __atomic_load_n(&s->step, __ATOMIC_RELAXED)};
+    if (r != NULL)
+      out[n++] = (exec_conn_t){.channel = c,
+                               .peer = ch->ring_prev,
+                               .is_send = 0,
+                               .step = __atomic_load_n(&r->step, __ATOMIC_RELAXED)};
+  }
+  return n;
+}
+
 static bool host_exec_launch_time(void* state, uint64_t launch, uint64_t* start_ns,
                                   uint64_t* end_ns) {
   (void)state, (void)launch, (void)start_ns, (void)end_ns;
   return false; /* no device clock: the timeline records the host's own times */
 }
 
+/* Host memory needs no device current and no capture mode. */
+static ncclResult_t host_exec_enter(int dev, bool relax, exec_scope_t* scope) {
+  (void)relax;
+  *scope = (exec_scope_t){.dev = dev, .saved = -1};
+  return ncclSuccess;
+}
+
+static void host_exec_leave(const exec_scope_t* scope) {
+  (void)scope;
+}
+
 const executor_ops_t executor_host_ops = {
     .name = "host",
+    .queues = false,
+    .enter = host_exec_enter,
+    .leave = host_exec_leave,
     .init = host_exec_init,
     .launch = host_exec_launch,
     .fini = host_exec_fini,
     .wait = host_exec_wait,
     .progress = host_exec_progress,
     .waits = host_exec_waits,
+    .positions = host_exec_positions,
     .launch_time = host_exec_launch_time,
+    .estimate_us = sim_estimate_us,
 };

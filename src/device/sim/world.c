@@ -101,10 +101,10 @@ static ncclResult_t sim_exec_init(const exec_comm_t* comm, void** state_out) {
   return ncclSuccess;
 }
 
-static ncclResult_t sim_exec_launch(void* state, const plan_t* plan, cudaStream_t stream) {
+static ncclResult_t sim_exec_launch(void* state, const plan_t* plan, exec_streams_t* streams) {
   sim_exec_state_t* s = state;
   sim_rank_t* r = &s->w->ranks[s->rank];
-  (void)stream;
+  if (streams != NULL) streams->captured = false; /* virtual GPUs: no stream, no capture */
   if (r->launched) {
     WARN("sim: rank %d launched twice before the world was timed (sim_world_time after each group)",
          s->rank);
@@ -176,6 +176,11 @@ static int sim_exec_waits(void* state, exec_wait_t* out, int max) {
   return 0;
 }
 
+static int sim_exec_positions(void* state, exec_conn_t* out, int max) {
+  (void)state, (void)out, (void)max;
+  return 0; /* nothing moves through a virtual rank's FIFOs */
+}
+
 static bool sim_exec_launch_time(void* state, uint64_t launch, uint64_t* start_ns,
                                  uint64_t* end_ns) {
   (void)state;
@@ -185,15 +190,31 @@ static bool sim_exec_launch_time(void* state, uint64_t launch, uint64_t* start_n
   return false;
 }
 
+/* Virtual GPUs: nothing to make current. */
+static ncclResult_t sim_exec_enter(int dev, bool relax, exec_scope_t* scope) {
+  (void)relax;
+  *scope = (exec_scope_t){.dev = dev, .saved = -1};
+  return ncclSuccess;
+}
+
+static void sim_exec_leave(const exec_scope_t* scope) {
+  (void)scope;
+}
+
 const executor_ops_t executor_sim_ops = {
     .name = "sim",
+    .queues = true,
+    .enter = sim_exec_enter,
+    .leave = sim_exec_leave,
     .init = sim_exec_init,
     .launch = sim_exec_launch,
     .fini = sim_exec_fini,
     .wait = sim_exec_wait,
     .progress = sim_exec_progress,
     .waits = sim_exec_waits,
+    .positions = sim_exec_positions,
     .launch_time = sim_exec_launch_time,
+    .estimate_us = sim_estimate_us,
 };
 
 /* ---- The world ------------------------------------------------------------------------------- */

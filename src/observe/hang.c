@@ -11,7 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
-#include "core/ras.h"
+#include "observe/ras.h"
 
 #define HANG_REPEAT_S 300       /* the same call is reported again after this long */
 #define HANG_GONE_GRACE_MS 2000 /* a call waiting on a dead rank fails after this long */

@@ -15,7 +15,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "observe/ras.h"
+
+/* The names of call kinds: the timeline's events, the hang reports' and RAS clients' words. */
+static const char* const op_names[OP_KIND_COUNT] = {
+    [OP_BROADCAST] = "Broadcast", [OP_REDUCE] = "Reduce",
+    [OP_ALLGATHER] = "AllGather", [OP_REDUCESCATTER] = "ReduceScatter",
+    [OP_ALLREDUCE] = "AllReduce", [OP_ALLTOALL] = "AlltoAll",
+    [OP_GATHER] = "Gather",       [OP_SCATTER] = "Scatter",
+    [OP_SEND] = "Send",           [OP_RECV] = "Recv"};
+
+const char* op_kind_name(int kind) {
+  return kind >= 0 && kind < OP_KIND_COUNT ? op_names[kind] : "?";
+}
 
 typedef struct trace_ev {
   uint64_t stamp; /* atomic: slot index + 1 once written, 0 while being written */

@@ -41,15 +41,9 @@ struct comm_progress {
   uint64_t traced_launch; /* the timeline has the GPU times of launches up to this one */
 };
 
-static const char* const op_names[OP_KIND_COUNT] = {
-    [OP_BROADCAST] = "Broadcast", [OP_REDUCE] = "Reduce",
-    [OP_ALLGATHER] = "AllGather", [OP_REDUCESCATTER] = "ReduceScatter",
-    [OP_ALLREDUCE] = "AllReduce", [OP_ALLTOALL] = "AlltoAll",
-    [OP_GATHER] = "Gather",       [OP_SCATTER] = "Scatter",
-    [OP_SEND] = "Send",           [OP_RECV] = "Recv"};
-
-const char* op_kind_name(int kind) {
-  return kind >= 0 && kind < OP_KIND_COUNT ? op_names[kind] : "?";
+const char* ras_host_label(void) {
+  const char* id = param_str(PARAM_HOSTID);
+  return id != NULL && id[0] != '\0' ? id : host_name();
 }
 
 ncclResult_t progress_create(ncclComm_t comm) {

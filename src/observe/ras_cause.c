@@ -12,7 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/ras.h"
+#include "observe/ras.h"
 
 #define CAUSE_SLOTS 16            /* communicators remembered (the oldest is forgotten) */
 #define CAUSE_RELAYS 8            /* ranks named as having failed because of the first failure */

@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/ras.h"
+#include "observe/ras.h"
 
 #define RAS_CLIENT_PROTOCOL 2
 

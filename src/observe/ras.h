@@ -1,6 +1,6 @@
 /* The RAS service's internals, shared by ras.c (the service thread and the side channel),
  * ras_ask.c (asking other processes), hang.c (the hang watch and its reports) and ras_client.c
- * (RAS clients: baton-ras, stock's ncclras). Private to src/core.
+ * (RAS clients: baton-ras, stock's ncclras). Private to src/observe.
  *
  * Side-channel wire format (TCP, this library on both ends, one byte order): a ras_hdr_t, then
  * hdr.len bytes of payload.
@@ -12,10 +12,11 @@
  *   UNLINK   ras_ident_t   the sender closes its keep-alive on purpose (its ring changed)
  *   CAUSE    ras_cause_msg_t  a rank failed because of another's failure (or failed first): why,
  *                         so every survivor names the first failure (ras_cause.c) */
-#ifndef BATON_CORE_RAS_H
-#define BATON_CORE_RAS_H
+#ifndef BATON_OBSERVE_RAS_H
+#define BATON_OBSERVE_RAS_H
 
 #include "core/core.h"
+#include "observe/observe.h"
 
 #define RAS_MAGIC 0x53415242u /* "BRAS" */
 #define RAS_WIRE_VERSION 1
@@ -166,4 +167,9 @@ bool ras_client_readable(ras_client_t* c);
  * resolved: an INFO line says which). */
 int ras_client_listen(void);
 
-#endif /* BATON_CORE_RAS_H */
+/* ---- trace.c: the service thread's part ---------------------------------------------------- */
+/* The service thread's part: a SIGUSR1 asked for a dump (the handler only writes to fd). */
+void trace_signal_fd(int fd);
+bool trace_take_request(void);
+
+#endif /* BATON_OBSERVE_RAS_H */

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/ras.h"
+#include "observe/ras.h"
 
 int ras_send_msg(int fd, int type, const void* payload, uint32_t len, int timeout_ms) {
   ras_hdr_t h;

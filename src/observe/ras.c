@@ -14,7 +14,7 @@
  *
  * Locking: svc_lock guards the registry and the service's shared fields; the thread takes it for
  * short, non-blocking work only (network I/O happens outside it, or on worker threads). */
-#include "core/ras.h"
+#include "observe/ras.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -143,11 +143,6 @@ void ras_self(ras_ident_t* out) {
     snprintf(out->host, sizeof(out->host), "%s", ras_host_label());
   }
   pthread_mutex_unlock(&svc_lock);
-}
-
-const char* ras_host_label(void) {
-  const char* id = param_str(PARAM_HOSTID);
-  return id != NULL && id[0] != '\0' ? id : host_name();
 }
 
 int ras_local_states(uint64_t comm_hash, int asker, prog_state_t** out) {
