@@ -95,6 +95,10 @@ typedef struct coll_task {
   void* recvbuff;
   size_t count;        /* as work_t.count: per-rank for AllGather/ReduceScatter, else total */
   cudaStream_t stream; /* the user's stream (CUDA executor; the host executor ignores it) */
+  /* A *Config call's choices (ncclCollConfig_t; 0: none): the (algo, proto) pairs it allows, as
+   * bits algo * PROTO_COUNT + proto, and its channel bounds. */
+  uint16_t select;
+  int16_t min_ch, max_ch;
   /* Filled by the planner. */
   uint8_t algo, proto;
   int nchannels;
@@ -212,6 +216,13 @@ void coll_group_set_error(ncclResult_t res);
 void coll_group_forget(struct coll_comm* cc);
 /* Waits for comm's nonblocking group, if one runs; returns its result. */
 ncclResult_t coll_job_join(struct coll_comm* cc);
+
+/* ---- select.c / plan.c: a *Config call's algorithm selection -------------------------------- */
+/* Parses an algSelection expression into (algo, proto) pair bits (0: it names only pairs Baton
+ * has not built). false when a name is no known name: bad gets it. */
+bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_cap);
+/* Whether some pair of select can run func on bytes here (what exists, NCCL_ALGO/NCCL_PROTO). */
+bool coll_select_possible(const struct coll_comm* cc, int func, size_t bytes, uint16_t select);
 
 /* ---- mem.c ---------------------------------------------------------------------------------- */
 /* Releases the registrations left in cc's table (destroy). */

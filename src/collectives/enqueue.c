@@ -16,6 +16,9 @@ typedef struct coll_args {
   ncclComm_t comm;
   cudaStream_t stream;
   void* prof_api; /* the call's profiler API event (plugins.c), NULL without one */
+  const ncclCollConfig_t* config; /* a *Config call's, NULL otherwise */
+  uint16_t select;                /* from config: coll_task_t.select, min_ch, max_ch */
+  int16_t min_ch, max_ch;
 } coll_args_t;
 
 /* Collectives that are built from sends and receives. */
@@ -108,7 +111,76 @@ static ncclResult_t enqueue_check_size(const coll_args_t* a) {
   return ncclSuccess;
 }
 
-static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
+/* A *Config call's ncclCollConfig_t, read by its size (2.31's ended before launchCompletionEvent;
+ * later fields read as the initializer's): algSelection into a->select (an invalid or
+ * unsatisfiable one is an error with forceAlgSelection 1, automatic selection with 0), CTA bounds
+ * into a->min_ch / max_ch (out of 1..64 ignored, as stock; bounds of AlltoAll, Gather and Scatter,
+ * which are point-to-point, are ignored too). cgaClusterSize, nvlsCTAs, CTAPolicy,
+ * userProfilerTag and vendor extensions change nothing in Baton; a launchCompletionEvent is
+ * refused (not built). */
+#define ENQUEUE_MAX_CTAS 64
+static ncclResult_t enqueue_config(coll_args_t* a) {
+  const ncclCollConfig_t defaults = NCCL_COLLCONFIG_INITIALIZER;
+  ncclCollConfig_t c = defaults;
+  size_t size;
+  memcpy(&size, a->config, sizeof(size));
+  if (size < offsetof(ncclCollConfig_t, launchCompletionEvent)) {
+    WARN("%s: config size %zu is too small: initialize ncclCollConfig_t with "
+         "NCCL_COLLCONFIG_INITIALIZER", a->api, size);
+    return ncclInvalidArgument;
+  }
+  memcpy(&c, a->config, size < sizeof(c) ? size : sizeof(c));
+  if (c.magic != NCCL_API_MAGIC) {
+    WARN("%s: config magic 0x%x is wrong: initialize ncclCollConfig_t with "
+         "NCCL_COLLCONFIG_INITIALIZER", a->api, c.magic);
+    return ncclInvalidArgument;
+  }
+  if (c.forceAlgSelection != 0 && c.forceAlgSelection != 1) {
+    WARN("%s: invalid config forceAlgSelection %d (0 or 1)", a->api, c.forceAlgSelection);
+    return ncclInvalidArgument;
+  }
+  if (c.CTAPolicy != NCCL_CONFIG_UNDEF_INT && (c.CTAPolicy < 0 || c.CTAPolicy > 3)) {
+    WARN("%s: invalid config CTAPolicy %d (NCCL_CTA_POLICY_* bits)", a->api, c.CTAPolicy);
+    return ncclInvalidArgument;
+  }
+  if (c.launchCompletionEvent != NULL) {
+    WARN("%s: config launchCompletionEvent is not supported by Baton yet; pass NULL and record "
+         "an event on the stream after the call", a->api);
+    return ncclInvalidUsage;
+  }
+  bool p2p = a->func >= FUNC_COUNT;
+  int lo = c.minCTAs >= 1 && c.minCTAs <= ENQUEUE_MAX_CTAS ? c.minCTAs : 0;
+  int hi = c.maxCTAs >= 1 && c.maxCTAs <= ENQUEUE_MAX_CTAS ? c.maxCTAs : 0;
+  if (lo > 0 && hi > 0 && lo > hi) lo = 1;
+  a->min_ch = p2p ? 0 : (int16_t)lo;
+  a->max_ch = p2p ? 0 : (int16_t)hi;
+  if (c.algSelection == NULL || c.algSelection[0] == '\0') return ncclSuccess;
+  char bad[64] = "";
+  uint16_t pairs = 0;
+  const char* why = NULL;
+  if (!coll_select_parse(c.algSelection, &pairs, bad, sizeof(bad)))
+    why = "names no algorithm";
+  else if (p2p)
+    why = "selects nothing: this collective runs as sends and receives";
+  else if (!coll_select_possible(coll_of(a->comm), a->func, coll_task_bytes(&(coll_task_t){
+               .func = (uint8_t)a->func, .dtype = (uint8_t)a->dtype, .count = a->count},
+               a->comm->nranks), pairs))
+    why = "selects nothing that can run here (what this communicator has, NCCL_ALGO, NCCL_PROTO)";
+  if (why == NULL) {
+    a->select = pairs;
+    return ncclSuccess;
+  }
+  if (c.forceAlgSelection == 0) {
+    INFO(NCCL_TUNING, "%s: algSelection \"%s\" %s%s%s; selecting automatically", a->api,
+         c.algSelection, why, bad[0] ? ": " : "", bad);
+    return ncclSuccess;
+  }
+  WARN("%s: config algSelection \"%s\" %s%s%s (forceAlgSelection 1)", a->api, c.algSelection,
+       why, bad[0] ? ": " : "", bad);
+  return ncclInvalidArgument;
+}
+
+static ncclResult_t enqueue_check(coll_args_t* a, dev_redop_t* op) {
   ncclComm_t comm = a->comm;
   if ((int)a->dtype < 0 || a->dtype >= ncclNumTypes) {
     WARN("%s: invalid datatype %d (datatype)", a->api, (int)a->dtype);
@@ -121,6 +193,7 @@ static ncclResult_t enqueue_check(const coll_args_t* a, dev_redop_t* op) {
          a->root, p2p ? "peer" : "root", comm->nranks);
     return ncclInvalidArgument;
   }
+  if (a->config != NULL) CHECK(enqueue_config(a));
   *op = (dev_redop_t){0};
   if (enqueue_has_op(a->func))
     CHECK(coll_redop_resolve(coll_of(comm), a->op, a->dtype, a->api, op));
@@ -165,6 +238,9 @@ static ncclResult_t enqueue_task(const coll_args_t* a, int func, const void* sen
                    .recvbuff = recvbuff,
                    .count = a->count,
                    .stream = a->stream,
+                   .select = a->select,
+                   .min_ch = a->min_ch,
+                   .max_ch = a->max_ch,
                    .prof_api = a->prof_api};
   return coll_task_append(coll_of(a->comm), &t);
 }
@@ -294,9 +370,10 @@ static ncclResult_t coll_enqueue(coll_args_t* a) {
 
 /* Every entry point: its name and function, and the call's arguments as given.
  * root is the root or peer, -1 for a call that has none; op is ignored by calls without one. */
-static ncclResult_t coll_call(const char* api, int func, const void* sendbuff, void* recvbuff,
-                              size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
-                              ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t coll_call_config(const char* api, int func, const void* sendbuff,
+                                     void* recvbuff, size_t count, ncclDataType_t dtype,
+                                     ncclRedOp_t op, int root, ncclComm_t comm,
+                                     cudaStream_t stream, const ncclCollConfig_t* config) {
   coll_args_t a = {.api = api,
                    .func = func,
                    .sendbuff = sendbuff,
@@ -306,7 +383,8 @@ static ncclResult_t coll_call(const char* api, int func, const void* sendbuff, v
                    .op = op,
                    .root = root,
                    .comm = comm,
-                   .stream = stream};
+                   .stream = stream,
+                   .config = config};
   /* The call's NVTX range, with its arguments as the payload (nothing without a tool). */
   nvtx_payload_kind_t kind = func == FUNC_SEND || func == FUNC_RECV ? NVTX_PL_P2P
                              : func == FUNC_REDUCE                  ? NVTX_PL_COLL_ROOT_OP
@@ -323,6 +401,13 @@ static ncclResult_t coll_call(const char* api, int func, const void* sendbuff, v
   ncclResult_t res = coll_enqueue(&a);
   nvtx_end(pushed);
   return res;
+}
+
+static ncclResult_t coll_call(const char* api, int func, const void* sendbuff, void* recvbuff,
+                              size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
+                              ncclComm_t comm, cudaStream_t stream) {
+  return coll_call_config(api, func, sendbuff, recvbuff, count, dtype, op, root, comm, stream,
+                          NULL);
 }
 
 /* ---- Collectives ------------------------------------------------------------------------------
@@ -393,4 +478,62 @@ NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t da
          ncclComm_t comm, cudaStream_t stream) {
   return coll_call("ncclRecv", FUNC_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm,
                    stream);
+}
+
+/* ---- Collectives with a per-call configuration (2.31) -----------------------------------------
+ * config NULL is the plain call. */
+NCCL_API(ncclResult_t, ncclAllReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclAllReduceConfig", FUNC_ALLREDUCE, sendbuff, recvbuff, count,
+                          datatype, op, -1, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcastConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclBroadcastConfig", FUNC_BROADCAST, sendbuff, recvbuff, count,
+                          datatype, ncclSum, root, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclReduceConfig", FUNC_REDUCE, sendbuff, recvbuff, count, datatype,
+                          op, root, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff,
+         size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclAllGatherConfig", FUNC_ALLGATHER, sendbuff, recvbuff, sendcount,
+                          datatype, ncclSum, -1, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatterConfig, const void* sendbuff, void* recvbuff,
+         size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+         cudaStream_t stream, const ncclCollConfig_t* config) {
+  return coll_call_config("ncclReduceScatterConfig", FUNC_REDUCESCATTER, sendbuff, recvbuff,
+                          recvcount, datatype, op, -1, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAllConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclAlltoAllConfig", COLL_ALLTOALL, sendbuff, recvbuff, count,
+                          datatype, ncclSum, -1, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclGatherConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclGatherConfig", COLL_GATHER, sendbuff, recvbuff, count, datatype,
+                          ncclSum, root, comm, stream, config);
+}
+
+NCCL_API(ncclResult_t, ncclScatterConfig, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream,
+         const ncclCollConfig_t* config) {
+  return coll_call_config("ncclScatterConfig", COLL_SCATTER, sendbuff, recvbuff, count, datatype,
+                          ncclSum, root, comm, stream, config);
 }

@@ -557,3 +557,31 @@ NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t w
   CHECK(comm_check(comm, "ncclCommWindowDeregister"));
   return reg_deregister(comm, win, MEM_REG_WINDOW, "ncclCommWindowDeregister", "window (win)");
 }
+
+/* The buffer this rank registered as win (2.29). A window of another communicator, or one
+ * deregistered already, is ncclInvalidArgument: win is looked up, never dereferenced blindly. */
+NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  NVTX_API_RANGE("ncclWinGetUserPtr");
+  const char* api = "ncclWinGetUserPtr";
+  struct coll_comm* cc;
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, api));
+  CHECK(arg_check_ptr(outUserPtr, api, "outUserPtr"));
+  CHECK(reg_comm(comm, api, &cc));
+  void* buff = NULL;
+  bool found = false;
+  pthread_mutex_lock(&cc->lock);
+  for (int i = 0; i < cc->nregs && !found; i++) {
+    if (cc->regs[i] != win || cc->regs[i]->kind != MEM_REG_WINDOW) continue;
+    buff = cc->regs[i]->buff;
+    found = true;
+  }
+  pthread_mutex_unlock(&cc->lock);
+  if (!found) {
+    WARN("%s: window (win) %p was not returned by ncclCommWindowRegister on comm %p, or was "
+         "deregistered already", api, (void*)win, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  *outUserPtr = buff;
+  return ncclSuccess;
+}

@@ -183,14 +183,53 @@ static void plan_model_choice(struct coll_comm* cc, coll_task_t* t, size_t bytes
   }
 }
 
+/* The model's best among a *Config call's selected pairs that can run here (within NCCL_ALGO and
+ * NCCL_PROTO); the direct algorithms count as forced, as when NCCL_ALGO names them. */
+static bool plan_pick_selected(const struct coll_comm* cc, const coll_task_t* t, size_t bytes,
+                               int* algo, int* proto, double* us) {
+  bool found = false;
+  const vocab_caps_t caps = plan_caps(cc);
+  for (int a = 0; a < ALGO_COUNT; a++) {
+    for (int p = 0; p < PROTO_COUNT; p++) {
+      if (!(t->select & (1u << (a * PROTO_COUNT + p)))) continue;
+      if (!cc->filter.algo_ok[t->func][a] || !cc->filter.proto_ok[t->func][p]) continue;
+      if (!vocab_supports(t->func, a, p, &caps)) continue;
+      bool direct = a == ALGO_ONESHOT || a == ALGO_TWOSHOT;
+      if (direct && p != PROTO_SIMPLE && cc->gpu && !cc->direct_ok) continue;
+      topo_tuning_t tun = cc->tuning;
+      tun.nchannels = t->nchannels;
+      double time = topo_model_time_us(&tun, t->func, a, p, bytes);
+      if (found && (time < 0 || (*us >= 0 && time >= *us))) continue;
+      found = true;
+      *algo = a;
+      *proto = p;
+      *us = time;
+    }
+  }
+  return found;
+}
+
+bool coll_select_possible(const struct coll_comm* cc, int func, size_t bytes, uint16_t select) {
+  if (func < 0 || func >= FUNC_COUNT || func == FUNC_SEND || func == FUNC_RECV) return false;
+  coll_task_t t = {.func = (uint8_t)func, .select = select, .nchannels = 1};
+  int algo, proto;
+  double us = -1;
+  return plan_pick_selected(cc, &t, bytes, &algo, &proto, &us);
+}
+
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   size_t bytes = coll_task_bytes(t, cc->nranks);
-  t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
+  int max_ch = t->max_ch > 0 && t->max_ch < cc->nchannels ? t->max_ch : cc->nchannels;
+  t->nchannels = coll_op_nchannels(bytes, max_ch, t->min_ch > 0 ? t->min_ch : cc->min_channels);
   int algo, proto;
-  double us;
-  const char* why;
-  plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
-  if (cc->tuner != NULL) coll_tuner_apply(cc, t, bytes, &algo, &proto, &why);
+  double us = -1;
+  const char* why = "the call's algSelection";
+  if (t->select == 0 || !plan_pick_selected(cc, t, bytes, &algo, &proto, &us)) {
+    plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
+    if (cc->tuner != NULL) coll_tuner_apply(cc, t, bytes, &algo, &proto, &why);
+  } else {
+    t->forced = true;
+  }
   if (coll_is_staged(algo, proto))
     t->nchannels = cc->stage_parts; /* every staged item runs on the same parts */
   else if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) &&

@@ -1,4 +1,6 @@
-/* ncclConfig_t: validation, version/size handling, defaults and env overrides (as stock 2.28).
+/* ncclConfig_t: validation, version/size handling, defaults and env overrides (as stock 2.28;
+ * the layout is 2.32's, ncclConfig_v23100: a program built against any header from 2.14 to 2.32
+ * passes its own size, and the fields beyond it read as undefined).
  * What Baton does with each field: blocking, commName, minCTAs/maxCTAs (the channel range,
  * core/resources.c), netName (checked against the network in use, init.c) and trafficClass
  * (handed to the network's connect) are honoured; cgaClusterSize, splitShare and shrinkShare have
@@ -11,8 +13,9 @@
 #define CONFIG_MAGIC 0xcafebeefu
 #define CONFIG_MAX_CTAS 64 /* stock's MAXCHANNELS: default maxCTAs, nChannelsPerNetPeer limit */
 #define UNDEF NCCL_CONFIG_UNDEF_INT
-/* The first config version with a layout this library does not know (the next minor release). */
-#define CONFIG_NEWER_THAN_US NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR + 1, 0)
+/* The first config version with a layout this library does not know: the release after 2.32,
+ * whose header this one's layout matches (the version macros still say 2.28). */
+#define CONFIG_NEWER_THAN_US NCCL_VERSION(2, 33, 0)
 
 /* Bytes of the smallest config a program can have been built with (2.14: size, magic, version,
  * blocking). A smaller size means the struct was not set up with NCCL_CONFIG_INITIALIZER. */
@@ -33,6 +36,8 @@ static void config_forget_newer_fields(ncclConfig_t* c) {
     c->collnetEnable = c->CTAPolicy = c->shrinkShare = c->nvlsCTAs = UNDEF;
   }
   if (c->version < NCCL_VERSION(2, 28, 0)) c->nChannelsPerNetPeer = c->nvlinkCentricSched = UNDEF;
+  /* The 2.29-2.32 fields are known by the caller's size alone: Baton's own header gives them with
+   * version 2.28.9 (its version macros are 2.28's), and a 2.28 program's 80 bytes end before. */
 }
 
 static bool is_bool_or_undef(int v) {
@@ -62,6 +67,12 @@ static ncclResult_t config_validate(const ncclConfig_t* c, const char* api) {
                      (c->nChannelsPerNetPeer > 0 && c->nChannelsPerNetPeer <= CONFIG_MAX_CTAS),
                  nChannelsPerNetPeer);
   CONFIG_REQUIRE(is_bool_or_undef(c->nvlinkCentricSched), nvlinkCentricSched);
+  CONFIG_REQUIRE(c->numRmaCtx == UNDEF || c->numRmaCtx > 0, numRmaCtx);
+  CONFIG_REQUIRE(c->numRmaSig == UNDEF || c->numRmaSig > 0, numRmaSig);
+  CONFIG_REQUIRE(is_bool_or_undef(c->rmaEagerInit), rmaEagerInit);
+  CONFIG_REQUIRE(c->hostCftMode == UNDEF ||
+                     (c->hostCftMode >= ncclHostCftEnable && c->hostCftMode <= ncclHostCftFallback),
+                 hostCftMode);
 #undef CONFIG_REQUIRE
   if (c->minCTAs != UNDEF && c->maxCTAs != UNDEF && c->minCTAs > c->maxCTAs) {
     WARN("%s: invalid config: minCTAs %d is larger than maxCTAs %d", api, c->minCTAs, c->maxCTAs);
@@ -162,13 +173,12 @@ ncclResult_t config_parse(const ncclConfig_t* config, const char* api, ncclConfi
       return ncclInvalidArgument;
     }
     /* Older headers are fine (their missing fields take defaults). A newer minor release may
-     * have added fields whose meaning this library cannot honour: refuse it, naming both. Patch
-     * releases of 2.28 share one layout. */
+     * have added fields whose meaning this library cannot honour: refuse it. */
     if (c.version >= CONFIG_NEWER_THAN_US) {
       WARN(
-          "%s: config version %u comes from a newer nccl.h than this library implements (%d, "
-          "NCCL %d.%d.%d): rebuild against this library's nccl.h",
-          api, c.version, NCCL_VERSION_CODE, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+          "%s: config version %u comes from a newer nccl.h than this library knows (layouts up "
+          "to NCCL 2.32): rebuild against this library's nccl.h",
+          api, c.version);
       return ncclInvalidArgument;
     }
     config_forget_newer_fields(&c);

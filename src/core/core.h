@@ -59,6 +59,7 @@ struct ncclComm {
   _Atomic int state;             /* comm_state_t */
   struct comm_job* job;          /* last nonblocking lifecycle job touching this comm, or NULL */
   uint32_t child_seq;            /* split/shrink calls so far (same order on every rank) */
+  bool grow_id_out;              /* ncclCommGetUniqueId gave an id ncclCommGrow has not used */
   char last_error[COMM_LAST_ERROR_LEN];
 
   /* Calls that use the collective state now (comm_hold): abort and destroy from another thread

@@ -15,6 +15,9 @@
  * Device communicators and the *CreateRequirement helpers need that executor too: they fail with
  * ncclInvalidUsage. */
 #include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -33,6 +36,9 @@ typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
 typedef struct ncclLsaBarrierHandle ncclLsaBarrierHandle_t;
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclLLA2AHandle ncclLLA2AHandle_t;
+typedef struct ncclMultimemHandle {
+  void* mcBasePtr;
+} ncclMultimemHandle_t; /* passed by value */
 
 /* Returned for a NULL or dead communicator: a team with no members. */
 static const ncclTeam_t devcomm_no_team = {.nRanks = 0, .rank = -1, .stride = 1};
@@ -41,7 +47,7 @@ static const ncclTeam_t devcomm_no_team = {.nRanks = 0, .rank = -1, .stride = 1}
 #define DEVCOMM_LL_BYTES_PER_SLOT 8
 
 static ncclResult_t devcomm_unsupported(const char* name) {
-  WARN("%s is not supported by this build", name);
+  WARN("%s is not supported by this build: Baton has no device API (nccl_device.h) yet", name);
   return ncclInvalidUsage;
 }
 
@@ -149,4 +155,128 @@ NCCL_API(ncclResult_t, ncclLLA2ACreateRequirement, int nBlocks, int nSlots,
          ncclLLA2AHandle_t* outHandle, ncclDevResourceRequirements_t* outReq) {
   NVTX_API_RANGE("ncclLLA2ACreateRequirement");
   return devcomm_unsupported("ncclLLA2ACreateRequirement");
+}
+
+/* ---- Added by 2.29-2.32 (declared by stock's nccl_device/core.h, cft.h and gin headers) ------
+ * Layouts from NCCL 2.30.7's nccl_device/core.h (ncclCommProperties) and, for the 2.31/2.32
+ * functions, the signatures stock's 2.32 device headers give; the types only passed through by
+ * pointer stay incomplete here. */
+typedef int ncclCftTeamMode_t;
+typedef struct ncclCftLeId ncclCftLeId;
+typedef struct ncclGinOutboxHandle ncclGinOutboxHandle;
+typedef struct ncclGinInboxA2AHandle ncclGinInboxA2AHandle;
+
+typedef struct ncclCommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  int ginType; /* ncclGinType_t: NCCL_GIN_TYPE_NONE = 0 */
+  int nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+} ncclCommProperties_t;
+_Static_assert(offsetof(ncclCommProperties_t, deviceApiSupport) == 32, "2.30 layout");
+_Static_assert(sizeof(ncclCommProperties_t) == 56, "2.30 layout");
+
+/* What a program asks before using the device API: this communicator's rank, size and device, and
+ * that none of the device API (nor multimem, GIN or host RMA) is available. The caller's struct
+ * may be older or newer: fields up to its size are written, nothing beyond. */
+NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t* props) {
+  NVTX_API_RANGE("ncclCommQueryProperties");
+  COMM_API_SCOPE();
+  CHECK(comm_check(comm, "ncclCommQueryProperties"));
+  if (props == NULL) {
+    WARN("ncclCommQueryProperties: props is NULL");
+    return ncclInvalidArgument;
+  }
+  if (props->magic != 0xcafebeefu || props->size < offsetof(ncclCommProperties_t, rank)) {
+    WARN(
+        "ncclCommQueryProperties: props (size %zu, magic 0x%x) was not initialized with "
+        "NCCL_COMM_PROPERTIES_INITIALIZER",
+        props->size, props->magic);
+    return ncclInvalidArgument;
+  }
+  ncclCommProperties_t p = {.size = props->size,
+                            .magic = props->magic,
+                            .version = props->version,
+                            .rank = comm->rank,
+                            .nRanks = comm->nranks,
+                            .cudaDev = comm->cuda_dev,
+                            .nvmlDev = -1,
+                            .nLsaTeams = comm->nranks / devcomm_lsa_size(comm)};
+  memcpy(props, &p, props->size < sizeof(p) ? props->size : sizeof(p));
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset,
+         void** outPtr) {
+  NVTX_API_RANGE("ncclGetLsaMultimemDevicePointer");
+  return devcomm_unsupported("ncclGetLsaMultimemDevicePointer (multimem)");
+}
+
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset,
+         ncclMultimemHandle_t multimem, void** outPtr) {
+  NVTX_API_RANGE("ncclGetMultimemDevicePointer");
+  return devcomm_unsupported("ncclGetMultimemDevicePointer (multimem)");
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank,
+         void** outPtr) {
+  NVTX_API_RANGE("ncclGetLsaDevicePointer");
+  return devcomm_unsupported("ncclGetLsaDevicePointer");
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer,
+         void** outPtr) {
+  NVTX_API_RANGE("ncclGetPeerDevicePointer");
+  return devcomm_unsupported("ncclGetPeerDevicePointer");
+}
+
+NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t window, size_t offset,
+         ncclCftLeId* leId, size_t* leOffset) {
+  NVTX_API_RANGE("ncclGetMultimemDeviceLeInfo");
+  return devcomm_unsupported("ncclGetMultimemDeviceLeInfo (multimem CFT)");
+}
+
+NCCL_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t window, size_t offset, int peerCft,
+         ncclTeam_t cftTeam, ncclCftLeId* leId, size_t* leOffset) {
+  NVTX_API_RANGE("ncclGetCftDeviceLeInfo");
+  return devcomm_unsupported("ncclGetCftDeviceLeInfo (CFT)");
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t window, size_t offset, int peerWorld,
+         ncclCftLeId* leId, size_t* leOffset) {
+  NVTX_API_RANGE("ncclGetPeerDeviceLeInfo");
+  return devcomm_unsupported("ncclGetPeerDeviceLeInfo (CFT)");
+}
+
+/* Teams of the compute fabric (CFT): Baton has none, so the team is empty, with a WARN. */
+NCCL_API(ncclTeam_t, ncclTeamCft, ncclComm_t comm, ncclCftTeamMode_t mode) {
+  NVTX_API_RANGE("ncclTeamCft");
+  (void)devcomm_unsupported("ncclTeamCft (CFT)");
+  return devcomm_no_team;
+}
+
+NCCL_API(ncclTeam_t, ncclTeamCftMultimem, ncclComm_t comm) {
+  NVTX_API_RANGE("ncclTeamCftMultimem");
+  (void)devcomm_unsupported("ncclTeamCftMultimem (multimem CFT)");
+  return devcomm_no_team;
+}
+
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int nBlocks, int size_log2,
+         ncclGinOutboxHandle* outHandle, ncclDevResourceRequirements_t* outReq) {
+  NVTX_API_RANGE("ncclGinOutboxCreateRequirement");
+  return devcomm_unsupported("ncclGinOutboxCreateRequirement (GIN)");
+}
+
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, ncclTeam_t peers, int nBlocks,
+         int size_log2, ncclGinInboxA2AHandle* outHandle, ncclDevResourceRequirements_t* outReq) {
+  NVTX_API_RANGE("ncclGinInboxA2ACreateRequirement");
+  return devcomm_unsupported("ncclGinInboxA2ACreateRequirement (GIN)");
 }

@@ -1,7 +1,9 @@
 /* ABI probe: prints every fact of nccl.h that a compiled program depends on (sizes, alignments,
  * field offsets, enumerator values, macro values and types, initializer contents and, in C++, the
  * exact type of every entry point). It is built once against Baton's header and once against the
- * reference NCCL 2.28.9 header; run_abi_compare.sh fails on any difference in the output.
+ * reference NCCL 2.28.9 header (PROBE_NCCL_228); compare_probes.sh fails on any difference in the
+ * 2.28 facts beyond the ones 2.29-2.32 changed. Against Baton's header it also prints the facts of
+ * what 2.29-2.32 added, each line starting "v232 ", which must equal nccl-2.32.3-abi-facts.txt.
  *
  * PROBE_HEADER is the full path of the header under test, so the include search path cannot pick
  * the other one by accident. */
@@ -220,6 +222,117 @@ static void print_initializers(void) {
   printf("init sim.estimatedTime = %a\n", (double)sim.estimatedTime);
 }
 
+/* ---- What 2.29-2.32 added (not in the 2.28 reference header) -------------------------------- */
+#ifndef PROBE_NCCL_228
+#define V232(...) (printf("v232 "), printf(__VA_ARGS__))
+#define V232_INT(m) V232("macro %s = %lld (%s)\n", #m, (long long)(m), TYPE_NAME(m))
+#define V232_ENUM(e) V232("enumerator %s = %lld\n", #e, (long long)(e))
+#define V232_TYPE(t) V232("type %s: size %zu align %zu\n", #t, sizeof(t), (size_t)ALIGN_OF(t))
+#define V232_FIELD(t, f) \
+  V232("field %s.%s: offset %zu size %zu\n", #t, #f, offsetof(t, f), sizeof(((t*)0)->f))
+#define V232_INIT(v, f) V232("init %s.%s = %lld\n", #v, #f, (long long)(v).f)
+#define V232_INIT_PTR(v, f) V232("init %s.%s is null: %d\n", #v, #f, (v).f == NULL)
+
+static void print_232(void) {
+  V232_INT(NCCL_API_MAGIC);
+  V232_INT(NCCL_WIN_STRICT_ORDERING);
+  V232_INT(NCCL_WIN_GIN_ONLY);
+  V232_INT(NCCL_WIN_CFT_COUNTED);
+  V232_INT(NCCL_SUSPEND_MEM);
+  V232_ENUM(ncclTimeout);
+  V232_ENUM(ncclNumResults);
+  V232_ENUM(ncclHostCftDefault);
+  V232_ENUM(ncclHostCftEnable);
+  V232_ENUM(ncclHostCftDisable);
+  V232_ENUM(ncclHostCftFallback);
+  V232_ENUM(ncclNvlsHostModeDefault);
+  V232_ENUM(ncclNvlsHostModeEnable);
+  V232_ENUM(ncclNvlsHostModeDisableTransport);
+  V232_ENUM(ncclNvlsHostModeDisableSymmetricMultimem);
+  V232_ENUM(ncclNvlsHostModeDisable);
+  V232_ENUM(ncclStatGpuMemSuspend);
+  V232_ENUM(ncclStatGpuMemSuspended);
+  V232_ENUM(ncclStatGpuMemPersist);
+  V232_ENUM(ncclStatGpuMemTotal);
+  V232_TYPE(ncclCommMemStat_t);
+
+  V232_TYPE(ncclConfig_t);
+  V232_FIELD(ncclConfig_t, nvlinkCentricSched);
+  V232_FIELD(ncclConfig_t, graphUsageMode);
+  V232_FIELD(ncclConfig_t, numRmaCtx);
+  V232_FIELD(ncclConfig_t, maxP2pPeers);
+  V232_FIELD(ncclConfig_t, graphStreamOrdering);
+  V232_FIELD(ncclConfig_t, launchOrderImplicit);
+  V232_FIELD(ncclConfig_t, numRmaSig);
+  V232_FIELD(ncclConfig_t, rmaEagerInit);
+  V232_FIELD(ncclConfig_t, hostCftMode);
+  V232_FIELD(ncclConfig_t, nvlsHostMode);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  V232_INIT(config, size);
+  V232_INIT(config, magic);
+  V232_INIT(config, graphUsageMode);
+  V232_INIT(config, numRmaCtx);
+  V232_INIT(config, maxP2pPeers);
+  V232_INIT(config, graphStreamOrdering);
+  V232_INIT(config, launchOrderImplicit);
+  V232_INIT(config, numRmaSig);
+  V232_INIT(config, rmaEagerInit);
+  V232_INIT(config, hostCftMode);
+  V232_INIT(config, nvlsHostMode);
+
+  V232_TYPE(ncclConfigExt_t);
+  V232_FIELD(ncclConfigExt_t, next);
+  V232_FIELD(ncclConfigExt_t, key.vendorId);
+  V232_FIELD(ncclConfigExt_t, key.optionId);
+  V232_FIELD(ncclConfigExt_t, val);
+  V232_FIELD(ncclConfigExt_t, val.i);
+  V232_FIELD(ncclConfigExt_t, val.s);
+  V232_FIELD(ncclConfigExt_t, val.raw);
+
+  V232_TYPE(ncclCollConfig_t);
+  V232_FIELD(ncclCollConfig_t, size);
+  V232_FIELD(ncclCollConfig_t, magic);
+  V232_FIELD(ncclCollConfig_t, version);
+  V232_FIELD(ncclCollConfig_t, ext);
+  V232_FIELD(ncclCollConfig_t, minCTAs);
+  V232_FIELD(ncclCollConfig_t, maxCTAs);
+  V232_FIELD(ncclCollConfig_t, nvlsCTAs);
+  V232_FIELD(ncclCollConfig_t, cgaClusterSize);
+  V232_FIELD(ncclCollConfig_t, algSelection);
+  V232_FIELD(ncclCollConfig_t, forceAlgSelection);
+  V232_FIELD(ncclCollConfig_t, CTAPolicy);
+  V232_FIELD(ncclCollConfig_t, userProfilerTag);
+  V232_FIELD(ncclCollConfig_t, launchCompletionEvent);
+  ncclCollConfig_t coll = NCCL_COLLCONFIG_INITIALIZER;
+  V232_INIT(coll, size);
+  V232_INIT(coll, magic);
+  V232_INIT_PTR(coll, ext);
+  V232_INIT(coll, minCTAs);
+  V232_INIT(coll, maxCTAs);
+  V232_INIT(coll, nvlsCTAs);
+  V232_INIT(coll, cgaClusterSize);
+  V232_INIT_PTR(coll, algSelection);
+  V232_INIT(coll, forceAlgSelection);
+  V232_INIT(coll, CTAPolicy);
+  V232_INIT(coll, userProfilerTag);
+  V232_INIT_PTR(coll, launchCompletionEvent);
+
+  V232_TYPE(ncclEncryptionConfig_t);
+  V232_FIELD(ncclEncryptionConfig_t, size);
+  V232_FIELD(ncclEncryptionConfig_t, magic);
+  V232_FIELD(ncclEncryptionConfig_t, version);
+  V232_FIELD(ncclEncryptionConfig_t, mode);
+  V232_FIELD(ncclEncryptionConfig_t, psk);
+
+  V232_TYPE(ncclWaitSignalDesc_t);
+  V232_FIELD(ncclWaitSignalDesc_t, opCnt);
+  V232_FIELD(ncclWaitSignalDesc_t, peer);
+  V232_FIELD(ncclWaitSignalDesc_t, sigIdx);
+  V232_FIELD(ncclWaitSignalDesc_t, ctx);
+  V232_TYPE(ncclParamHandle_t);
+}
+#endif
+
 /* ---- Entry points --------------------------------------------------------------------------- */
 /* Every function of the header, by base name; the probe covers ncclX and pncclX. */
 #define PROBE_FUNCTIONS(X)                                                                         \
@@ -236,6 +349,21 @@ static void print_initializers(void) {
                                       X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)    \
                                           X(ncclGroupSimulateEnd)
 
+/* The functions 2.29-2.32 added to nccl.h. */
+#ifdef PROBE_NCCL_228
+#define PROBE_FUNCTIONS_232(X)
+#else
+#define PROBE_FUNCTIONS_232(X)                                                                   \
+  X(ncclSetEncryption) X(ncclCommGetUniqueId) X(ncclCommGrow) X(ncclCommSuspend)                 \
+  X(ncclCommResume) X(ncclCommMemStats) X(ncclWinGetUserPtr) X(ncclAllReduceConfig)              \
+  X(ncclBroadcastConfig) X(ncclReduceConfig) X(ncclAllGatherConfig) X(ncclReduceScatterConfig)   \
+  X(ncclAlltoAllConfig) X(ncclGatherConfig) X(ncclScatterConfig) X(ncclPutSignal) X(ncclSignal)  \
+  X(ncclWaitSignal) X(ncclParamBind) X(ncclParamGetI8) X(ncclParamGetI16) X(ncclParamGetI32)     \
+  X(ncclParamGetI64) X(ncclParamGetU8) X(ncclParamGetU16) X(ncclParamGetU32) X(ncclParamGetU64)  \
+  X(ncclParamGetStr) X(ncclParamGet) X(ncclParamGetParameter) X(ncclParamGetAllParameterKeys)    \
+  X(ncclParamDumpAll)
+#endif
+
 #ifdef __cplusplus
 /* The mangled name of a function's type spells its exact parameter and return types, including
  * structure tags (ncclConfig_v22800) and handle types. typeid does not evaluate its operand, so
@@ -243,6 +371,10 @@ static void print_initializers(void) {
 #define PRINT_FUNCTION(f)                            \
   printf("function %s: %s\n", #f, typeid(f).name()); \
   printf("function p%s: %s\n", #f, typeid(p##f).name());
+#define PRINT_FUNCTION_232(f)                                                       \
+  V232("function %s declared: %d\n", #f, sizeof(&f) == sizeof(&p##f));              \
+  printf("v232cxx function %s: %s\n", #f, typeid(f).name());                       \
+  printf("v232cxx function p%s: %s\n", #f, typeid(p##f).name());
 static void print_types_cxx(void) {
   printf("typeid ncclUniqueId: %s\n", typeid(ncclUniqueId).name());
   printf("typeid ncclConfig_t: %s\n", typeid(ncclConfig_t).name());
@@ -253,14 +385,18 @@ static void print_types_cxx(void) {
   printf("typeid ncclDataType_t: %s\n", typeid(ncclDataType_t).name());
   printf("typeid ncclScalarResidence_t: %s\n", typeid(ncclScalarResidence_t).name());
   PROBE_FUNCTIONS(PRINT_FUNCTION)
+  /* No reference header of 2.32 to compare these with: printed, not compared. */
+  PROBE_FUNCTIONS_232(PRINT_FUNCTION_232)
 }
 #else
 /* In C, check that every entry point is declared (sizeof does not evaluate, so no link needed). */
 #define PRINT_FUNCTION(f)                                                         \
   printf("function %s declared: %d\n", #f, sizeof(&f) == sizeof(void (*)(void))); \
   printf("function p%s declared: %d\n", #f, sizeof(&p##f) == sizeof(void (*)(void)));
+#define PRINT_FUNCTION_232(f) V232("function %s declared: %d\n", #f, sizeof(&f) == sizeof(&p##f));
 static void print_types_c(void) {
   PROBE_FUNCTIONS(PRINT_FUNCTION)
+  PROBE_FUNCTIONS_232(PRINT_FUNCTION_232)
 }
 #endif
 
@@ -269,6 +405,9 @@ int main(void) {
   print_enums();
   print_structs();
   print_initializers();
+#ifndef PROBE_NCCL_228
+  print_232();
+#endif
 #ifdef __cplusplus
   print_types_cxx();
 #else

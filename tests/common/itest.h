@@ -146,6 +146,8 @@ void itest_windows(bool on, int outside);
 int itest_op_prepare(itest_op_t* o, ncclComm_t comm, const itest_case_t* c);
 /* Calls the NCCL entry point (inside or outside a group, as the caller arranges). */
 ncclResult_t itest_op_post(itest_op_t* o);
+/* The same through the *Config entry point of the case's collective (2.31), with cfg. */
+ncclResult_t itest_op_post_config(itest_op_t* o, const ncclCollConfig_t* cfg);
 /* Checks results, guard zones and untouched inputs; 0 when all good (else prints why). */
 int itest_op_check(const itest_op_t* o);
 void itest_op_release(itest_op_t* o);

@@ -535,6 +535,38 @@ ncclResult_t itest_op_post(itest_op_t* o) {
   }
 }
 
+/* The same through the *Config entry points (ncclBcast has none: ncclBroadcastConfig in place). */
+ncclResult_t itest_op_post_config(itest_op_t* o, const ncclCollConfig_t* cfg) {
+  const itest_case_t* c = &o->c;
+  switch (c->func) {
+    case IT_ALLREDUCE:
+      return ncclAllReduceConfig(o->send, o->recv, c->count, c->dtype, o->nccl_op, o->comm, NULL,
+                                 cfg);
+    case IT_REDUCE:
+      return ncclReduceConfig(o->send, o->recv, c->count, c->dtype, o->nccl_op, c->root, o->comm,
+                              NULL, cfg);
+    case IT_REDUCESCATTER:
+      return ncclReduceScatterConfig(o->send, o->recv, c->count, c->dtype, o->nccl_op, o->comm,
+                                     NULL, cfg);
+    case IT_BROADCAST:
+      return ncclBroadcastConfig(o->send, o->recv, c->count, c->dtype, c->root, o->comm, NULL,
+                                 cfg);
+    case IT_BCAST:
+      return ncclBroadcastConfig(o->recv, o->recv, c->count, c->dtype, c->root, o->comm, NULL,
+                                 cfg);
+    case IT_ALLGATHER:
+      return ncclAllGatherConfig(o->send, o->recv, c->count, c->dtype, o->comm, NULL, cfg);
+    case IT_ALLTOALL:
+      return ncclAlltoAllConfig(o->send, o->recv, c->count, c->dtype, o->comm, NULL, cfg);
+    case IT_GATHER:
+      return ncclGatherConfig(o->send, o->recv, c->count, c->dtype, c->root, o->comm, NULL, cfg);
+    case IT_SCATTER:
+      return ncclScatterConfig(o->send, o->recv, c->count, c->dtype, c->root, o->comm, NULL, cfg);
+    default:
+      return ncclInvalidArgument;
+  }
+}
+
 #define CASE_FMT "%s %s %s count %zu root %d %s rank %d/%d"
 #define CASE_ARGS(o)                                                                               \
   itest_func_name((o)->c.func), itest_type_name((o)->c.dtype),                                     \

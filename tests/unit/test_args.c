@@ -95,6 +95,11 @@ static const bad_field_t bad_fields[] = {
     BAD(nChannelsPerNetPeer, 65),
     BAD(nChannelsPerNetPeer, 0),
     BAD(nvlinkCentricSched, 2),
+    BAD(numRmaCtx, 0), /* 2.29-2.32 fields */
+    BAD(numRmaSig, -1),
+    BAD(rmaEagerInit, 2),
+    BAD(hostCftMode, 4),
+    BAD(hostCftMode, 0),
 };
 
 START_TEST(test_config_bad_fields) {
@@ -122,11 +127,11 @@ START_TEST(test_config_bad_fields) {
   bad_size.size = 4;
   EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_size), ncclInvalidArgument, NULL,
              "size 4");
-  /* A config from a newer minor release than this library: refused, naming both versions. */
+  /* A config from a release newer than the 2.32 layout this library knows: refused. */
   ncclConfig_t newer = NCCL_CONFIG_INITIALIZER;
-  newer.version = NCCL_VERSION(2, 29, 0);
+  newer.version = NCCL_VERSION(2, 33, 0);
   EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &newer), ncclInvalidArgument, NULL,
-             "version 22900 comes from a newer nccl.h");
+             "version 23300 comes from a newer nccl.h");
   ck_assert_ptr_eq(comm, SENTINEL);
 }
 END_TEST
@@ -189,6 +194,30 @@ START_TEST(test_config_defaults_and_versions) {
   ncclConfig_t patch = NCCL_CONFIG_INITIALIZER;
   patch.version = NCCL_VERSION(2, 28, 99);
   ck_assert_int_eq(config_parse(&patch, "test", &out), ncclSuccess);
+
+  /* 2.28's struct (80 bytes: it ends after nvlinkCentricSched): what follows it in the caller's
+   * memory is not read, so an invalid numRmaCtx there changes nothing. */
+  ncclConfig_t v228 = NCCL_CONFIG_INITIALIZER;
+  v228.version = NCCL_VERSION(2, 28, 9);
+  v228.size = 80;
+  v228.nvlinkCentricSched = 1;
+  v228.numRmaCtx = -3;
+  v228.hostCftMode = 99;
+  ck_assert_int_eq(config_parse(&v228, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.nvlinkCentricSched, 1);
+  ck_assert_int_eq(out.numRmaCtx, NCCL_CONFIG_UNDEF_INT);
+  ck_assert_int_eq(out.hostCftMode, NCCL_CONFIG_UNDEF_INT);
+  ck_assert_uint_eq(out.size, sizeof(ncclConfig_t));
+  /* 2.32's (stock's header: version 23203): its fields are read and checked. */
+  ncclConfig_t v232 = NCCL_CONFIG_INITIALIZER;
+  v232.version = NCCL_VERSION(2, 32, 3);
+  v232.numRmaCtx = 4;
+  v232.nvlsHostMode = ncclNvlsHostModeDisable;
+  ck_assert_int_eq(config_parse(&v232, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.numRmaCtx, 4);
+  ck_assert_int_eq(out.nvlsHostMode, ncclNvlsHostModeDisable);
+  v232.numRmaCtx = 0;
+  ck_assert_int_eq(config_parse(&v232, "test", &out), ncclInvalidArgument);
 
   /* A smaller struct: fields past its size are undefined (defaults), whatever follows it. */
   ncclConfig_t small = NCCL_CONFIG_INITIALIZER;

@@ -31,6 +31,7 @@ START_TEST(test_error_strings) {
       {ncclInvalidUsage, "invalid usage (run with NCCL_DEBUG=WARN for details)"},
       {ncclRemoteError, "remote process exited or there was a network error"},
       {ncclInProgress, "NCCL operation in progress"},
+      {ncclTimeout, "timeout"}, /* 2.29 */
   };
   size_t n = sizeof(expected) / sizeof(expected[0]);
   ck_assert_int_eq(n, ncclNumResults);
