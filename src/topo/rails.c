@@ -23,6 +23,7 @@
  * best path to that NIC take turns on successive rounds of m channels (two GPUs under one NIC's
  * switch share it); where none is left (one NIC for the whole host), the next best. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "topo/topo.h"
 
@@ -186,9 +187,15 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
 
 /* ---- Trees over every NIC --------------------------------------------------------------------
  * Channel c's tree between hosts: in every host, the rank beside the channel's first rail (the
- * same rank as the ring's end a on that channel, so it uses the same NIC) heads a chain of the
- * host's other ranks (rank order); the heads form the double binary tree over hosts (topo_dbtree
- * over host indices). Every hop between hosts joins two heads, so it stays on rail u, and
+ * same rank as the ring's end a on that channel, so it uses the same NIC) heads the host's tree;
+ * the heads form the double binary tree over hosts (topo_dbtree over host indices). Inside a host
+ * the head has one child (its other two places are for the children in other hosts), the root of
+ * a binary tree over the host's other ranks, taken in rank order from the head on, round: depth
+ * 1 + log2(k - 1) for k ranks (3 for 8 GPUs), where a chain would be k - 1 deep. A tree
+ * AllReduce is a pipeline up and down again, whose fill costs a step per hop of depth: on 128
+ * nodes of 8 GPUs a chain made it 2 x (7 + 7) hops deep, this 2 x (3 + 7). Every edge of the
+ * host's tree carries the same bytes as a chain's, and the ranks that have two children change
+ * with the head. Every hop between hosts joins two heads, so it stays on rail u, and
  * successive channels head every host from a GPU beside another NIC. The tree alternates every m
  * channels (m: the most rails of a host), so that every rail carries both trees: a host that is
  * an inner node of one is a leaf of the other, and its NICs carry the same share either way. */
@@ -214,17 +221,18 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
       head = cand[(channel / m) % best];
       any = true;
     }
-    /* the head first, then the others in rank order */
+    /* the head first, then the others in rank order from the head on, round; the head's only
+     * child in the host is seg[1], the others hang below seg[1] as a binary heap */
     int* seg = order + start;
-    for (int i = 0; i < k; i++) {
-      if (seg[i] != head) continue;
-      for (; i > 0; i--) seg[i] = seg[i - 1];
-      seg[0] = head;
-      break;
-    }
+    int at = 0;
+    while (at < k && seg[at] != head) at++;
+    for (int i = 0; i < k; i++) cand[i] = seg[(at + i) % k];
+    memcpy(seg, cand, (size_t)k * sizeof(int));
     for (int i = 1; i < k; i++) {
-      up_out[seg[i]] = seg[i - 1];
-      down_out[seg[i - 1] * TOPO_TREE_MAX_CHILDREN] = seg[i];
+      int p = i == 1 ? 0 : 1 + (i - 2) / 2;
+      up_out[seg[i]] = seg[p];
+      int* d = down_out + (size_t)seg[p] * TOPO_TREE_MAX_CHILDREN;
+      d[d[0] >= 0 ? 1 : 0] = seg[i];
     }
     nhosts++;
   }
@@ -235,7 +243,7 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
     }
     return false;
   }
-  start = k = nhosts = 0; /* where each host's chain starts (cand is free again) */
+  start = k = nhosts = 0; /* where each host's tree starts (cand is free again) */
   while (next_host(order, nranks, hosts, &start, &k)) cand[nhosts++] = start;
   for (int h = 0; h < nhosts; h++) {
     int hup, hdown[TOPO_TREE_MAX_CHILDREN];
@@ -243,7 +251,7 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
     int head = order[cand[h]];
     if (hup >= 0) up_out[head] = order[cand[hup]];
     int* d = down_out + (size_t)head * TOPO_TREE_MAX_CHILDREN;
-    int n = d[0] >= 0 ? 1 : 0; /* the chain's next rank stays first */
+    int n = d[0] >= 0 ? 1 : 0; /* the head's child in its host stays first */
     for (int i = 0; i < TOPO_TREE_MAX_CHILDREN && n < TOPO_TREE_MAX_CHILDREN; i++)
       if (hdown[i] >= 0) d[n++] = order[cand[hdown[i]]];
   }

@@ -229,13 +229,14 @@ void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t*
 bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
                      int* scratch, int* order_out, int8_t* nic_out);
 /* Channel `channel`'s tree between hosts, over every NIC: in each host, the rank at the ring's
- * end beside the channel's first rail (topo_ring_rails) heads a chain of the host's other ranks,
+ * end beside the channel's first rail (topo_ring_rails) heads a tree of the host's other ranks
+ * (one child, over a binary tree of the rest: 1 + log2(k - 1) deep for k ranks),
  * and the heads form the double binary tree over hosts (topo_dbtree over host indices, tree
  * (channel / m) % 2 for hosts of at most m rails), so every hop between hosts joins two ranks
  * beside NICs of one index; channels c and c + 2 * period (topo_ring_rails_period) get the same
  * tree. up_out[r]:
  * rank r's parent (-1 at the root), down_out[r * TOPO_TREE_MAX_CHILDREN ...]: its children (-1
- * unused; a head's chain child first). false when no layout applies (as topo_ring_rails): the
+ * unused; a head's child in its host first). false when no layout applies (as topo_ring_rails): the
  * outputs are then all -1. scratch: 2 * nranks ints. */
 bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
                      int* scratch, int* up_out, int* down_out);

@@ -188,6 +188,13 @@ static void check_trees(const char* name, int nnics) {
         int named = 0; /* every rank naming r as parent is among its children */
         for (int x = 0; x < c.n; x++) named += up[x] == r;
         ck_assert_int_eq(named, nchild);
+        /* shallow inside a host: a chain of k ranks would fill a pipeline k - 1 hops deep each
+         * way; the host's tree is the head over a binary tree of the other k - 1 ranks */
+        int k = 0, depth = 0, bound = 1;
+        for (int x = 0; x < c.n; x++) k += c.hosts[x] == c.hosts[r];
+        for (int x = r; up[x] >= 0 && c.hosts[up[x]] == c.hosts[r]; x = up[x]) depth++;
+        while ((1 << bound) <= k - 1) bound++; /* 1 + floor(log2(k - 1)) */
+        ck_assert_int_le(depth, k > 1 ? bound : 0);
         /* a host's head: the rank with a parent elsewhere or none */
         if (up[r] < 0 || c.hosts[up[r]] != c.hosts[r]) heads[c.hosts[r]][c.beside[r]]++;
       }
