@@ -19,9 +19,12 @@
  *
  * The rails of a host are the NICs that are the closest NIC of at least one of its ranks' GPUs
  * (topo_rank_nics_t.path, the GPU-NIC path of every NIC, allgathered at init so that every rank
- * knows every host's). The GPU of an end is the best placed one for its rail: the ranks with the
- * best path to that NIC take turns on successive rounds of m channels (two GPUs under one NIC's
- * switch share it); where none is left (one NIC for the whole host), the next best. */
+ * knows every host's). NICs of different speeds are weighted: the list of rails holds a NIC w
+ * times (w: its speed over the slowest rail's), in rounds (every rail, then those of weight 2 or
+ * more, ...), so a NIC twice as fast leaves and enters on twice as many channels. The GPU of an end
+ * is the best placed one for its rail: the ranks with the best path to that NIC take turns on
+ * successive rounds of m channels (two GPUs under one NIC's switch share it); where none is left
+ * (one NIC for the whole host), the next best. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,10 +44,19 @@ void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t*
   bool rdma = false;
   for (int i = 0; i < sys->nnics; i++) rdma |= sys->nics[i].active && sys->nics[i].rdma;
   int n = sys->nnics < TOPO_RAIL_MAX_NICS ? sys->nnics : TOPO_RAIL_MAX_NICS;
+  int slowest = 0;
   for (int i = 0; i < n; i++) {
     const topo_nic_t* nic = &sys->nics[i];
+    r.weight[i] = 1;
     if (!nic->active || (rdma && !nic->rdma)) continue;
     r.path[i] = (uint8_t)topo_gpu_nic_path(g, nic);
+    if (nic->speed_mbps > 0 && (slowest == 0 || nic->speed_mbps < slowest))
+      slowest = nic->speed_mbps;
+  }
+  for (int i = 0; i < n && slowest > 0; i++) {
+    int w = (sys->nics[i].speed_mbps + slowest / 2) / slowest;
+    if (r.path[i] != TOPO_RAIL_NONE && w > 1)
+      r.weight[i] = (uint8_t)(w < TOPO_RAIL_MAX_WEIGHT ? w : TOPO_RAIL_MAX_WEIGHT);
   }
   r.nnics = (uint8_t)n;
   *out = r;
@@ -58,18 +70,21 @@ static int rail_best(const topo_rank_nics_t* r) {
   return best;
 }
 
-/* The rails of the host whose ranks are seg[0..k), in NIC order. */
+/* The rails of the host whose ranks are seg[0..k), in NIC order, each NIC as many times as its
+ * weight, in rounds (rails: TOPO_RAIL_LIST entries). */
+#define TOPO_RAIL_LIST (TOPO_RAIL_MAX_NICS * TOPO_RAIL_MAX_WEIGHT)
 static int host_rails(const int* seg, int k, const topo_rank_nics_t* nics, int* rails) {
-  bool near[TOPO_RAIL_MAX_NICS] = {false};
+  int weight[TOPO_RAIL_MAX_NICS] = {0}; /* 0: not a rail */
   for (int i = 0; i < k; i++) {
     const topo_rank_nics_t* r = &nics[seg[i]];
     int best = rail_best(r);
     for (int x = 0; x < r->nnics && x < TOPO_RAIL_MAX_NICS && best != TOPO_RAIL_NONE; x++)
-      near[x] |= r->path[x] == best;
+      if (r->path[x] == best && weight[x] == 0) weight[x] = r->weight[x] > 1 ? r->weight[x] : 1;
   }
   int m = 0;
-  for (int x = 0; x < TOPO_RAIL_MAX_NICS; x++)
-    if (near[x]) rails[m++] = x;
+  for (int round = 0; round < TOPO_RAIL_MAX_WEIGHT; round++)
+    for (int x = 0; x < TOPO_RAIL_MAX_NICS; x++)
+      if (weight[x] > round) rails[m++] = x;
   return m;
 }
 
@@ -125,7 +140,7 @@ int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t*
   if (hosts == NULL || nranks < 2) return 1;
   int* order = scratch;
   int* cand = scratch + nranks;
-  int rails[TOPO_RAIL_MAX_NICS];
+  int rails[TOPO_RAIL_LIST];
   topo_ring_order(nranks, hosts, 0, false, order);
   int period = 1, start = 0, k = 0;
   while (next_host(order, nranks, hosts, &start, &k)) {
@@ -142,7 +157,7 @@ int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t*
 /* Lays out one host's part of channel c's ring in seg[0..k): its ends on the channel's rails. */
 static bool host_layout(int* seg, int k, const topo_rank_nics_t* nics, int c, bool odd, int* cand,
                         int8_t* nic_out) {
-  int rails[TOPO_RAIL_MAX_NICS];
+  int rails[TOPO_RAIL_LIST];
   int m = host_rails(seg, k, nics, rails);
   if (m == 0) return false;
   const int u = rails[c % m], v = rails[(c + 1) % m], j = c / m;
@@ -212,7 +227,7 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
   int nhosts = 0, start = 0, k = 0, most = 1;
   bool any = false;
   while (next_host(order, nranks, hosts, &start, &k)) {
-    int rails[TOPO_RAIL_MAX_NICS];
+    int rails[TOPO_RAIL_LIST];
     int m = host_rails(order + start, k, nics, rails);
     if (m > most) most = m;
     int head = order[start];

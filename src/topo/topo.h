@@ -63,8 +63,9 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
  * algorithms: stock's seven names, then Baton's own (OneShot, TwoShot: device.h's direct
  * algorithms, TOPO_ALGO_* below; the planner maps them to ALGO_*). Names Baton does not implement
  * (CollNet*, NVLS*, PAT) parse but are never offered. */
-#define TOPO_ALGO_NAMES_COUNT 9 /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, \
-                                   OneShot, TwoShot */
+#define TOPO_ALGO_NAMES_COUNT                                        \
+  9 /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, \
+       OneShot, TwoShot */
 enum { TOPO_ALGO_TREE = 0, TOPO_ALGO_RING = 1, TOPO_ALGO_ONESHOT = 7, TOPO_ALGO_TWOSHOT = 8 };
 #define TOPO_PROTO_NAMES_COUNT 3 /* LL, LL128, Simple */
 #define TOPO_FUNC_NAMES_COUNT 5  /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
@@ -214,9 +215,13 @@ ncclResult_t topo_xml_load(const char* path, topo_system_t** out);
  * a NIC a network would not use (down, or Ethernet beside RDMA ports). nnics 0: no GPU or NIC. */
 #define TOPO_RAIL_MAX_NICS 32
 #define TOPO_RAIL_NONE 0xff
+#define TOPO_RAIL_MAX_WEIGHT 4 /* a NIC's channels: at most 4 times the slowest rail's */
 typedef struct topo_rank_nics {
   uint8_t nnics;
   uint8_t path[TOPO_RAIL_MAX_NICS];
+  /* each NIC's speed over the slowest usable one's, rounded, 1 to TOPO_RAIL_MAX_WEIGHT (1 where
+   * a speed is unknown): a NIC twice as fast is a rail on twice as many channels */
+  uint8_t weight[TOPO_RAIL_MAX_NICS];
 } topo_rank_nics_t;
 void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t* out);
 /* The ring of channel `channel` between hosts (hosts[] as topo_ring_order's; ranks of a host

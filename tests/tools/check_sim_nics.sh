@@ -117,6 +117,29 @@ if [ -n "$src" ]; then
     done
   done
 fi
+# NICs of two speeds (hgx-h100-4nic-mixed-speeds.xml: mlx5_0 and mlx5_1 at 400 Gb/s, mlx5_2 and
+# mlx5_3 at 200): each NIC sends bytes in proportion to its speed (the file's), within 10 %.
+if [ -n "$src" ]; then
+  file=hgx-h100-4nic-mixed-speeds.xml
+  out="$tmp/mixed"
+  "$sim" --topo "$src/tests/data/topo/$file" --nodes 4 --op allreduce --bytes 1G --flows >"$out" 2>&1 ||
+    { cat "$out"; fail "baton-sim on $file"; }
+  speeds=$(sed -n 's/.*<net name="mlx5_\([0-9]\)".* speed="\([0-9]*\)".*/\1 \2/p' "$src/tests/data/topo/$file" |
+    tr '\n' ' ')
+  verdict=$(awk -v speeds="$speeds" '
+    / flow / && / via=NET / { x = $5; sub("nic=", "", x); split(x, nn, "->"); b = $3; sub("bytes=", "", b)
+      tx[nn[1]] += b }
+    END {
+      n = split(speeds, sp, " "); sum = 0; total = 0; worst = 0
+      for (i = 1; i < n; i += 2) { w[sp[i]] = sp[i + 1]; sum += sp[i + 1]; total += tx[sp[i]] }
+      for (k in w) { d = (tx[k] / total) / (w[k] / sum) - 1; if (d < 0) d = -d; if (d > worst) worst = d }
+      printf "%.1f", worst * 100
+    }' "$out")
+  busbw=$(grep "^op=allreduce " "$out" | sed 's/.* busbw=\([0-9.]*\).*/\1/')
+  echo "$file nodes=4: busbw=$busbw GB/s, bytes sent per NIC vs its speed's share: worst $verdict%"
+  awk -v v="$verdict" 'BEGIN { exit !(v <= 10) }' ||
+    { status=1; echo "FAIL: $file: a NIC's bytes are more than 10 % off its speed's share"; }
+fi
 # NCCL_DEBUG=INFO (GRAPH) names each channel's NIC between which ranks: every "rank R sends to
 # rank S on NIC k" line must match a NET flow R->S leaving on NIC k (and there must be some).
 if [ -n "$src" ]; then
