@@ -299,9 +299,10 @@ ncclResult_t res_topo_agree(const platform_t* platform, bootstrap_t* b, const pe
 ncclResult_t res_gpu_params_agree(bootstrap_t* b, int nranks, int rank,
                                   const res_gpu_params_t* mine, res_gpu_params_t* out);
 /* With rings over every NIC, a channel count that is a whole number of the layouts' period (so
- * every NIC carries the same share): nchannels rounded down to a multiple of period when that
- * stays at or above floor (NCCL_MIN_NCHANNELS, minCTAs) and above one period (pure). */
-int res_rail_nchannels(int nchannels, int period, int floor);
+ * every NIC carries the same share): nchannels rounded to the nearer multiple of period (up on a
+ * tie), up only to at most cap (NCCL_MAX_NCHANNELS, maxCTAs), down only to at least floor
+ * (NCCL_MIN_NCHANNELS, minCTAs) and one period; nchannels when neither fits (pure). */
+int res_rail_nchannels(int nchannels, int period, int floor, int cap);
 /* Every rank's GPU-NIC paths (topo_rank_nics), allgathered into r->rank_nics when the
  * communicator spans hosts (every rank must call). */
 ncclResult_t res_gpu_nics_agree(comm_res_t* r, bootstrap_t* b, const peer_info_t* peers);

@@ -138,10 +138,12 @@ void res_gpu_params_merge(const res_gpu_params_t* all, int n, res_gpu_params_t* 
   *out = m;
 }
 
-int res_rail_nchannels(int nchannels, int period, int floor) {
-  if (period < 2 || nchannels <= period) return nchannels;
-  int n = nchannels - nchannels % period;
-  return n >= floor ? n : nchannels;
+int res_rail_nchannels(int nchannels, int period, int floor, int cap) {
+  if (period < 2 || nchannels % period == 0) return nchannels;
+  const int down = nchannels - nchannels % period, up = down + period;
+  const bool up_ok = up <= cap, down_ok = down >= period && down >= floor;
+  if (up_ok && (!down_ok || up - nchannels <= nchannels - down)) return up;
+  return down_ok ? down : nchannels;
 }
 
 /* ---- Agreement through the bootstrap --------------------------------------------------------- */
@@ -273,12 +275,18 @@ ncclResult_t res_gpu_setup(comm_res_t* cc, ncclComm_t comm) {
   if (cc->rank_nics != NULL && !cc->rings_both_ways) { /* rings over every NIC (rails.c) */
     int* scratch = NULL;
     CHECK(MEM_CALLOC(&scratch, 2 * (size_t)cc->nranks));
+    /* Twice the rings' period: the trees alternate over it (topo_tree_rails), and a NIC that
+     * carries one tree on more channels than the other carries more bytes (resources.c). */
     int period =
-        topo_ring_rails_period(cc->nranks, cc->host_of, cc->rank_nics, cc->nchannels, scratch);
+        2 * topo_ring_rails_period(cc->nranks, cc->host_of, cc->rank_nics, cc->nchannels, scratch);
     free(scratch);
     int64_t floor = param_int(PARAM_MIN_NCHANNELS);
     if (comm->config.minCTAs > floor) floor = comm->config.minCTAs;
-    cc->nchannels = res_rail_nchannels(cc->nchannels, period, (int)floor);
+    /* Up to a whole number of periods where the limits allow, never on a shared GPU (its blocks
+     * must all be resident: res_shared_gpu_channels). */
+    int cap = sharing > 1 ? cc->nchannels : res_nchannels_clamp(PLAN_MAX_CHANNELS);
+    if (comm->config.maxCTAs < cap) cap = comm->config.maxCTAs;
+    cc->nchannels = res_rail_nchannels(cc->nchannels, period, (int)floor, cap);
   }
   double pair = agreed.pair_bw_gbs > 0 ? agreed.pair_bw_gbs : RES_GPU_DEFAULT_BW_GBS;
   double per_channel = pair / cc->nchannels;

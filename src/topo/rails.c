@@ -19,10 +19,14 @@
  *
  * The rails of a host are the NICs that are the closest NIC of at least one of its ranks' GPUs
  * (topo_rank_nics_t.path, the GPU-NIC path of every NIC, allgathered at init so that every rank
- * knows every host's). The GPU of an end is the best placed one for its rail: the ranks with the
- * best path to that NIC take turns on successive rounds of m channels (two GPUs under one NIC's
- * switch share it); where none is left (one NIC for the whole host), the next best. */
+ * knows every host's). NICs of different speeds are weighted: the list of rails holds a NIC w
+ * times (w: its speed over the slowest rail's), in rounds (every rail, then those of weight 2 or
+ * more, ...), so a NIC twice as fast leaves and enters on twice as many channels. The GPU of an end
+ * is the best placed one for its rail: the ranks with the best path to that NIC take turns on
+ * successive rounds of m channels (two GPUs under one NIC's switch share it); where none is left
+ * (one NIC for the whole host), the next best. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "topo/topo.h"
 
@@ -40,10 +44,19 @@ void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t*
   bool rdma = false;
   for (int i = 0; i < sys->nnics; i++) rdma |= sys->nics[i].active && sys->nics[i].rdma;
   int n = sys->nnics < TOPO_RAIL_MAX_NICS ? sys->nnics : TOPO_RAIL_MAX_NICS;
+  int slowest = 0;
   for (int i = 0; i < n; i++) {
     const topo_nic_t* nic = &sys->nics[i];
+    r.weight[i] = 1;
     if (!nic->active || (rdma && !nic->rdma)) continue;
     r.path[i] = (uint8_t)topo_gpu_nic_path(g, nic);
+    if (nic->speed_mbps > 0 && (slowest == 0 || nic->speed_mbps < slowest))
+      slowest = nic->speed_mbps;
+  }
+  for (int i = 0; i < n && slowest > 0; i++) {
+    int w = (sys->nics[i].speed_mbps + slowest / 2) / slowest;
+    if (r.path[i] != TOPO_RAIL_NONE && w > 1)
+      r.weight[i] = (uint8_t)(w < TOPO_RAIL_MAX_WEIGHT ? w : TOPO_RAIL_MAX_WEIGHT);
   }
   r.nnics = (uint8_t)n;
   *out = r;
@@ -57,18 +70,21 @@ static int rail_best(const topo_rank_nics_t* r) {
   return best;
 }
 
-/* The rails of the host whose ranks are seg[0..k), in NIC order. */
+/* The rails of the host whose ranks are seg[0..k), in NIC order, each NIC as many times as its
+ * weight, in rounds (rails: TOPO_RAIL_LIST entries). */
+#define TOPO_RAIL_LIST (TOPO_RAIL_MAX_NICS * TOPO_RAIL_MAX_WEIGHT)
 static int host_rails(const int* seg, int k, const topo_rank_nics_t* nics, int* rails) {
-  bool near[TOPO_RAIL_MAX_NICS] = {false};
+  int weight[TOPO_RAIL_MAX_NICS] = {0}; /* 0: not a rail */
   for (int i = 0; i < k; i++) {
     const topo_rank_nics_t* r = &nics[seg[i]];
     int best = rail_best(r);
     for (int x = 0; x < r->nnics && x < TOPO_RAIL_MAX_NICS && best != TOPO_RAIL_NONE; x++)
-      near[x] |= r->path[x] == best;
+      if (r->path[x] == best && weight[x] == 0) weight[x] = r->weight[x] > 1 ? r->weight[x] : 1;
   }
   int m = 0;
-  for (int x = 0; x < TOPO_RAIL_MAX_NICS; x++)
-    if (near[x]) rails[m++] = x;
+  for (int round = 0; round < TOPO_RAIL_MAX_WEIGHT; round++)
+    for (int x = 0; x < TOPO_RAIL_MAX_NICS; x++)
+      if (weight[x] > round) rails[m++] = x;
   return m;
 }
 
@@ -124,7 +140,7 @@ int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t*
   if (hosts == NULL || nranks < 2) return 1;
   int* order = scratch;
   int* cand = scratch + nranks;
-  int rails[TOPO_RAIL_MAX_NICS];
+  int rails[TOPO_RAIL_LIST];
   topo_ring_order(nranks, hosts, 0, false, order);
   int period = 1, start = 0, k = 0;
   while (next_host(order, nranks, hosts, &start, &k)) {
@@ -141,7 +157,7 @@ int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t*
 /* Lays out one host's part of channel c's ring in seg[0..k): its ends on the channel's rails. */
 static bool host_layout(int* seg, int k, const topo_rank_nics_t* nics, int c, bool odd, int* cand,
                         int8_t* nic_out) {
-  int rails[TOPO_RAIL_MAX_NICS];
+  int rails[TOPO_RAIL_LIST];
   int m = host_rails(seg, k, nics, rails);
   if (m == 0) return false;
   const int u = rails[c % m], v = rails[(c + 1) % m], j = c / m;
@@ -186,9 +202,15 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
 
 /* ---- Trees over every NIC --------------------------------------------------------------------
  * Channel c's tree between hosts: in every host, the rank beside the channel's first rail (the
- * same rank as the ring's end a on that channel, so it uses the same NIC) heads a chain of the
- * host's other ranks (rank order); the heads form the double binary tree over hosts (topo_dbtree
- * over host indices). Every hop between hosts joins two heads, so it stays on rail u, and
+ * same rank as the ring's end a on that channel, so it uses the same NIC) heads the host's tree;
+ * the heads form the double binary tree over hosts (topo_dbtree over host indices). Inside a host
+ * the head has one child (its other two places are for the children in other hosts), the root of
+ * a binary tree over the host's other ranks, taken in rank order from the head on, round: depth
+ * 1 + log2(k - 1) for k ranks (3 for 8 GPUs), where a chain would be k - 1 deep. A tree
+ * AllReduce is a pipeline up and down again, whose fill costs a step per hop of depth: on 128
+ * nodes of 8 GPUs a chain made it 2 x (7 + 7) hops deep, this 2 x (3 + 7). Every edge of the
+ * host's tree carries the same bytes as a chain's, and the ranks that have two children change
+ * with the head. Every hop between hosts joins two heads, so it stays on rail u, and
  * successive channels head every host from a GPU beside another NIC. The tree alternates every m
  * channels (m: the most rails of a host), so that every rail carries both trees: a host that is
  * an inner node of one is a leaf of the other, and its NICs carry the same share either way. */
@@ -205,7 +227,7 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
   int nhosts = 0, start = 0, k = 0, most = 1;
   bool any = false;
   while (next_host(order, nranks, hosts, &start, &k)) {
-    int rails[TOPO_RAIL_MAX_NICS];
+    int rails[TOPO_RAIL_LIST];
     int m = host_rails(order + start, k, nics, rails);
     if (m > most) most = m;
     int head = order[start];
@@ -214,17 +236,18 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
       head = cand[(channel / m) % best];
       any = true;
     }
-    /* the head first, then the others in rank order */
+    /* the head first, then the others in rank order from the head on, round; the head's only
+     * child in the host is seg[1], the others hang below seg[1] as a binary heap */
     int* seg = order + start;
-    for (int i = 0; i < k; i++) {
-      if (seg[i] != head) continue;
-      for (; i > 0; i--) seg[i] = seg[i - 1];
-      seg[0] = head;
-      break;
-    }
+    int at = 0;
+    while (at < k && seg[at] != head) at++;
+    for (int i = 0; i < k; i++) cand[i] = seg[(at + i) % k];
+    memcpy(seg, cand, (size_t)k * sizeof(int));
     for (int i = 1; i < k; i++) {
-      up_out[seg[i]] = seg[i - 1];
-      down_out[seg[i - 1] * TOPO_TREE_MAX_CHILDREN] = seg[i];
+      int p = i == 1 ? 0 : 1 + (i - 2) / 2;
+      up_out[seg[i]] = seg[p];
+      int* d = down_out + (size_t)seg[p] * TOPO_TREE_MAX_CHILDREN;
+      d[d[0] >= 0 ? 1 : 0] = seg[i];
     }
     nhosts++;
   }
@@ -235,7 +258,7 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
     }
     return false;
   }
-  start = k = nhosts = 0; /* where each host's chain starts (cand is free again) */
+  start = k = nhosts = 0; /* where each host's tree starts (cand is free again) */
   while (next_host(order, nranks, hosts, &start, &k)) cand[nhosts++] = start;
   for (int h = 0; h < nhosts; h++) {
     int hup, hdown[TOPO_TREE_MAX_CHILDREN];
@@ -243,7 +266,7 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
     int head = order[cand[h]];
     if (hup >= 0) up_out[head] = order[cand[hup]];
     int* d = down_out + (size_t)head * TOPO_TREE_MAX_CHILDREN;
-    int n = d[0] >= 0 ? 1 : 0; /* the chain's next rank stays first */
+    int n = d[0] >= 0 ? 1 : 0; /* the head's child in its host stays first */
     for (int i = 0; i < TOPO_TREE_MAX_CHILDREN && n < TOPO_TREE_MAX_CHILDREN; i++)
       if (hdown[i] >= 0) d[n++] = order[cand[hdown[i]]];
   }

@@ -63,8 +63,9 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
  * algorithms: stock's seven names, then Baton's own (OneShot, TwoShot: device.h's direct
  * algorithms, TOPO_ALGO_* below; the planner maps them to ALGO_*). Names Baton does not implement
  * (CollNet*, NVLS*, PAT) parse but are never offered. */
-#define TOPO_ALGO_NAMES_COUNT 9 /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, \
-                                   OneShot, TwoShot */
+#define TOPO_ALGO_NAMES_COUNT                                        \
+  9 /* Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT, \
+       OneShot, TwoShot */
 enum { TOPO_ALGO_TREE = 0, TOPO_ALGO_RING = 1, TOPO_ALGO_ONESHOT = 7, TOPO_ALGO_TWOSHOT = 8 };
 #define TOPO_PROTO_NAMES_COUNT 3 /* LL, LL128, Simple */
 #define TOPO_FUNC_NAMES_COUNT 5  /* Broadcast, Reduce, AllGather, ReduceScatter, AllReduce */
@@ -214,9 +215,13 @@ ncclResult_t topo_xml_load(const char* path, topo_system_t** out);
  * a NIC a network would not use (down, or Ethernet beside RDMA ports). nnics 0: no GPU or NIC. */
 #define TOPO_RAIL_MAX_NICS 32
 #define TOPO_RAIL_NONE 0xff
+#define TOPO_RAIL_MAX_WEIGHT 4 /* a NIC's channels: at most 4 times the slowest rail's */
 typedef struct topo_rank_nics {
   uint8_t nnics;
   uint8_t path[TOPO_RAIL_MAX_NICS];
+  /* each NIC's speed over the slowest usable one's, rounded, 1 to TOPO_RAIL_MAX_WEIGHT (1 where
+   * a speed is unknown): a NIC twice as fast is a rail on twice as many channels */
+  uint8_t weight[TOPO_RAIL_MAX_NICS];
 } topo_rank_nics_t;
 void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t* out);
 /* The ring of channel `channel` between hosts (hosts[] as topo_ring_order's; ranks of a host
@@ -229,13 +234,14 @@ void topo_rank_nics(const topo_system_t* sys, int64_t gpu_bus, topo_rank_nics_t*
 bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
                      int* scratch, int* order_out, int8_t* nic_out);
 /* Channel `channel`'s tree between hosts, over every NIC: in each host, the rank at the ring's
- * end beside the channel's first rail (topo_ring_rails) heads a chain of the host's other ranks,
+ * end beside the channel's first rail (topo_ring_rails) heads a tree of the host's other ranks
+ * (one child, over a binary tree of the rest: 1 + log2(k - 1) deep for k ranks),
  * and the heads form the double binary tree over hosts (topo_dbtree over host indices, tree
  * (channel / m) % 2 for hosts of at most m rails), so every hop between hosts joins two ranks
  * beside NICs of one index; channels c and c + 2 * period (topo_ring_rails_period) get the same
  * tree. up_out[r]:
  * rank r's parent (-1 at the root), down_out[r * TOPO_TREE_MAX_CHILDREN ...]: its children (-1
- * unused; a head's chain child first). false when no layout applies (as topo_ring_rails): the
+ * unused; a head's child in its host first). false when no layout applies (as topo_ring_rails): the
  * outputs are then all -1. scratch: 2 * nranks ints. */
 bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
                      int* scratch, int* up_out, int* down_out);

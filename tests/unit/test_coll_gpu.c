@@ -183,15 +183,22 @@ START_TEST(test_shared_gpu) {
 }
 END_TEST
 
-/* With rings over every NIC: whole layouts only (every NIC the same share), never below the floor
- * (NCCL_MIN_NCHANNELS, minCTAs) nor to zero layouts. */
+/* With rings over every NIC: whole periods only (every NIC the same share), the nearer multiple
+ * (up on a tie), never above the cap (NCCL_MAX_NCHANNELS, maxCTAs, a shared GPU), below the floor
+ * (NCCL_MIN_NCHANNELS, minCTAs) nor to zero periods. */
 START_TEST(test_rail_nchannels) {
-  ck_assert_int_eq(res_rail_nchannels(62, 8, 1), 56);
-  ck_assert_int_eq(res_rail_nchannels(62, 4, 1), 60);
-  ck_assert_int_eq(res_rail_nchannels(64, 8, 1), 64);
-  ck_assert_int_eq(res_rail_nchannels(62, 8, 60), 62); /* 56 is below the floor */
-  ck_assert_int_eq(res_rail_nchannels(6, 8, 1), 6);    /* less than one layout */
-  ck_assert_int_eq(res_rail_nchannels(62, 1, 1), 62);  /* one layout: anything goes */
+  ck_assert_int_eq(res_rail_nchannels(62, 16, 1, 64), 64); /* 64 is 2 away, 48 is 14 */
+  ck_assert_int_eq(res_rail_nchannels(62, 16, 1, 62), 48); /* 64 is above the cap */
+  ck_assert_int_eq(res_rail_nchannels(50, 16, 1, 64), 48); /* 48 is nearer than 64 */
+  ck_assert_int_eq(res_rail_nchannels(56, 16, 1, 64), 64); /* a tie: up */
+  ck_assert_int_eq(res_rail_nchannels(56, 16, 1, 60), 48);
+  ck_assert_int_eq(res_rail_nchannels(62, 4, 1, 64), 64);
+  ck_assert_int_eq(res_rail_nchannels(61, 4, 1, 64), 60);
+  ck_assert_int_eq(res_rail_nchannels(64, 8, 1, 64), 64);
+  ck_assert_int_eq(res_rail_nchannels(62, 16, 60, 62), 62); /* 48 below the floor, 64 above */
+  ck_assert_int_eq(res_rail_nchannels(6, 8, 1, 6), 6);      /* less than one period, no room */
+  ck_assert_int_eq(res_rail_nchannels(6, 8, 1, 64), 8);
+  ck_assert_int_eq(res_rail_nchannels(62, 1, 1, 64), 62); /* one layout: anything goes */
 }
 END_TEST
 

@@ -105,9 +105,21 @@ static void check_channel(const cluster_t* c, int ch, int* order, int8_t* nic, i
   }
 }
 
+/* Each NIC's expected share of the channels: its speed over the slowest NIC's (the file's
+ * speeds), *sum the total. */
+static void file_weights(const topo_system_t* sys, int* w, int* sum) {
+  int slowest = 0;
+  for (int i = 0; i < sys->nnics; i++)
+    if (slowest == 0 || sys->nics[i].speed_mbps < slowest) slowest = sys->nics[i].speed_mbps;
+  *sum = 0;
+  for (int i = 0; i < sys->nnics; i++) *sum += w[i] = sys->nics[i].speed_mbps / slowest;
+}
+
 static void check_file(const char* name, int nnics_expected) {
   topo_system_t* sys = load(name);
   ck_assert_int_eq(sys->nnics, nnics_expected);
+  int w[32], wsum;
+  file_weights(sys, w, &wsum);
   for (int nhosts = 2; nhosts <= MAX_HOSTS; nhosts++) {
     cluster_t c;
     cluster_make(sys, nhosts, &c);
@@ -115,8 +127,9 @@ static void check_file(const char* name, int nnics_expected) {
       ck_assert_msg(c.beside[r] >= 0, "%s: GPU %d has no NIC of its own", name, r % GPUS);
     int scratch[2 * MAX_RANKS];
     int period = topo_ring_rails_period(c.n, c.hosts, c.nics, 64, scratch);
-    /* every rail is each end once per round, and two GPUs sharing a NIC take turns */
-    ck_assert_int_eq(period, nnics_expected * (GPUS / nnics_expected));
+    /* every rail is each end once per round (a NIC twice as fast twice), and two GPUs sharing a
+     * NIC take turns */
+    ck_assert_int_eq(period, wsum * (GPUS / nnics_expected));
     int sends[MAX_HOSTS][32] = {{0}}, recvs[MAX_HOSTS][32] = {{0}}, ends[MAX_RANKS] = {0};
     int order[MAX_RANKS], again[MAX_RANKS];
     int8_t nic[MAX_RANKS], nic_again[MAX_RANKS];
@@ -127,15 +140,17 @@ static void check_file(const char* name, int nnics_expected) {
       ck_assert_mem_eq(order, again, sizeof(order[0]) * (size_t)c.n);
       ck_assert_mem_eq(nic, nic_again, (size_t)c.n);
     }
-    /* Every NIC of every host carries the same share each way, every GPU is an end as often. */
+    /* Every NIC of every host carries its speed's share each way, every GPU beside a NIC is an
+     * end as often as the others beside NICs of its speed. */
     for (int h = 0; h < nhosts; h++) {
       for (int i = 0; i < sys->nnics; i++) {
-        ck_assert_msg(sends[h][i] == period / sys->nnics, "%s, %d hosts: host %d NIC %d sends %d",
+        ck_assert_msg(sends[h][i] == period * w[i] / wsum, "%s, %d hosts: host %d NIC %d sends %d",
                       name, nhosts, h, i, sends[h][i]);
-        ck_assert_int_eq(recvs[h][i], period / sys->nnics);
+        ck_assert_int_eq(recvs[h][i], period * w[i] / wsum);
       }
     }
-    for (int r = 1; r < c.n; r++) ck_assert_int_eq(ends[r], ends[0]);
+    for (int r = 1; r < c.n; r++)
+      ck_assert_int_eq(ends[r] * w[c.beside[0]], ends[0] * w[c.beside[r]]);
   }
   topo_system_free(sys);
 }
@@ -156,6 +171,8 @@ END_TEST
  * (so it uses the ring's NIC), and over the period every NIC heads its host equally often. */
 static void check_trees(const char* name, int nnics) {
   topo_system_t* sys = load(name);
+  int w[32], wsum;
+  file_weights(sys, w, &wsum);
   for (int nhosts = 2; nhosts <= MAX_HOSTS; nhosts++) {
     cluster_t c;
     cluster_make(sys, nhosts, &c);
@@ -188,13 +205,20 @@ static void check_trees(const char* name, int nnics) {
         int named = 0; /* every rank naming r as parent is among its children */
         for (int x = 0; x < c.n; x++) named += up[x] == r;
         ck_assert_int_eq(named, nchild);
+        /* shallow inside a host: a chain of k ranks would fill a pipeline k - 1 hops deep each
+         * way; the host's tree is the head over a binary tree of the other k - 1 ranks */
+        int k = 0, depth = 0, bound = 1;
+        for (int x = 0; x < c.n; x++) k += c.hosts[x] == c.hosts[r];
+        for (int x = r; up[x] >= 0 && c.hosts[up[x]] == c.hosts[r]; x = up[x]) depth++;
+        while ((1 << bound) <= k - 1) bound++; /* 1 + floor(log2(k - 1)) */
+        ck_assert_int_le(depth, k > 1 ? bound : 0);
         /* a host's head: the rank with a parent elsewhere or none */
         if (up[r] < 0 || c.hosts[up[r]] != c.hosts[r]) heads[c.hosts[r]][c.beside[r]]++;
       }
       ck_assert_int_eq(roots, 1);
     }
     for (int h = 0; h < nhosts; h++)
-      for (int i = 0; i < nnics; i++) ck_assert_int_eq(heads[h][i], period / nnics);
+      for (int i = 0; i < nnics; i++) ck_assert_int_eq(heads[h][i], period * w[i] / wsum);
   }
   topo_system_free(sys);
 }
@@ -210,10 +234,10 @@ START_TEST(trees_one_nic_per_gpu_pair) {
 END_TEST
 
 /* Random clusters (a fixed seed): 1-7 hosts of 1-9 ranks, 0-5 NICs a host at random paths, some
- * NICs unusable, hosts sometimes interleaved in rank order. Whatever the input: the ring is a
- * permutation with the ranks of a host adjacent, nic_out is set only on ranks with a hop between
- * hosts, the tree has one root, no cycle, and children and parents agree; ring and tree layouts
- * apply together. */
+ * NICs unusable, speeds (weights) at random, hosts sometimes interleaved in rank order. Whatever
+ * the input: the ring is a permutation with the ranks of a host adjacent, nic_out is set only on
+ * ranks with a hop between hosts, the tree has one root, no cycle, and children and parents agree;
+ * ring and tree layouts apply together. */
 static unsigned long long rails_seed = 88172645463325252ull;
 static unsigned rails_rand(void) {
   rails_seed ^= rails_seed << 13;
@@ -234,9 +258,11 @@ START_TEST(random_clusters) {
         memset(&nics[n], 0, sizeof(nics[n]));
         memset(nics[n].path, TOPO_RAIL_NONE, sizeof(nics[n].path));
         nics[n].nnics = (uint8_t)nn;
-        for (int x = 0; x < nn; x++)
+        for (int x = 0; x < nn; x++) {
           nics[n].path[x] =
               rails_rand() % 5 == 0 ? TOPO_RAIL_NONE : (uint8_t)(3 + rails_rand() % 5);
+          nics[n].weight[x] = (uint8_t)(rails_rand() % (TOPO_RAIL_MAX_WEIGHT + 1)); /* 0: as 1 */
+        }
       }
     }
     for (int i = n - 1; i > 0 && rails_rand() % 2; i--) { /* interleave the hosts */
@@ -338,6 +364,14 @@ START_TEST(one_nic_per_host) {
 }
 END_TEST
 
+/* NICs of two speeds (two of 400 Gb/s, two of 200, one per GPU pair): the faster ones are rails
+ * on twice as many channels, of rings and trees alike. */
+START_TEST(nics_of_two_speeds) {
+  check_file("hgx-h100-4nic-mixed-speeds.xml", 4);
+  check_trees("hgx-h100-4nic-mixed-speeds.xml", 4);
+}
+END_TEST
+
 static Suite* topo_rails_suite(void) {
   Suite* s = suite_create("topo_rails");
   TCase* tc = tcase_create("rails");
@@ -345,6 +379,7 @@ static Suite* topo_rails_suite(void) {
   tcase_add_test(tc, one_nic_per_gpu_pair);
   tcase_add_test(tc, trees_one_nic_per_gpu);
   tcase_add_test(tc, trees_one_nic_per_gpu_pair);
+  tcase_add_test(tc, nics_of_two_speeds);
   tcase_add_test(tc, random_clusters);
   tcase_add_test(tc, no_layout_without_hosts_or_nics);
   tcase_add_test(tc, one_nic_per_host);
