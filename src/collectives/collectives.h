@@ -96,8 +96,10 @@ typedef struct coll_task {
   size_t count;        /* as work_t.count: per-rank for AllGather/ReduceScatter, else total */
   cudaStream_t stream; /* the user's stream (CUDA executor; the host executor ignores it) */
   /* A *Config call's choices (ncclCollConfig_t; 0: none): the (algo, proto) pairs it allows, as
-   * bits algo * PROTO_COUNT + proto, and its channel bounds. */
+   * bits algo * PROTO_COUNT + proto (select_forced: forceAlgSelection 1, so a selection that
+   * cannot run fails the group), and its channel bounds. */
   uint16_t select;
+  bool select_forced;
   int16_t min_ch, max_ch;
   /* Filled by the planner. */
   uint8_t algo, proto;

@@ -17,7 +17,8 @@ typedef struct coll_args {
   cudaStream_t stream;
   void* prof_api; /* the call's profiler API event (plugins.c), NULL without one */
   const ncclCollConfig_t* config; /* a *Config call's, NULL otherwise */
-  uint16_t select;                /* from config: coll_task_t.select, min_ch, max_ch */
+  uint16_t select;                /* from config: coll_task_t.select, select_forced, min_ch, */
+  bool select_forced;             /* max_ch */
   int16_t min_ch, max_ch;
 } coll_args_t;
 
@@ -168,6 +169,7 @@ static ncclResult_t enqueue_config(coll_args_t* a) {
     why = "selects nothing that can run here (what this communicator has, NCCL_ALGO, NCCL_PROTO)";
   if (why == NULL) {
     a->select = pairs;
+    a->select_forced = c.forceAlgSelection == 1;
     return ncclSuccess;
   }
   if (c.forceAlgSelection == 0) {
@@ -239,6 +241,7 @@ static ncclResult_t enqueue_task(const coll_args_t* a, int func, const void* sen
                    .count = a->count,
                    .stream = a->stream,
                    .select = a->select,
+                   .select_forced = a->select_forced,
                    .min_ch = a->min_ch,
                    .max_ch = a->max_ch,
                    .prof_api = a->prof_api};

@@ -225,6 +225,15 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   double us = -1;
   const char* why = "the call's algSelection";
   if (t->select == 0 || !plan_pick_selected(cc, t, bytes, &algo, &proto, &us)) {
+    if (t->select != 0 && t->select_forced) {
+      /* The call checked that its selection runs here; what a group rules out later is the
+       * direct algorithms (a kernel of their own: all of a group's collectives or none). */
+      WARN("%s: the call's algSelection (forceAlgSelection 1) cannot run in this group: it "
+           "selects only the direct algorithms (OneShot, TwoShot), and the group holds "
+           "collectives that cannot run them; call it outside the group, or select others too",
+           coll_func_name(t->func));
+      return ncclInvalidArgument;
+    }
     plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
     if (cc->tuner != NULL) coll_tuner_apply(cc, t, bytes, &algo, &proto, &why);
   } else {

@@ -260,6 +260,38 @@ static int body_refused(itest_rank_t* r, void* arg) {
   itest_op_release(&o);
   IT_EXPECT(res == ncclInvalidArgument && end == ncclInvalidArgument,
             "refused call in a group: %d, group end %d", (int)res, (int)end);
+  /* A forced direct-only selection grouped with a forced ring one: the group cannot honour both
+   * (the direct algorithms are all of a group or none), so it fails; not forced, it runs. */
+  ncclCollConfig_t direct = NCCL_COLLCONFIG_INITIALIZER, ring = NCCL_COLLCONFIG_INITIALIZER;
+  direct.algSelection = "OneShot_LL";
+  ring.algSelection = "ring";
+  for (int forced = 1; forced >= 0; forced--) {
+    direct.forceAlgSelection = forced;
+    itest_op_t d, g;
+    itest_case_t cd = {
+        .func = IT_ALLREDUCE, .dtype = ncclFloat32, .op = IT_SUM, .count = 513, .seed = seed++};
+    itest_case_t cg = cd;
+    cg.seed = seed++;
+    if (itest_op_prepare(&d, comm, &cd) || itest_op_prepare(&g, comm, &cg)) return 1;
+    IT_NCCL(ncclGroupStart());
+    IT_NCCL(itest_op_post_config(&d, &direct));
+    IT_NCCL(itest_op_post_config(&g, &ring));
+    ncclResult_t ge = ncclGroupEnd();
+    int wrong = 0;
+    if (forced) {
+      IT_EXPECT(ge == ncclInvalidArgument, "forced OneShot beside a forced ring: group end %d",
+                (int)ge);
+      IT_EXPECT(strstr(ncclGetLastError(comm), "cannot run in this group") != NULL,
+                "last error \"%s\"", ncclGetLastError(comm));
+    } else {
+      IT_EXPECT(ge == ncclSuccess, "OneShot not forced beside a forced ring: group end %d",
+                (int)ge);
+      wrong = itest_op_check(&d) || itest_op_check(&g);
+    }
+    itest_op_release(&d);
+    itest_op_release(&g);
+    if (wrong) return 1;
+  }
   itest_case_t after = {
       .func = IT_ALLREDUCE, .dtype = ncclInt32, .op = IT_SUM, .count = 10, .seed = seed++};
   return itest_op_run(comm, &after);
