@@ -9,6 +9,7 @@
 #       in the normal build, so with ccache they come from its cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT_DIR=$(pwd)
 
 # ctest, then a line per skipped test with its reason (ctest's summary names skipped tests, but
 # their reasons are only in Testing/Temporary/LastTest.log): the output line that says SKIP, else
@@ -58,4 +59,6 @@ cd "$BUILD_DIR"
 # sizes on purpose and expect the library's out-of-memory path. Leaks fail a test too.
 export ASAN_OPTIONS="abort_on_error=1:protect_shadow_gap=0:detect_leaks=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+# glibc's own buffers, which are not Baton's leaks (tests/lsan.supp says which and why).
+export LSAN_OPTIONS="suppressions=$ROOT_DIR/tests/lsan.supp:${LSAN_OPTIONS:-}"
 ctest_with_skips --output-on-failure -j"${CTEST_JOBS:-2}" -LE "abi|install|tools|guest" "$@"
