@@ -6,12 +6,8 @@
 
 static ncclResult_t rma_refuse(ncclComm_t comm, const char* api) {
   COMM_API_SCOPE();
-  CHECK(comm_check(comm, api));
-  WARN(
-      "%s is not implemented by Baton yet: one-sided operations on windows are not built; use "
-      "ncclSend/ncclRecv",
-      api);
-  return ncclInvalidUsage;
+  return comm_refuse_unbuilt(comm, api,
+                             "one-sided operations on windows are not built; use ncclSend/ncclRecv");
 }
 
 NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype,

@@ -9,12 +9,6 @@
 
 #include "core/core.h"
 
-static ncclResult_t elastic_refuse(ncclComm_t comm, const char* api, const char* what) {
-  CHECK(comm_check(comm, api));
-  WARN("%s is not implemented by Baton yet: %s", api, what);
-  return ncclInvalidUsage;
-}
-
 /* ---- Growing -----------------------------------------------------------------------------------
  * One existing rank asks for an id (a new bootstrap root, as a split's child gets); it goes to the
  * new ranks by the user's means. ncclCommGrow on the existing ranks allgathers over the parent's
@@ -109,7 +103,7 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
 NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   NVTX_API_RANGE("ncclCommSuspend");
   COMM_API_SCOPE();
-  return elastic_refuse(comm, "ncclCommSuspend",
+  return comm_refuse_unbuilt(comm, "ncclCommSuspend",
                         "a communicator's memory cannot be released while it lives; "
                         "ncclCommDestroy releases it");
 }
@@ -117,13 +111,13 @@ NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
 NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
   NVTX_API_RANGE("ncclCommResume");
   COMM_API_SCOPE();
-  return elastic_refuse(comm, "ncclCommResume", "ncclCommSuspend is not implemented");
+  return comm_refuse_unbuilt(comm, "ncclCommResume", "ncclCommSuspend is not implemented");
 }
 
 NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   NVTX_API_RANGE("ncclCommMemStats");
   COMM_API_SCOPE();
-  return elastic_refuse(comm, "ncclCommMemStats",
+  return comm_refuse_unbuilt(comm, "ncclCommMemStats",
                         "Baton does not account a communicator's memory by kind");
 }
 
