@@ -440,7 +440,11 @@ START_TEST(test_mem_registry) {
   ck_assert_int_eq(ncclMemFree(a), ncclInvalidArgument); /* twice */
   ck_assert_int_eq(ncclMemFree(NULL), ncclSuccess);
   ck_assert_int_eq(ncclMemFree(b), ncclSuccess);
-  ck_assert_int_eq(ncclMemAlloc(&a, 0), ncclInvalidArgument);
+  a = &local; /* 0 bytes: success and NULL, as stock's cudaMalloc(ptr, 0); freeing it is a no-op */
+  ck_assert_int_eq(ncclMemAlloc(&a, 0), ncclSuccess);
+  ck_assert_ptr_null(a);
+  ck_assert_int_eq(ncclMemFree(a), ncclSuccess);
+  ck_assert_int_eq(ncclMemAlloc(NULL, 8), ncclInvalidArgument);
 }
 END_TEST
 
