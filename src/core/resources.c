@@ -388,6 +388,7 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
   free(cc->ring_nics);
   free(cc->rank_nics);
   free(cc->host_of);
+  free(cc->suspended_reqs);
   free(cc);
   comm->resources = NULL;
   return res;

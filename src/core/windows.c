@@ -220,11 +220,40 @@ ncclResult_t comm_stage_init(ncclComm_t comm) {
     return ncclSuccess;
   }
   r->stage_buf = buf;
+  r->stage_bytes = bytes;
   r->exec.stage_slot = slot;
   r->exec.stage_half = half;
   INFO(NCCL_INIT, "comm %p rank %d: staging of 2 x %zu bytes shared in slot %d", (void*)comm,
        r->rank, half, slot);
   return ncclSuccess;
+}
+
+ncclResult_t comm_stage_fini(ncclComm_t comm) {
+  comm_res_t* r = comm->resources;
+  if (r->stage_buf == NULL) return ncclSuccess;
+  for (int i = 0; i < r->nwindows; i++) {
+    if (r->windows[i]->buff != r->stage_buf) continue;
+    comm_window_unshare(comm, r->windows[i]);
+    break;
+  }
+  r->exec.stage_slot = -1;
+  ncclResult_t res = ncclSuccess;
+  exec_scope_t scope;
+  CHECK(r->executor->enter(r->dev, false, &scope));
+  CUDA_CHECK_GOTO(cudaFree(r->stage_buf), res, out);
+out:
+  r->executor->leave(&scope);
+  r->stage_buf = NULL;
+  r->stage_bytes = 0;
+  return res;
+}
+
+size_t comm_windows_table_bytes(const comm_res_t* r) {
+  const size_t n = (size_t)ZC_MAX_WINDOWS * (size_t)r->nranks;
+  size_t bytes = 0;
+  if (r->zc_base != NULL) bytes += n * sizeof(void*) + ZC_MAX_WINDOWS * sizeof(uint8_t);
+  if (r->zc_base_dev != NULL) bytes += n * sizeof(void*);
+  return bytes;
 }
 
 void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
@@ -250,6 +279,7 @@ void comm_windows_free(ncclComm_t comm, comm_res_t* r) {
   for (int i = 0; i < r->nwindows; i++) window_release(r->windows[i], r->nranks);
   if (r->stage_buf != NULL && cudaFree(r->stage_buf) != cudaSuccess) (void)cudaGetLastError();
   r->stage_buf = NULL;
+  r->stage_bytes = 0;
   r->exec.stage_slot = -1;
   free(r->windows);
   r->windows = NULL;

@@ -1,7 +1,6 @@
 /* The entry points NCCL 2.29-2.32 added that Baton answers without running anything: refusals
- * that say what is missing (ncclCommSuspend/Resume,
- * ncclCommMemStats, ncclPutSignal, ncclSignal, ncclWaitSignal, ncclSetEncryption with a key, the
- * device-API functions), ncclCommQueryProperties (this communicator, and no device API),
+ * that say what is missing (ncclPutSignal, ncclSignal, ncclWaitSignal, ncclSetEncryption with a
+ * key, the device-API functions), ncclCommQueryProperties (this communicator, and no device API),
  * ncclWinGetUserPtr, and ncclCommGetUniqueId / ncclCommGrow's argument checks. Outputs of refused
  * calls stay untouched; bad communicators are reported as everywhere else. */
 #include <check.h>
@@ -43,11 +42,6 @@ team_t ncclTeamCftMultimem(ncclComm_t comm);
 
 START_TEST(test_not_built_refused) {
   ncclComm_t comm = unit_one_rank_comm();
-  EXPECT_REFUSED(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), "ncclCommSuspend");
-  EXPECT_REFUSED(ncclCommResume(comm), "ncclCommResume");
-  uint64_t v = 77;
-  EXPECT_REFUSED(ncclCommMemStats(comm, ncclStatGpuMemTotal, &v), "ncclCommMemStats");
-  ck_assert_uint_eq(v, 77);
   int data[4] = {1, 2, 3, 4};
   EXPECT_REFUSED(ncclPutSignal(data, 4, ncclInt32, 0, NULL, 0, 0, 0, 0, comm, NULL),
                  "one-sided operations");
@@ -58,6 +52,27 @@ START_TEST(test_not_built_refused) {
   /* A NULL communicator is reported as one, not as "not implemented". */
   ck_assert_int_ne(ncclSignal(0, 0, 0, 0, NULL, NULL), ncclSuccess);
   ck_assert_ptr_null(strstr(log_last_error(), "not implemented"));
+}
+END_TEST
+
+/* A single rank has no connections: suspending releases nothing, but the state still changes
+ * (tests/integration/test_comm_suspend.c measures real ones). */
+START_TEST(test_suspend_one_rank) {
+  ncclComm_t comm = unit_one_rank_comm();
+  uint64_t v = 77;
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemSuspend, &v), ncclSuccess);
+  ck_assert_uint_eq(v, 0);
+  ck_assert_int_eq(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess);
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+  ck_assert_uint_eq(v, 1);
+  int x = 3;
+  EXPECT_REFUSED(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL), "suspended");
+  ck_assert_int_eq(ncclCommResume(comm), ncclSuccess);
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+  ck_assert_uint_eq(v, 0);
+  ck_assert_int_eq(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+  ck_assert_int_eq(x, 3);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
 END_TEST
 
@@ -174,6 +189,7 @@ static Suite* api232_suite(void) {
   Suite* s = suite_create("api_232");
   TCase* tc = tcase_create("api");
   tcase_add_test(tc, test_not_built_refused);
+  tcase_add_test(tc, test_suspend_one_rank);
   tcase_add_test(tc, test_grow_arguments);
   tcase_add_test(tc, test_encryption);
   tcase_add_test(tc, test_device_api);
