@@ -19,6 +19,7 @@ struct comm_window {
   void* buff; /* this rank's buffer */
   share_export_t exp;
   share_map_t* maps; /* nranks: the peers' buffers mapped here */
+  size_t* bytes;     /* nranks: the length of each rank's buffer */
 };
 
 /* The exchange of one rank's window: its description, its slot, and later whether it mapped
@@ -84,6 +85,7 @@ static void window_release(comm_window_t* w, int nranks) {
   share_revoke(&w->exp);
   free(w->maps);
   free(w->slots);
+  free(w->bytes);
   free(w);
 }
 
@@ -119,6 +121,7 @@ static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
   w->buff = buff;
   CHECK_GOTO(MEM_CALLOC(&w->slots, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&w->maps, (size_t)n), res, fail);
+  CHECK_GOTO(MEM_CALLOC(&w->bytes, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&all, (size_t)n), res, fail);
   int mine = -1;
   for (int s = 0; s < ZC_MAX_WINDOWS && mine < 0; s++)
@@ -158,6 +161,7 @@ static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
   w->slot = mine;
   for (int p = 0; p < n; p++) {
     w->slots[p] = all[p].slot;
+    w->bytes[p] = p == me ? bytes : all[p].desc.bytes;
     *windows_entry(r, all[p].slot, p) = w->maps[p].base;
   }
   r->zc_used[mine] = 1;
@@ -246,6 +250,13 @@ out:
   r->stage_buf = NULL;
   r->stage_bytes = 0;
   return res;
+}
+
+void* comm_window_peer(const comm_window_t* w, int peer, size_t* bytes) {
+  *bytes = 0;
+  if (w == NULL || w->slot < 0 || w->maps == NULL || w->maps[peer].base == NULL) return NULL;
+  *bytes = w->bytes[peer];
+  return w->maps[peer].base;
 }
 
 size_t comm_windows_table_bytes(const comm_res_t* r) {
