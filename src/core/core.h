@@ -202,6 +202,7 @@ typedef struct comm_res {
   conn_request_t* suspended_reqs;
   int nsuspended_reqs;
   size_t suspended_bytes;
+  bool suspended_stage; /* it had staging: Resume must make it again (the planner counts on it) */
   struct comm_rma* rma; /* one-sided operations (rma.c), made on first use */
 } comm_res_t;
 

@@ -50,6 +50,7 @@ static ncclResult_t suspend_release(ncclComm_t comm) {
     r->suspended_reqs = reqs;
     r->nsuspended_reqs = nreqs;
     r->suspended_bytes = bytes;
+    r->suspended_stage = r->stage_buf != NULL;
     atomic_store(&comm->suspended, true);
     res = comm_stage_fini(comm);
     r->tuning.stage_half = 0; /* no staged algorithm until Resume shares it again */
@@ -109,6 +110,13 @@ NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
     /* Collective, as at init: every rank shares its staging again (once, should a failed Resume
      * be called again). */
     if (r->stage_buf == NULL) res = comm_stage_init(comm);
+    /* The collectives layer plans the staged algorithms from what init found (every rank shared
+     * staging): without it again they must not run. The sharing is agreed, so all ranks see it. */
+    if (res == ncclSuccess && r->suspended_stage && r->stage_buf == NULL) {
+      WARN("%s: comm %p rank %d: the staging buffer could not be shared again (see above)", api,
+           (void*)comm, comm->rank);
+      res = ncclSystemError;
+    }
     r->tuning.stage_half = r->exec.stage_slot >= 0 ? r->exec.stage_half : 0;
     comm_res_leave(comm, &scope);
   }
