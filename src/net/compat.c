@@ -116,20 +116,12 @@ static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v11_t* props) 
   ncclNetProperties_v12_t p;
   memset(&p, 0, sizeof(p));
   CHECK(compat_v12->getProperties(dev, &p));
+  /* Everything before vProps has v11's layout. */
+  _Static_assert(
+      offsetof(ncclNetProperties_v12_t, vProps) == offsetof(ncclNetProperties_v11_t, vProps),
+      "v11 and v12 properties agree up to vProps");
   memset(props, 0, sizeof(*props));
-  props->name = p.name;
-  props->pciPath = p.pciPath;
-  props->guid = p.guid;
-  props->ptrSupport = p.ptrSupport;
-  props->regIsGlobal = p.regIsGlobal;
-  props->forceFlush = p.forceFlush;
-  props->speed = p.speed;
-  props->port = p.port;
-  props->latency = p.latency;
-  props->maxComms = p.maxComms;
-  props->maxRecvs = p.maxRecvs;
-  props->netDeviceType = p.netDeviceType;
-  props->netDeviceVersion = p.netDeviceVersion;
+  memcpy(props, &p, offsetof(ncclNetProperties_v11_t, vProps));
   int n = p.vProps.ndevs < 0 ? 0 : p.vProps.ndevs;
   if (n > NCCL_NET_MAX_DEVS_PER_NIC) {
     INFO(NCCL_NET, "NET/Plugin: device %d is a virtual NIC of %d devices; Baton sees its first %d",

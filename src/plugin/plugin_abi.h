@@ -73,12 +73,7 @@ typedef struct tuner_v5 {
 /* v6 (stock 2.30): v5 and an optional getChunkSize at the end; the constants and the
  * NVLink-domain summary are v5's. */
 typedef struct tuner_v6 {
-  const char* name;
-  ncclResult_t (*init)(void** ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
-                       plugin_logger_t log, tuner_nvl_domain_v5_t* nvl, tuner_constants_v5_t* k);
-  ncclResult_t (*get_coll_info)(void* ctx, int func, size_t nbytes, int npipe_ops, float** table,
-                                int nalgos, int nprotos, int reg_buff, int* nchannels);
-  ncclResult_t (*finalize)(void* ctx);
+  tuner_v5_t v5; /* name, init, getCollInfo, finalize */
   ncclResult_t (*get_chunk_size)(void* ctx, int func, size_t nbytes, int algo, int proto,
                                  int nchannels, size_t* chunk_size);
 } tuner_v6_t;
@@ -445,7 +440,7 @@ _Static_assert(sizeof(tuner_constants_v5_t) == 1152, "ncclTunerConstants_v5_t");
 _Static_assert(offsetof(tuner_constants_v5_t, ll_max_bw) == 672, "ncclTunerConstants_v5_t");
 _Static_assert(sizeof(tuner_nvl_domain_v5_t) == 12, "ncclNvlDomainInfo_v5_t");
 _Static_assert(sizeof(tuner_v5_t) == 32 && sizeof(tuner_v2_t) == 32, "ncclTuner_v5_t");
-_Static_assert(sizeof(tuner_v6_t) == 40 && offsetof(tuner_v6_t, finalize) == 24,
+_Static_assert(sizeof(tuner_v6_t) == 40 && offsetof(tuner_v6_t, get_chunk_size) == 32,
                "ncclTuner_v6_t: v5's table and getChunkSize");
 _Static_assert(sizeof(prof_descr_v5_t) == 112, "ncclProfilerEventDescr_v5_t");
 _Static_assert(offsetof(prof_descr_v5_t, rank) == 16, "v5 rank");

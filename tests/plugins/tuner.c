@@ -64,12 +64,9 @@ static ncclResult_t t_chunk(void* ctx, int func, size_t nbytes, int algo, int pr
   return ncclSuccess;
 }
 
-__attribute__((visibility("default")))
-const tuner_v6_t ncclTunerPlugin_v6 = {.name = "test-tuner-v6",
-                                       .init = t_init6,
-                                       .get_coll_info = t_get,
-                                       .finalize = t_fini,
-                                       .get_chunk_size = t_chunk};
+__attribute__((visibility("default"))) const tuner_v6_t ncclTunerPlugin_v6 = {
+    .v5 = {.name = "test-tuner-v6", .init = t_init6, .get_coll_info = t_get, .finalize = t_fini},
+    .get_chunk_size = t_chunk};
 #endif
 #else
 static ncclResult_t t_init(size_t nranks, size_t nnodes, plugin_logger_t log, void** ctx) {
