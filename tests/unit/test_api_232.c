@@ -144,10 +144,14 @@ START_TEST(test_device_api) {
   ck_assert_int_eq(props.rank, 0);
   ck_assert_int_eq(props.nRanks, 1);
   ck_assert_int_eq(props.cudaDev, -1); /* the host executor */
-  ck_assert(!props.deviceApiSupport && !props.multimemSupport && !props.hostRmaSupport);
+  ck_assert(!props.deviceApiSupport && !props.multimemSupport);
+  ck_assert(props.hostRmaSupport); /* one-sided operations work (tests/integration/test_rma.c) */
   ck_assert_int_eq(props.ginType, 0);
   ck_assert_int_eq(props.railedGinType, 0);
   ck_assert_uint_eq(props.size, sizeof(props));
+  props.version = NCCL_VERSION(2, 29, 3); /* stock leaves it false for callers up to 2.29.3 */
+  ck_assert_int_eq(ncclCommQueryProperties(comm, &props), ncclSuccess);
+  ck_assert(!props.hostRmaSupport);
   /* An older, shorter struct: nothing past its size is written. */
   props_t old;
   memset(&old, 0xee, sizeof(old));
