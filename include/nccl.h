@@ -5,8 +5,8 @@
  * appending), so a program compiled against either header runs on either library. Versioned
  * structures (ncclConfig_t, ncclCollConfig_t, ncclSimInfo_t, ncclEncryptionConfig_t) are read by
  * the size their caller compiled, so a program built against an older, shorter layout keeps
- * working. tests/abi checks the layouts against stock's. The version macros still say 2.28.9
- * (README: which 2.29-2.32 functions Baton implements, and which it refuses).
+ * working. tests/abi checks the layouts against stock's. The version is 2.32.3's (README: which
+ * 2.29-2.32 functions Baton implements, and which it refuses: the device API).
  *
  * Each entry point exists twice: ncclX, which applications call, and pncclX, the same function
  * under a second name for profiling and interposition tools. */
@@ -33,11 +33,11 @@
  * NCCL_VERSION(X,Y,Z) encodes a release as an integer. Releases up to 2.8 used X*1000+Y*100+Z;
  * later ones use X*10000+Y*100+Z, so codes keep increasing across the change. */
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 32
+#define NCCL_PATCH 3
 #define NCCL_SUFFIX ""
 
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23203
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 

@@ -97,10 +97,10 @@ bool log_sink_rebind(char* buf, size_t len);
       log_sink_enter((buf), (len))
 /* This thread's device index, printed in the "[dev]" part of log lines; -1 prints nothing. */
 void log_set_device(int dev);
-/* "Baton <version>; NCCL 2.28.9; build=... cuda_archs=..." (src/base/build_info.c: also an ELF note
+/* "Baton <version>; NCCL 2.32.3; build=... cuda_archs=..." (src/base/build_info.c: also an ELF note
  * that tools read from the loaded library). */
 const char* build_info(void);
-/* "NCCL version 2.28.9+baton-<version>", once per process, at NCCL_DEBUG=VERSION or higher (as
+/* "NCCL version 2.32.3+baton-<version>", once per process, at NCCL_DEBUG=VERSION or higher (as
  * an INFO line at INFO and above). Core calls it at the first communicator init. */
 void log_version_banner(void);
 

@@ -2,11 +2,13 @@
  * NCCL_PROFILER_PLUGIN, NCCL_ENV_PLUGIN), and the environment plugin that every NCCL_* variable
  * is read through.
  *
- * The environment plugin's ABI (ncclEnvPlugin_v1, stock 2.28): {name, init(major, minor, patch,
- * suffix), finalize(), getEnv(name)}. getEnv's answer stays valid until the next getEnv of that
- * name or finalize; param.c copies it at once. */
+ * The environment plugin's ABI: ncclEnvPlugin_v2 (stock 2.30) {name, init(major, minor, patch,
+ * suffix, logFunction), finalize(), getEnv(name)}, taken first as stock's loader takes it, else
+ * ncclEnvPlugin_v1 (stock 2.28: init without the logger). getEnv's answer stays valid until the
+ * next getEnv of that name or finalize; param.c copies it at once. */
 #include <dlfcn.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -85,9 +87,41 @@ typedef struct env_plugin_v1 {
   ncclResult_t (*finalize)(void);
   const char* (*getEnv)(const char* name);
 } env_plugin_v1_t;
+typedef struct env_plugin_v2 {
+  const char* name;
+  ncclResult_t (*init)(uint8_t major, uint8_t minor, uint8_t patch, const char* suffix,
+                       ncclDebugLogger_t logFunction);
+  ncclResult_t (*finalize)(void);
+  const char* (*getEnv)(const char* name);
+} env_plugin_v2_t;
+/* What env_get calls, whichever version: v1's and v2's tables differ only in init. */
+typedef struct env_plugin {
+  const char* name;
+  ncclResult_t (*finalize)(void);
+  const char* (*getEnv)(const char* name);
+} env_plugin_t;
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-static const env_plugin_v1_t* _Atomic env_plugin;
+static env_plugin_t env_table;
+static const env_plugin_t* _Atomic env_plugin;
+/* Inside the plugin (its init, a getEnv) on this thread: the log reads NCCL_DEBUG through the
+ * plugin, so a message the plugin logs from there is kept for env_plugin_report instead. */
+static __thread int env_inside;
+static char env_plugin_said[256];
+
+static void env_plugin_log(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+                           const char* fmt, ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (env_inside > 0) {
+    snprintf(env_plugin_said, sizeof(env_plugin_said), "%s", msg);
+    return;
+  }
+  log_emit(level, flags, file, line, "%s", msg);
+}
 static void* env_lib;
 /* What loading did, for env_plugin_report: level 0 nothing to say, else INFO or WARN. */
 static int env_report_level;
@@ -95,7 +129,7 @@ static char env_report_text[PLUGIN_NAME_MAX + PLUGIN_WHY_MAX];
 static atomic_int env_reported;
 
 static void env_plugin_finalize(void) {
-  const env_plugin_v1_t* p = atomic_exchange(&env_plugin, NULL);
+  const env_plugin_t* p = atomic_exchange(&env_plugin, NULL);
   if (p != NULL && p->finalize != NULL) (void)p->finalize();
 }
 
@@ -115,33 +149,49 @@ static void env_plugin_load(void) {
     }
     return;
   }
-  const env_plugin_v1_t* p = dlsym(lib, "ncclEnvPlugin_v1");
+  /* The newest version first, as stock's loader. */
+  const env_plugin_v2_t* v2 = dlsym(lib, "ncclEnvPlugin_v2");
+  const env_plugin_v1_t* v1 = v2 == NULL ? dlsym(lib, "ncclEnvPlugin_v1") : NULL;
+  const char* symbol = v2 != NULL ? "ncclEnvPlugin_v2" : "ncclEnvPlugin_v1";
   ncclResult_t res = ncclSystemError;
-  if (p != NULL && p->getEnv != NULL)
-    res = p->init != NULL
-              ? p->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, "+baton-" BATON_VERSION_STRING)
-              : ncclSuccess;
+  const char* suffix = "+baton-" BATON_VERSION_STRING;
+  env_inside++;
+  if (v2 != NULL && v2->getEnv != NULL) {
+    env_table = (env_plugin_t){.name = v2->name, .finalize = v2->finalize, .getEnv = v2->getEnv};
+    res = v2->init != NULL ? v2->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, suffix, env_plugin_log)
+                           : ncclSuccess;
+  } else if (v1 != NULL && v1->getEnv != NULL) {
+    env_table = (env_plugin_t){.name = v1->name, .finalize = v1->finalize, .getEnv = v1->getEnv};
+    res = v1->init != NULL ? v1->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, suffix) : ncclSuccess;
+  }
+  env_inside--;
   if (res != ncclSuccess) {
     env_report_level = NCCL_LOG_WARN;
     snprintf(env_report_text, sizeof(env_report_text),
              "ENV/Plugin: %s %s; reading the process environment", path,
-             p == NULL ? "has no ncclEnvPlugin_v1 symbol" : "failed to initialize");
+             v2 == NULL && v1 == NULL ? "has no ncclEnvPlugin_v2 or ncclEnvPlugin_v1 symbol"
+                                      : "failed to initialize");
     dlclose(lib);
     return;
   }
   env_lib = lib;
-  atomic_store(&env_plugin, p);
+  atomic_store(&env_plugin, &env_table);
   atexit(env_plugin_finalize);
   env_report_level = NCCL_LOG_INFO;
   snprintf(env_report_text, sizeof(env_report_text),
-           "ENV/Plugin: using %s (%s, ncclEnvPlugin_v1) for NCCL_* variables", path,
-           p->name ? p->name : "?");
+           "ENV/Plugin: using %s (%s, %s) for NCCL_* variables%s%s", path,
+           env_table.name ? env_table.name : "?", symbol, env_plugin_said[0] ? "; it said: " : "",
+           env_plugin_said);
 }
 
 const char* env_get(const char* name) {
   pthread_once(&env_once, env_plugin_load);
-  const env_plugin_v1_t* p = atomic_load(&env_plugin);
-  return p != NULL ? p->getEnv(name) : getenv(name);
+  const env_plugin_t* p = atomic_load(&env_plugin);
+  if (p == NULL) return getenv(name);
+  env_inside++;
+  const char* v = p->getEnv(name);
+  env_inside--;
+  return v;
 }
 
 void env_plugin_report(void) {

@@ -161,6 +161,7 @@ struct coll_comm {
   int nuser_ops;
   struct ncclWindow_vidmem** regs; /* mem.c: registrations (buffers and windows) of this comm */
   int nregs, regs_cap;
+  uint32_t win_seq; /* windows registered so far: numbers them alike on every rank (from 1) */
 
   /* Group scheduler. */
   coll_task_list_t pending; /* posted in the open group (the posting thread only) */
@@ -233,6 +234,12 @@ void coll_regs_free(struct coll_comm* cc);
 ncclResult_t coll_windows_share_deferred(void);
 /* The shared window holding all of [buff, buff + bytes): its slot and buff's offset in it. */
 bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot, size_t* off);
+/* A window of cc (win looked up, never dereferenced blindly): this rank's buffer and length, its
+ * registration number, and core's sharing record (NULL: not shared). False if win is not one. */
+bool coll_window_of(struct coll_comm* cc, ncclWindow_t win, void** buff, size_t* size,
+                    uint32_t* seq, comm_window_t** shared);
+/* comm_rma_lookup_t.find over cc's windows (arg: cc). */
+bool coll_window_by_seq(void* cc, uint32_t seq, void** buff, size_t* size);
 
 /* ---- redop.c -------------------------------------------------------------------------------- */
 /* The executor's view of op for datatype on cc (Avg -> PreMulSum or SumPostDiv; user ops from the

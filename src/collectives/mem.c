@@ -34,6 +34,7 @@ struct ncclWindow_vidmem {
   int flags;             /* NCCL_WIN_* (windows) */
   int slot;              /* windows shared with every rank: the slot (core/windows.c), else -1 */
   comm_window_t* shared; /* core's record of the sharing (NULL: not shared) */
+  uint32_t seq;          /* windows: the registration's number, the same on every rank */
 };
 
 /* ---- Allocation registry ------------------------------------------------------------------- */
@@ -323,7 +324,10 @@ static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buf
       cc->regs_cap = cap;
     }
   }
-  if (res == ncclSuccess) cc->regs[cc->nregs++] = reg;
+  if (res == ncclSuccess) {
+    cc->regs[cc->nregs++] = reg;
+    if (kind == MEM_REG_WINDOW) reg->seq = ++cc->win_seq;
+  }
   pthread_mutex_unlock(&cc->lock);
   if (res != ncclSuccess) {
     free(reg);
@@ -362,6 +366,38 @@ bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int*
     if (w->slot < 0 || b < lo || b + bytes > lo + w->size || b + bytes < b) continue;
     *slot = w->slot;
     *off = (size_t)(b - lo);
+    found = true;
+  }
+  pthread_mutex_unlock(&cc->lock);
+  return found;
+}
+
+bool coll_window_of(struct coll_comm* cc, ncclWindow_t win, void** buff, size_t* size,
+                    uint32_t* seq, comm_window_t** shared) {
+  bool found = false;
+  pthread_mutex_lock(&cc->lock);
+  for (int i = 0; i < cc->nregs && !found; i++) {
+    const struct ncclWindow_vidmem* w = cc->regs[i];
+    if (w != win || w->kind != MEM_REG_WINDOW) continue;
+    *buff = w->buff;
+    *size = w->size;
+    *seq = w->seq;
+    *shared = w->shared;
+    found = true;
+  }
+  pthread_mutex_unlock(&cc->lock);
+  return found;
+}
+
+bool coll_window_by_seq(void* arg, uint32_t seq, void** buff, size_t* size) {
+  struct coll_comm* cc = arg;
+  bool found = false;
+  pthread_mutex_lock(&cc->lock);
+  for (int i = 0; i < cc->nregs && !found; i++) {
+    const struct ncclWindow_vidmem* w = cc->regs[i];
+    if (w->kind != MEM_REG_WINDOW || w->seq != seq) continue;
+    *buff = w->buff;
+    *size = w->size;
     found = true;
   }
   pthread_mutex_unlock(&cc->lock);
@@ -579,8 +615,10 @@ NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, voi
   }
   pthread_mutex_unlock(&cc->lock);
   if (!found) {
-    WARN("%s: window (win) %p was not returned by ncclCommWindowRegister on comm %p, or was "
-         "deregistered already", api, (void*)win, (void*)comm);
+    WARN(
+        "%s: window (win) %p was not returned by ncclCommWindowRegister on comm %p, or was "
+        "deregistered already",
+        api, (void*)win, (void*)comm);
     return ncclInvalidArgument;
   }
   *outUserPtr = buff;

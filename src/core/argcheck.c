@@ -52,6 +52,13 @@ ncclResult_t comm_check_ready(ncclComm_t comm, const char* api) {
   CHECK(comm_check_settled(comm, api));
   switch (atomic_load(&comm->state)) {
     case COMM_STATE_READY:
+      if (atomic_load(&comm->suspended)) {
+        WARN(
+            "%s: comm %p is suspended (ncclCommSuspend released its memory); call "
+            "ncclCommResume on every rank first",
+            api, (void*)comm);
+        return ncclInvalidUsage;
+      }
       return ncclSuccess;
     case COMM_STATE_FINALIZED:
       WARN("%s: comm %p has been finalized; only ncclCommDestroy is allowed now", api, (void*)comm);

@@ -36,8 +36,8 @@ static void config_forget_newer_fields(ncclConfig_t* c) {
     c->collnetEnable = c->CTAPolicy = c->shrinkShare = c->nvlsCTAs = UNDEF;
   }
   if (c->version < NCCL_VERSION(2, 28, 0)) c->nChannelsPerNetPeer = c->nvlinkCentricSched = UNDEF;
-  /* The 2.29-2.32 fields are known by the caller's size alone: Baton's own header gives them with
-   * version 2.28.9 (its version macros are 2.28's), and a 2.28 program's 80 bytes end before. */
+  /* The 2.29-2.32 fields are known by the caller's size alone: a 2.28 program's 80 bytes end
+   * before them (Baton's header before 2.32.3's version gave them with version 2.28.9). */
 }
 
 static bool is_bool_or_undef(int v) {

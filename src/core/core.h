@@ -60,6 +60,7 @@ struct ncclComm {
   struct comm_job* job;          /* last nonblocking lifecycle job touching this comm, or NULL */
   uint32_t child_seq;            /* split/shrink calls so far (same order on every rank) */
   bool grow_id_out;              /* ncclCommGetUniqueId gave an id ncclCommGrow has not used */
+  _Atomic bool suspended;        /* ncclCommSuspend(NCCL_SUSPEND_MEM) until ncclCommResume */
   char last_error[COMM_LAST_ERROR_LEN];
 
   /* Calls that use the collective state now (comm_hold): abort and destroy from another thread
@@ -93,8 +94,8 @@ ncclResult_t comm_check(ncclComm_t comm, const char* api);
  * "api is not implemented by Baton yet: what" and ncclInvalidUsage; it touches no output. */
 ncclResult_t comm_refuse_unbuilt(ncclComm_t comm, const char* api, const char* what);
 /* comm_check plus: no nonblocking operation in flight (else ncclInvalidArgument, as stock), no
- * async error (else that error), and not finalized/revoked (else ncclInvalidUsage). What a
- * collective or point-to-point call needs. */
+ * async error (else that error), and not finalized/revoked/suspended (else ncclInvalidUsage). What
+ * a collective or point-to-point call needs. */
 ncclResult_t comm_check_ready(ncclComm_t comm, const char* api);
 /* The in-flight/async-error part of comm_check_ready only (queries such as ncclCommCount). */
 ncclResult_t comm_check_settled(ncclComm_t comm, const char* api);
@@ -195,6 +196,14 @@ typedef struct comm_res {
    * is among `windows`, exec.stage_slot and exec.stage_half say where (stage_slot >= 0: every rank
    * shares one). */
   void* stage_buf;
+  size_t stage_bytes;
+  /* ncclCommSuspend (suspend.c): while suspended, the connections there were (made again by
+   * ncclCommResume) and the bytes released. */
+  conn_request_t* suspended_reqs;
+  int nsuspended_reqs;
+  size_t suspended_bytes;
+  bool suspended_stage; /* it had staging: Resume must make it again (the planner counts on it) */
+  struct comm_rma* rma; /* one-sided operations (rma.c), made on first use */
 } comm_res_t;
 
 /* ---- Shared windows (windows.c) --------------------------------------------------------------
@@ -210,10 +219,49 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
  * a window but without turning zero copy on; exec.stage_slot >= 0 on every rank or on none. */
 ncclResult_t comm_stage_init(ncclComm_t comm);
 void comm_window_unshare(ncclComm_t comm, comm_window_t* w);
+/* Collective: the staging buffer unshared and freed (ncclCommSuspend; comm_stage_init makes it
+ * again). */
+ncclResult_t comm_stage_fini(ncclComm_t comm);
+/* Where rank peer's buffer of the shared window w lies in this process, and its length; NULL (and
+ * 0) when w is not shared (peer is a valid rank). */
+void* comm_window_peer(const comm_window_t* w, int peer, size_t* bytes);
+/* The bytes of the shared windows' address tables (host and device copies; 0 before the first
+ * window). */
+size_t comm_windows_table_bytes(const comm_res_t* r);
 /* At comm_res_free: every window left, and the tables. */
 void comm_windows_free(ncclComm_t comm, comm_res_t* r);
 /* Whether comm has shared a window (the planner's zero-copy switch). */
 bool comm_windows_shared(ncclComm_t comm);
+
+/* ---- One-sided operations (rma.c) -----------------------------------------------------------
+ * The collectives layer checks the arguments and resolves the windows; these move data and
+ * signals (the file's comment says how). All run on the calling thread. */
+typedef struct comm_rma_put {
+  int peer, ctx, sig;
+  uint32_t seq;    /* the window's registration number, the same on every rank (0: no data) */
+  void* own_base;  /* this rank's buffer of the window (a put to itself) */
+  void* peer_base; /* peer's buffer mapped here (comm_window_peer), NULL: send the data */
+  size_t offset, bytes;
+  const void* src;
+} comm_rma_put_t;
+/* This rank's buffer of the window with registration number seq: false when there is none. */
+typedef struct comm_rma_lookup {
+  bool (*find)(void* arg, uint32_t seq, void** buff, size_t* bytes);
+  void* arg;
+} comm_rma_lookup_t;
+struct comm_rma;
+/* ctx and sig within the config's numRmaCtx / numRmaSig (1 when unset); else a WARN and
+ * ncclInvalidArgument. */
+ncclResult_t comm_rma_check_index(ncclComm_t comm, const char* api, int ctx, int sig);
+/* Before a call's work: on a GPU, the stream's earlier work waited for (refused while capturing).
+ */
+ncclResult_t comm_rma_begin(ncclComm_t comm, const char* api, cudaStream_t stream);
+ncclResult_t comm_rma_put(ncclComm_t comm, const comm_rma_put_t* p);
+/* Returns once every descriptor's signals have arrived and their data is in this rank's windows.
+ * Descriptors are checked by the caller. */
+ncclResult_t comm_rma_wait(ncclComm_t comm, const ncclWaitSignalDesc_t* descs, int n,
+                           const comm_rma_lookup_t* lookup);
+void comm_rma_free(struct comm_rma* m);
 
 /* CUDA is called for this communicator: a real GPU's, not a virtual platform's. */
 static inline bool comm_res_real_gpu(const comm_res_t* r) {

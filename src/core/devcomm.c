@@ -209,7 +209,10 @@ NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommPropert
                             .nRanks = comm->nranks,
                             .cudaDev = comm->cuda_dev,
                             .nvmlDev = -1,
-                            .nLsaTeams = comm->nranks / devcomm_lsa_size(comm)};
+                            .nLsaTeams = comm->nranks / devcomm_lsa_size(comm),
+                            /* ncclPutSignal and co. work on every communicator; stock fills
+                             * the field for callers newer than 2.29.3 */
+                            .hostRmaSupport = props->version > NCCL_VERSION(2, 29, 3)};
   memcpy(props, &p, props->size < sizeof(p) ? props->size : sizeof(p));
   return ncclSuccess;
 }

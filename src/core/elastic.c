@@ -1,9 +1,6 @@
-/* The elastic-communicator entry points of NCCL 2.29 (ncclCommGetUniqueId and ncclCommGrow;
- * ncclCommSuspend, ncclCommResume, ncclCommMemStats) and 2.32's ncclSetEncryption.
- *
- * Suspend, Resume and MemStats are not built yet: each checks its communicator (a bad one is
- * reported as everywhere else), then refuses with ncclInvalidUsage and a WARN naming what is
- * missing, and leaves every output untouched. README lists them under "refused". */
+/* The elastic-communicator entry points of NCCL 2.29 that grow a communicator
+ * (ncclCommGetUniqueId and ncclCommGrow; suspend.c has ncclCommSuspend, ncclCommResume and
+ * ncclCommMemStats) and 2.32's ncclSetEncryption. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,27 +95,6 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
   ncclConfig_t inherited = comm->config;
   return pncclCommInitRankConfig(newcomm, nRanks, id, comm->rank,
                                  config != NULL ? config : &inherited);
-}
-
-NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
-  NVTX_API_RANGE("ncclCommSuspend");
-  COMM_API_SCOPE();
-  return comm_refuse_unbuilt(comm, "ncclCommSuspend",
-                        "a communicator's memory cannot be released while it lives; "
-                        "ncclCommDestroy releases it");
-}
-
-NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
-  NVTX_API_RANGE("ncclCommResume");
-  COMM_API_SCOPE();
-  return comm_refuse_unbuilt(comm, "ncclCommResume", "ncclCommSuspend is not implemented");
-}
-
-NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
-  NVTX_API_RANGE("ncclCommMemStats");
-  COMM_API_SCOPE();
-  return comm_refuse_unbuilt(comm, "ncclCommMemStats",
-                        "Baton does not account a communicator's memory by kind");
 }
 
 /* Baton has no TLS: a configuration carrying a pre-shared key is refused, so a job that asked for

@@ -388,6 +388,8 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
   free(cc->ring_nics);
   free(cc->rank_nics);
   free(cc->host_of);
+  free(cc->suspended_reqs);
+  comm_rma_free(cc->rma);
   free(cc);
   comm->resources = NULL;
   return res;

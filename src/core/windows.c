@@ -19,6 +19,7 @@ struct comm_window {
   void* buff; /* this rank's buffer */
   share_export_t exp;
   share_map_t* maps; /* nranks: the peers' buffers mapped here */
+  size_t* bytes;     /* nranks: the length of each rank's buffer */
 };
 
 /* The exchange of one rank's window: its description, its slot, and later whether it mapped
@@ -84,6 +85,7 @@ static void window_release(comm_window_t* w, int nranks) {
   share_revoke(&w->exp);
   free(w->maps);
   free(w->slots);
+  free(w->bytes);
   free(w);
 }
 
@@ -119,6 +121,7 @@ static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
   w->buff = buff;
   CHECK_GOTO(MEM_CALLOC(&w->slots, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&w->maps, (size_t)n), res, fail);
+  CHECK_GOTO(MEM_CALLOC(&w->bytes, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&all, (size_t)n), res, fail);
   int mine = -1;
   for (int s = 0; s < ZC_MAX_WINDOWS && mine < 0; s++)
@@ -158,6 +161,7 @@ static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
   w->slot = mine;
   for (int p = 0; p < n; p++) {
     w->slots[p] = all[p].slot;
+    w->bytes[p] = p == me ? bytes : all[p].desc.bytes;
     *windows_entry(r, all[p].slot, p) = w->maps[p].base;
   }
   r->zc_used[mine] = 1;
@@ -220,11 +224,47 @@ ncclResult_t comm_stage_init(ncclComm_t comm) {
     return ncclSuccess;
   }
   r->stage_buf = buf;
+  r->stage_bytes = bytes;
   r->exec.stage_slot = slot;
   r->exec.stage_half = half;
   INFO(NCCL_INIT, "comm %p rank %d: staging of 2 x %zu bytes shared in slot %d", (void*)comm,
        r->rank, half, slot);
   return ncclSuccess;
+}
+
+ncclResult_t comm_stage_fini(ncclComm_t comm) {
+  comm_res_t* r = comm->resources;
+  if (r->stage_buf == NULL) return ncclSuccess;
+  for (int i = 0; i < r->nwindows; i++) {
+    if (r->windows[i]->buff != r->stage_buf) continue;
+    comm_window_unshare(comm, r->windows[i]);
+    break;
+  }
+  r->exec.stage_slot = -1;
+  ncclResult_t res = ncclSuccess;
+  exec_scope_t scope;
+  CHECK(r->executor->enter(r->dev, false, &scope));
+  CUDA_CHECK_GOTO(cudaFree(r->stage_buf), res, out);
+out:
+  r->executor->leave(&scope);
+  r->stage_buf = NULL;
+  r->stage_bytes = 0;
+  return res;
+}
+
+void* comm_window_peer(const comm_window_t* w, int peer, size_t* bytes) {
+  *bytes = 0;
+  if (w == NULL || w->slot < 0 || w->maps == NULL || w->maps[peer].base == NULL) return NULL;
+  *bytes = w->bytes[peer];
+  return w->maps[peer].base;
+}
+
+size_t comm_windows_table_bytes(const comm_res_t* r) {
+  const size_t n = (size_t)ZC_MAX_WINDOWS * (size_t)r->nranks;
+  size_t bytes = 0;
+  if (r->zc_base != NULL) bytes += n * sizeof(void*) + ZC_MAX_WINDOWS * sizeof(uint8_t);
+  if (r->zc_base_dev != NULL) bytes += n * sizeof(void*);
+  return bytes;
 }
 
 void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
@@ -250,6 +290,7 @@ void comm_windows_free(ncclComm_t comm, comm_res_t* r) {
   for (int i = 0; i < r->nwindows; i++) window_release(r->windows[i], r->nranks);
   if (r->stage_buf != NULL && cudaFree(r->stage_buf) != cudaSuccess) (void)cudaGetLastError();
   r->stage_buf = NULL;
+  r->stage_bytes = 0;
   r->exec.stage_slot = -1;
   free(r->windows);
   r->windows = NULL;

@@ -1,6 +1,6 @@
-/* Adapters presenting ncclNet v10, v9 and v8 plugin tables as Baton's ncclNet_t (v11). Kept apart
- * from the core so the current API can grow without touching the old shapes. A process loads at
- * most one plugin, so each adapter wraps one table, held in a file-level pointer.
+/* Adapters presenting ncclNet v12, v10, v9 and v8 plugin tables as Baton's ncclNet_t (v11). Kept
+ * apart from the core so the current API can grow without touching the old shapes. A process loads
+ * at most one plugin, so each adapter wraps one table, held in a file-level pointer.
  *
  * What v11 changed, and how the adapters bridge it: init is called once per communicator and
  * returns a context (older plugins were initialized once per process: the adapters count
@@ -9,7 +9,9 @@
  * take the context; properties gained maxMultiRequestSize (1 for older plugins). Optional slots a
  * plugin leaves NULL point at stubs that WARN (or, for finalize and setNetAttr, do nothing). */
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "net/net.h"
 
@@ -100,6 +102,61 @@ ncclResult_t net_compat_from_v11(const ncclNet_v11_t* v11, const ncclNet_t** out
   if (t->finalize == NULL) t->finalize = v11_no_finalize;
   if (t->setNetAttr == NULL) t->setNetAttr = compat_set_net_attr;
   *out = t;
+  return ncclSuccess;
+}
+
+/* ---- v12 ------------------------------------------------------------------------------------
+ * v11's table but for two slots: properties with up to 8 devices in a virtual NIC and the NIC's
+ * rail and plane (Baton lays out rails from its topology: they are not used), and makeVDevice with
+ * those 8. A virtual NIC of more than v11's 4 devices shows its first 4 (INFO). */
+static const ncclNet_v12_t* compat_v12;
+static ncclNet_t compat_v12_table;
+
+static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v11_t* props) {
+  ncclNetProperties_v12_t p;
+  memset(&p, 0, sizeof(p));
+  CHECK(compat_v12->getProperties(dev, &p));
+  /* Everything before vProps has v11's layout. */
+  _Static_assert(
+      offsetof(ncclNetProperties_v12_t, vProps) == offsetof(ncclNetProperties_v11_t, vProps),
+      "v11 and v12 properties agree up to vProps");
+  memset(props, 0, sizeof(*props));
+  memcpy(props, &p, offsetof(ncclNetProperties_v11_t, vProps));
+  int n = p.vProps.ndevs < 0 ? 0 : p.vProps.ndevs;
+  if (n > NCCL_NET_MAX_DEVS_PER_NIC) {
+    INFO(NCCL_NET, "NET/Plugin: device %d is a virtual NIC of %d devices; Baton sees its first %d",
+         dev, n, NCCL_NET_MAX_DEVS_PER_NIC);
+    n = NCCL_NET_MAX_DEVS_PER_NIC;
+  }
+  props->vProps.ndevs = n;
+  memcpy(props->vProps.devs, p.vProps.devs, (size_t)n * sizeof(int));
+  props->maxP2pBytes = p.maxP2pBytes;
+  props->maxCollBytes = p.maxCollBytes;
+  props->maxMultiRequestSize = p.maxMultiRequestSize;
+  return ncclSuccess;
+}
+
+static ncclResult_t v12_make_vdevice(int* d, ncclNetVDeviceProps_v11_t* props) {
+  ncclNetVDeviceProps_v12_t p;
+  memset(&p, 0, sizeof(p));
+  p.ndevs = props->ndevs;
+  memcpy(p.devs, props->devs, sizeof(props->devs));
+  return compat_v12->makeVDevice(d, &p);
+}
+
+ncclResult_t net_compat_from_v12(const ncclNet_v12_t* v12, const ncclNet_t** out) {
+  /* Every other slot has v11's type: the table is v11's with two slots replaced. */
+  _Static_assert(offsetof(ncclNet_v12_t, getProperties) == offsetof(ncclNet_v11_t, getProperties) &&
+                     offsetof(ncclNet_v12_t, makeVDevice) == offsetof(ncclNet_v11_t, makeVDevice),
+                 "ncclNet_v12_t lays out like ncclNet_v11_t");
+  ncclNet_v11_t as11;
+  memcpy(&as11, v12, sizeof(as11));
+  compat_v12 = v12;
+  as11.getProperties = v12_get_properties;
+  as11.makeVDevice = v12->makeVDevice != NULL ? v12_make_vdevice : NULL;
+  CHECK(net_compat_from_v11(&as11, out));
+  compat_v12_table = **out; /* net_compat_from_v11 filled the optional slots' stubs */
+  *out = &compat_v12_table;
   return ncclSuccess;
 }
 

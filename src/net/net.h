@@ -186,6 +186,71 @@ typedef struct {
   ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
 } ncclNet_v11_t;
 
+/* v12 (stock 2.30): v11's table, with up to 8 physical devices in a virtual one and the NIC's
+ * rail and plane in its properties (src/net/compat.c adapts it). */
+#define NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+typedef struct {
+  int ndevs;
+  int devs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} ncclNetVDeviceProps_v12_t;
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  ncclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  ncclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;  /* the NIC's rail (NCCL_NET_ID_UNDEF -1: unknown) */
+  int16_t planeId; /* and plane */
+} ncclNetProperties_v12_t;
+#define NCCL_NET_ID_UNDEF -1
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t commId, ncclNetCommConfig_v11_t* config,
+                       ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction);
+  ncclResult_t (*devices)(int* ndev);
+  ncclResult_t (*getProperties)(int dev, ncclNetProperties_v12_t* props);
+  ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm,
+                          ncclNetDeviceHandle_v11_t** sendDevComm);
+  ncclResult_t (*accept)(void* listenComm, void** recvComm,
+                         ncclNetDeviceHandle_v11_t** recvDevComm);
+  ncclResult_t (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  ncclResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset,
+                              int fd, void** mhandle);
+  ncclResult_t (*deregMr)(void* comm, void* mhandle);
+  ncclResult_t (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle,
+                        void* phandle, void** request);
+  ncclResult_t (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags,
+                        void** mhandles, void** phandles, void** request);
+  ncclResult_t (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                         void** request);
+  ncclResult_t (*test)(void* request, int* done, int* sizes);
+  ncclResult_t (*closeSend)(void* sendComm);
+  ncclResult_t (*closeRecv)(void* recvComm);
+  ncclResult_t (*closeListen)(void* listenComm);
+  ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
+  ncclResult_t (*makeVDevice)(int* d, ncclNetVDeviceProps_v12_t* props);
+  ncclResult_t (*finalize)(void* ctx);
+  ncclResult_t (*setNetAttr)(void* ctx, ncclNetAttr_v11_t* netAttr);
+} ncclNet_v12_t;
+_Static_assert(sizeof(ncclNetProperties_v12_t) == 128 &&
+                   offsetof(ncclNetProperties_v12_t, railId) == 124,
+               "ncclNetProperties_v12_t");
+_Static_assert(sizeof(ncclNet_v12_t) == sizeof(ncclNet_v11_t), "ncclNet_v12_t: v11's slots");
+
 /* v10: one process-wide init; connect takes the per-connection config. */
 typedef struct {
   const char* name;
@@ -298,11 +363,12 @@ void net_select_reset(void);
 ncclResult_t net_ctx_open(const ncclNet_t* net, uint64_t comm_id, int traffic_class, void** ctx);
 void net_ctx_close(const ncclNet_t* net, void* ctx);
 /* The plugin versions Baton accepts, for messages. */
-#define NET_PLUGIN_VERSIONS "v11, v10, v9 and v8"
+#define NET_PLUGIN_VERSIONS "v12, v11, v10, v9 and v8"
 
 /* Adapters that present a plugin's table as ncclNet_t (src/net/compat.c): older versions
  * translated, NULL optional slots filled with stubs. One of each at most (a process loads one
  * plugin). */
+ncclResult_t net_compat_from_v12(const ncclNet_v12_t* v12, const ncclNet_t** out);
 ncclResult_t net_compat_from_v11(const ncclNet_v11_t* v11, const ncclNet_t** out);
 ncclResult_t net_compat_from_v10(const ncclNet_v10_t* v10, const ncclNet_t** out);
 ncclResult_t net_compat_from_v9(const ncclNet_v9_t* v9, const ncclNet_t** out);

@@ -29,7 +29,7 @@ static ncclResult_t net_profiler_stub(void** ehandle, int type, void* phandle, i
 static int net_plugin_other_version(void* lib) {
   for (int v = 1; v <= 32; v++) {
     char name[32];
-    if (v >= 8 && v <= 11) continue;
+    if (v >= 8 && v <= 12) continue;
     snprintf(name, sizeof(name), "ncclNetPlugin_v%d", v);
     if (dlsym(lib, name) != NULL) return v;
   }
@@ -53,7 +53,10 @@ static ncclResult_t net_plugin_load(const ncclNet_t** out) {
   const ncclNet_t* net = NULL;
   void* sym;
   int version = 0;
-  if ((sym = dlsym(lib, "ncclNetPlugin_v11")) != NULL) {
+  if ((sym = dlsym(lib, "ncclNetPlugin_v12")) != NULL) { /* the newest first, as stock */
+    CHECK(net_compat_from_v12((const ncclNet_v12_t*)sym, &net));
+    version = 12;
+  } else if ((sym = dlsym(lib, "ncclNetPlugin_v11")) != NULL) {
     CHECK(net_compat_from_v11((const ncclNet_v11_t*)sym, &net));
     version = 11;
   } else if ((sym = dlsym(lib, "ncclNetPlugin_v10")) != NULL) {

@@ -1,4 +1,4 @@
-/* The binary interfaces of stock NCCL 2.28's tuner plugins (ncclTunerPlugin_v2 .. _v5) and
+/* The binary interfaces of stock NCCL's tuner plugins (ncclTunerPlugin_v2 .. _v6) and
  * profiler plugins (ncclProfiler_v1 .. _v5), as Baton loads them. Written here from the layouts
  * stock's headers define; the _Static_asserts hold sizes and offsets measured on x86-64 with a
  * probe compiled against stock's own headers, so a slip in a field shows at build time.
@@ -69,6 +69,14 @@ typedef struct tuner_v5 {
                                 int nalgos, int nprotos, int reg_buff, int* nchannels);
   ncclResult_t (*finalize)(void* ctx);
 } tuner_v5_t;
+
+/* v6 (stock 2.30): v5 and an optional getChunkSize at the end; the constants and the
+ * NVLink-domain summary are v5's. */
+typedef struct tuner_v6 {
+  tuner_v5_t v5; /* name, init, getCollInfo, finalize */
+  ncclResult_t (*get_chunk_size)(void* ctx, int func, size_t nbytes, int algo, int proto,
+                                 int nchannels, size_t* chunk_size);
+} tuner_v6_t;
 
 /* v4: init without comm id, domains and constants; "destroy" instead of finalize. */
 typedef struct tuner_v4 {
@@ -432,6 +440,8 @@ _Static_assert(sizeof(tuner_constants_v5_t) == 1152, "ncclTunerConstants_v5_t");
 _Static_assert(offsetof(tuner_constants_v5_t, ll_max_bw) == 672, "ncclTunerConstants_v5_t");
 _Static_assert(sizeof(tuner_nvl_domain_v5_t) == 12, "ncclNvlDomainInfo_v5_t");
 _Static_assert(sizeof(tuner_v5_t) == 32 && sizeof(tuner_v2_t) == 32, "ncclTuner_v5_t");
+_Static_assert(sizeof(tuner_v6_t) == 40 && offsetof(tuner_v6_t, get_chunk_size) == 32,
+               "ncclTuner_v6_t: v5's table and getChunkSize");
 _Static_assert(sizeof(prof_descr_v5_t) == 112, "ncclProfilerEventDescr_v5_t");
 _Static_assert(offsetof(prof_descr_v5_t, rank) == 16, "v5 rank");
 _Static_assert(offsetof(prof_descr_v5_t, coll.seq) == 24, "v5 coll.seqNumber");

@@ -1,27 +1,30 @@
-/* Tuner plugins: ncclTunerPlugin_v5 .. _v2 behind tuner_open / tuner_choose / tuner_close.
- * v5 is called as is; v3/v4 lack the communicator id, the NVLink-domain summary and the
- * constants (and v3 the registered-buffer flag); v2 names an algorithm and a protocol instead of
- * editing the table, which Baton turns into a cost of 0 for that pair (as stock).
- * The constants Baton hands a v5 tuner are zeros: Baton's cost model (src/topo/tuning.c) is not
- * built on stock's constants, and a tuner's edits to them are not used. */
+/* Tuner plugins: ncclTunerPlugin_v6 .. _v2 behind tuner_open / tuner_choose / tuner_close,
+ * the newest a library exports taken first (as stock's loader). v6 and v5 are called as is (v6's
+ * table starts with v5's; its optional getChunkSize is not consulted: Baton's chunking follows
+ * its FIFO slots, src/collectives/plan.c); v3/v4 lack the communicator id, the NVLink-domain
+ * summary and the constants (and v3 the registered-buffer flag); v2 names an algorithm and a
+ * protocol instead of editing the table, which Baton turns into a cost of 0 for that pair (as
+ * stock). The constants Baton hands a v5 tuner are zeros: Baton's cost model (src/topo/tuning.c) is
+ * not built on stock's constants, and a tuner's edits to them are not used. */
 #include <stdlib.h>
 
 #include "plugin/loader.h"
 
-static const char* const tuner_symbols[] = {"ncclTunerPlugin_v5", "ncclTunerPlugin_v4",
-                                            "ncclTunerPlugin_v3", "ncclTunerPlugin_v2"};
-enum { TUNER_V5 = 0, TUNER_V4, TUNER_V3, TUNER_V2 };
+static const char* const tuner_symbols[] = {"ncclTunerPlugin_v6", "ncclTunerPlugin_v5",
+                                            "ncclTunerPlugin_v4", "ncclTunerPlugin_v3",
+                                            "ncclTunerPlugin_v2"};
+enum { TUNER_V6 = 0, TUNER_V5, TUNER_V4, TUNER_V3, TUNER_V2 };
 
 static plugin_slot_t tuner_slot = {.kind = PLUGIN_TUNER,
                                    .param = PARAM_TUNER_PLUGIN,
                                    .tag = "TUNER",
                                    .what = "tuner",
                                    .symbols = tuner_symbols,
-                                   .nsymbols = 4,
+                                   .nsymbols = 5,
                                    .lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct tuner {
-  int version; /* TUNER_V5 .. TUNER_V2 */
+  int version; /* TUNER_V6 .. TUNER_V2 */
   const void* table;
   void* ctx;
 };
@@ -41,7 +44,11 @@ ncclResult_t tuner_open(const tuner_comm_info_t* info, tuner_t** out) {
   t->table = table;
   ncclResult_t res;
   plugin_logger_t log = (plugin_logger_t)log_emit;
-  if (version == TUNER_V5) {
+  if (version == TUNER_V6 && ((const tuner_v6_t*)table)->get_chunk_size != NULL)
+    INFO(NCCL_INIT | NCCL_TUNING,
+         "TUNER/Plugin: %s's getChunkSize is not consulted (Baton's chunks follow its FIFO slots)",
+         tuner_name(&(tuner_t){.table = table}));
+  if (version == TUNER_V6 || version == TUNER_V5) { /* v6's table starts with v5's */
     tuner_nvl_domain_v5_t nvl = {.domains = info->nnodes,
                                  .min_ranks_per_domain = info->min_ranks_per_node,
                                  .max_ranks_per_domain = info->max_ranks_per_node};
@@ -79,6 +86,7 @@ ncclResult_t tuner_choose(tuner_t* t, int func, size_t nbytes, int npipe_ops,
   float** cost = (float**)table; /* stock passes the 2-D array as float** */
   ncclResult_t res;
   switch (t->version) {
+    case TUNER_V6:
     case TUNER_V5:
       res = ((const tuner_v5_t*)t->table)
                 ->get_coll_info(t->ctx, func, nbytes, npipe_ops, cost, TUNER_ALGOS, TUNER_PROTOS, 0,
@@ -115,8 +123,9 @@ ncclResult_t tuner_choose(tuner_t* t, int func, size_t nbytes, int npipe_ops,
 
 void tuner_close(tuner_t* t) {
   if (t == NULL) return;
-  ncclResult_t res = t->version == TUNER_V5 ? ((const tuner_v5_t*)t->table)->finalize(t->ctx)
-                                            : ((const tuner_v4_t*)t->table)->destroy(t->ctx);
+  ncclResult_t res = t->version == TUNER_V6 || t->version == TUNER_V5
+                         ? ((const tuner_v5_t*)t->table)->finalize(t->ctx)
+                         : ((const tuner_v4_t*)t->table)->destroy(t->ctx);
   if (res != ncclSuccess)
     INFO(NCCL_INIT | NCCL_TUNING, "TUNER/Plugin: %s's finalize returned %d", tuner_name(t),
          (int)res);

@@ -60,14 +60,16 @@ typedef struct net_res {
   void* net_ctx;
   int dev;
   void* listen_comm;
-  void* comm;      /* send or recv comm */
-  char* mem;       /* host FIFO block (transport_fifo_bytes) */
+  void* comm; /* send or recv comm */
+  char* mem;  /* host FIFO block (transport_fifo_bytes) */
+  size_t mem_bytes;
   bool gpu_mapped; /* mem is registered with CUDA */
   net_gdr_mode_t gdr;
   void* gdr_ptr; /* the Simple buffer in GPU memory, with GPUDirect */
   size_t gdr_bytes;
   int gdr_fd;
   char* staging; /* the Simple buffer in host memory after a failed GPUDirect registration */
+  size_t staging_bytes;
   bool staging_mapped;
   void* mh[PROTO_COUNT];
   ncclResult_t accept_error; /* an accept run for it while another connection waited */
@@ -337,6 +339,7 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   size_t bytes = transport_fifo_bytes(host_bytes);
   int numa = st->gpu != NULL ? st->gpu->numa : st->devs[r->dev].numa;
   CHECK_GOTO(net_host_alloc(ctx, bytes, numa, &r->mem, &r->gpu_mapped), res, fail);
+  r->mem_bytes = bytes;
   transport_fifo_attach(&conn->fifo, r->mem, host_bytes, CONN_FLAG_NET | CONN_FLAG_HOSTMEM);
   conn->fifo.net_dev = r->dev;
   if (r->gdr != NET_GDR_OFF) {
@@ -390,10 +393,12 @@ static ncclResult_t net_register(transport_ctx_t* ctx, conn_t* conn, net_res_t* 
            transport_net_gdr_name(r->gdr), (int)res);
       transport_net_gdr_free(r->gdr_ptr, r->gdr_fd);
       r->gdr_ptr = NULL;
+      r->gdr_bytes = 0;
       r->gdr_fd = -1;
       r->gdr = NET_GDR_OFF;
       r->mh[p] = NULL;
       CHECK(net_host_alloc(ctx, n, -1, &r->staging, &r->staging_mapped));
+      r->staging_bytes = n;
       f->buffs[p] = r->staging;
     }
     CHECK(r->net->regMr(r->comm, f->buffs[p], n, NCCL_PTR_HOST, &r->mh[p]));
@@ -453,6 +458,7 @@ static ncclResult_t net_hand_to_proxy(transport_ctx_t* ctx, conn_t* conn, net_re
   CHECK(proxy_add_conn(ctx->proxy, &r->pconn));
   snprintf(conn->desc, sizeof(conn->desc), "NET/%s/%d%s", r->net->name, r->dev,
            r->gdr != NET_GDR_OFF ? "/GDRDMA" : "");
+  conn->bytes = r->mem_bytes + r->gdr_bytes + r->staging_bytes; /* each side has its own */
   return ncclSuccess;
 }
 

@@ -289,6 +289,7 @@ static ncclResult_t p2p_recv_setup(transport_ctx_t* ctx, conn_t* conn, void* inf
   transport_fifo_attach(&conn->fifo, r->ptr, ctx->buff_bytes, 0);
   memcpy(info, &pi, sizeof(pi));
   conn->priv = r;
+  conn->bytes = r->map_bytes; /* the block is this side's; the sender only maps it */
   p2p_describe(conn, r->kind);
   return ncclSuccess;
 }

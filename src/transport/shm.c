@@ -131,6 +131,7 @@ static ncclResult_t shm_recv_setup(transport_ctx_t* ctx, conn_t* conn, void* inf
   memcpy(si.buff_bytes, ctx->buff_bytes, sizeof(si.buff_bytes));
   memcpy(info, &si, sizeof(si));
   conn->priv = r;
+  conn->bytes = r->bytes; /* the segment is this side's; the sender only maps it */
   shm_describe(conn);
   return ncclSuccess;
 fail:

@@ -340,6 +340,12 @@ ncclResult_t transport_peer_check(transport_ctx_t* ctx, int peer) {
   return ncclRemoteError;
 }
 
+static void conn_release(transport_ctx_t* ctx, conn_t* c) {
+  if (!ctx_simulated(ctx)) c->transport->free(ctx, c);
+  c->priv = NULL;
+  c->bytes = 0;
+}
+
 ncclResult_t transport_ctx_free(transport_ctx_t* ctx) {
   /* The proxy goes first: it references NET connections' FIFOs and comms. */
   if (ctx->proxy != NULL) {
@@ -353,7 +359,7 @@ ncclResult_t transport_ctx_free(transport_ctx_t* ctx) {
     for (size_t i = 0; i < n; i++) {
       conn_t* c = table[i];
       if (c == NULL) continue;
-      if (!ctx_simulated(ctx)) c->transport->free(ctx, c);
+      conn_release(ctx, c);
       free(c);
       table[i] = NULL;
     }
@@ -361,6 +367,66 @@ ncclResult_t transport_ctx_free(transport_ctx_t* ctx) {
   }
   ctx->send = NULL;
   ctx->recv = NULL;
+  for (size_t i = 0; i < ctx->nretired; i++) free(ctx->retired[i]);
+  free(ctx->retired);
+  ctx->retired = NULL;
+  ctx->nretired = ctx->retired_cap = 0;
   transport_net_release(ctx);
   return ncclSuccess;
+}
+
+/* Room for more shells in ctx->retired, made before anything is released. */
+static ncclResult_t ctx_retired_reserve(transport_ctx_t* ctx, size_t more) {
+  if (ctx->nretired + more <= ctx->retired_cap) return ncclSuccess;
+  size_t cap = ctx->retired_cap ? ctx->retired_cap : 64;
+  while (cap < ctx->nretired + more) cap *= 2;
+  conn_t** p = realloc(ctx->retired, cap * sizeof(*p));
+  if (p == NULL) {
+    WARN("Transport: out of memory for %zu released connections", cap);
+    return ncclSystemError;
+  }
+  ctx->retired = p;
+  ctx->retired_cap = cap;
+  return ncclSuccess;
+}
+
+ncclResult_t transport_release_all(transport_ctx_t* ctx, conn_request_t** out, int* nout) {
+  size_t n = (size_t)ctx->nchannels * (size_t)ctx->nranks, live = 0;
+  conn_request_t* reqs = NULL;
+  int nreqs = 0;
+  *out = NULL;
+  *nout = 0;
+  if (ctx->send == NULL) return ncclSuccess;
+  for (size_t i = 0; i < n; i++) live += (ctx->send[i] != NULL) + (ctx->recv[i] != NULL);
+  CHECK(ctx_retired_reserve(ctx, live));
+  CHECK(MEM_CALLOC(&reqs, live + 1));
+  if (ctx->proxy != NULL) { /* it references NET connections' FIFOs and comms */
+    proxy_destroy(ctx->proxy);
+    ctx->proxy = NULL;
+  }
+  for (int dir = 0; dir < 2; dir++) {
+    conn_t** table = dir ? ctx->send : ctx->recv;
+    for (size_t i = 0; i < n; i++) {
+      conn_t* c = table[i];
+      if (c == NULL) continue;
+      reqs[nreqs++] = (conn_request_t){.channel = c->channel, .peer = c->peer, .is_send = dir};
+      conn_release(ctx, c);
+      table[i] = NULL;
+      ctx->retired[ctx->nretired++] = c;
+    }
+  }
+  *out = reqs;
+  *nout = nreqs;
+  return ncclSuccess;
+}
+
+size_t transport_mem_bytes(const transport_ctx_t* ctx) {
+  size_t n = (size_t)ctx->nchannels * (size_t)ctx->nranks, sum = 0;
+  for (int dir = 0; dir < 2; dir++) {
+    conn_t** table = dir ? ctx->send : ctx->recv;
+    if (table == NULL) continue;
+    for (size_t i = 0; i < n; i++)
+      if (table[i] != NULL) sum += table[i]->bytes;
+  }
+  return sum;
 }

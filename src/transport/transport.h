@@ -22,6 +22,8 @@ typedef struct conn {
   int peer;
   int is_send;
   void* priv;    /* transport's resources (mappings, net comms) */
+  size_t bytes;  /* memory this side allocated for the connection (a receiver's FIFO block, a
+                    NET side's buffers; 0 for a mapping of the peer's): what a suspend releases */
   char desc[32]; /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
 } conn_t;
 
@@ -54,6 +56,11 @@ typedef struct transport_ctx {
    * NULL: no rail layout (each connection takes a NIC by the closest-NIC rule). */
   int nrings;
   const int8_t* ring_nics;
+  /* Connections released by transport_release_all: their shells stay allocated until
+   * transport_ctx_free, so that no later connection gets the address of one (the CUDA executor
+   * knows a connection by its FIFO's address and would take a new one for the old). */
+  conn_t** retired;
+  size_t nretired, retired_cap;
 } transport_ctx_t;
 
 /* Connect info travels from the receiver to the sender through the bootstrap. */
@@ -92,6 +99,13 @@ conn_t* transport_conn(const transport_ctx_t* ctx, int channel, int peer, int is
 /* Liveness of a peer, for executors waiting on it (see exec_comm_t.peer_check). */
 ncclResult_t transport_peer_check(transport_ctx_t* ctx, int peer);
 ncclResult_t transport_ctx_free(transport_ctx_t* ctx);
+/* Releases every connection's memory and its proxy (ncclCommSuspend), leaving the context ready
+ * to connect again; *out (caller frees) lists the connections there were, *nout of them, for
+ * transport_connect to make again. Every rank of the communicator must have stopped using its
+ * connections first. The shells are kept (transport_ctx_t.retired). */
+ncclResult_t transport_release_all(transport_ctx_t* ctx, conn_request_t** out, int* nout);
+/* The bytes the context's live connections allocated (conn_t.bytes summed). */
+size_t transport_mem_bytes(const transport_ctx_t* ctx);
 
 /* Releases what the NET transport holds for the context (its network context), after every
  * connection and the proxy are gone. */

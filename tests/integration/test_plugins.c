@@ -1,11 +1,13 @@
 /* Each plugin kind, loaded the way stock loads it, sees what it should: the test plugins of
  * tests/plugins log what they are given into BATON_PLUGIN_LOG ("<pid> ..." lines), and the
  * results of the operations are checked as everywhere else.
- *   env (ncclEnvPlugin_v1): every NCCL_* variable is read through it (NCCL_BUFFSIZE 123456);
- *   tuner v5 and v2: stock's cost table (Baton's pairs priced, the others -1), and the tuner's
- *     choice (Tree/LL on one channel) is what runs; NCCL_ALGO vetoes what it excludes;
- *   profiler v5: API, group, collective, point-to-point, launch and channel events, each parented
- *     as stock does it and stopped once; v1: numbers instead of names, no newer event types. */
+ *   env (ncclEnvPlugin_v1, and v2 taken first): every NCCL_* variable is read through it
+ *     (NCCL_BUFFSIZE 123456; v2's 654321);
+ *   tuner v6 (taken before v5), v5 and v2: stock's cost table (Baton's pairs priced, the others
+ * -1), and the tuner's choice (Tree/LL on one channel) is what runs; NCCL_ALGO vetoes what it
+ * excludes; profiler v5: API, group, collective, point-to-point, launch and channel events, each
+ * parented as stock does it and stopped once; v1: numbers instead of names, no newer event types.
+ */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -78,8 +80,25 @@ START_TEST(test_env_plugin) {
   int n;
   char** lines = read_lines(&n);
   char expect[128];
-  snprintf(expect, sizeof(expect), "env init 2.28.9 +baton-%s", BATON_VERSION_STRING);
+  snprintf(expect, sizeof(expect), "env init %d.%d.%d +baton-%s", NCCL_MAJOR, NCCL_MINOR,
+           NCCL_PATCH, BATON_VERSION_STRING);
   ck_assert_int_eq(count_lines(lines, expect), 1);
+  free_lines(lines);
+}
+END_TEST
+
+/* A plugin with both symbols: v2 is taken (its value, its init with a logger that works). */
+START_TEST(test_env_plugin_v2) {
+  setenv("NCCL_ENV_PLUGIN", "testv2", 1);
+  setenv("NCCL_BUFFSIZE", "999", 1);
+  ck_assert_int_eq(param_int(PARAM_BUFFSIZE), 654321);
+  int n;
+  char** lines = read_lines(&n);
+  char expect[128];
+  snprintf(expect, sizeof(expect), "env v2 init %d.%d.%d +baton-%s logger=1", NCCL_MAJOR,
+           NCCL_MINOR, NCCL_PATCH, BATON_VERSION_STRING);
+  ck_assert_int_eq(count_lines(lines, expect), 1);
+  ck_assert_int_eq(count_lines(lines, "env init"), 0); /* v1's init never ran */
   free_lines(lines);
 }
 END_TEST
@@ -146,6 +165,24 @@ START_TEST(test_tuner_v5) {
   ck_assert_int_eq(count_lines(lines, "tuner init v5 nranks 3 nnodes 1 domains 1 min 3 max 3"), 3);
   ck_assert_int_eq(count_lines(lines, "tuner call func 4 bytes 40000 npipe 1"), 3);
   ck_assert_int_eq(count_lines(lines, "tuner call func 2 bytes 9324 npipe 1"), 3);
+  ck_assert_int_eq(count_lines(lines, "tuner finalize ctx 42"), 3);
+  check_tables(lines);
+  free_lines(lines);
+}
+END_TEST
+
+/* A library with v6 and v5: v6 is taken, called like v5; its getChunkSize is not called. */
+START_TEST(test_tuner_v6) {
+  setenv("NCCL_TUNER_PLUGIN", "testv6", 1);
+  tuner_case_t tc = {.algo = ALGO_TREE, .proto = PROTO_LL, .nchannels = 1};
+  itest_opts_t o = {.nranks = 3, .timeout_s = 120};
+  ck_assert_int_eq(itest_run(&o, tuner_body, &tc), 0);
+  int n;
+  char** lines = read_lines(&n);
+  ck_assert_int_eq(count_lines(lines, "tuner init v6 nranks 3 nnodes 1 domains 1 min 3 max 3"), 3);
+  ck_assert_int_eq(count_lines(lines, "tuner init v5"), 0);
+  ck_assert_int_eq(count_lines(lines, "tuner call func 4 bytes 40000 npipe 1"), 3);
+  ck_assert_int_eq(count_lines(lines, "tuner chunk"), 0);
   ck_assert_int_eq(count_lines(lines, "tuner finalize ctx 42"), 3);
   check_tables(lines);
   free_lines(lines);
@@ -369,8 +406,10 @@ static Suite* plugins_suite(void) {
   tcase_set_timeout(tc, 200);
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_env_plugin);
+  tcase_add_test(tc, test_env_plugin_v2);
   tcase_add_test(tc, test_env_plugin_missing);
   tcase_add_test(tc, test_tuner_v5);
+  tcase_add_test(tc, test_tuner_v6);
   tcase_add_test(tc, test_tuner_vetoed_by_nccl_algo);
   tcase_add_test(tc, test_tuner_v2);
   tcase_add_test(tc, test_profiler_v5);

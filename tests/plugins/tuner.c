@@ -1,6 +1,8 @@
-/* A test tuner plugin, built twice: as ncclTunerPlugin_v5 (TUNER_VERSION 5) and as
- * ncclTunerPlugin_v2 (TUNER_VERSION 2). For AllReduce it asks for Tree/LL on one channel; it logs
- * init's arguments and, for every call, the function, size and the cost table it was given. */
+/* A test tuner plugin, built three times: as ncclTunerPlugin_v5 (TUNER_VERSION 5), as
+ * ncclTunerPlugin_v6 and _v5 together (TUNER_VERSION 6: the loader must take v6, whose init logs
+ * "v6") and as ncclTunerPlugin_v2 (TUNER_VERSION 2). For AllReduce it asks for Tree/LL on one
+ * channel; it logs init's arguments and, for every call, the function, size and the cost table it
+ * was given. */
 #include <string.h>
 
 #include "plugin/plugin_abi.h"
@@ -8,14 +10,19 @@
 
 static int ctx_token = 42;
 
-#if TUNER_VERSION == 5
+#if TUNER_VERSION >= 5
+static ncclResult_t t_init_as(int version, void** ctx, size_t nranks, size_t nnodes,
+                              tuner_nvl_domain_v5_t* nvl) {
+  plugin_log("tuner init v%d nranks %zu nnodes %zu domains %d min %d max %d", version, nranks,
+             nnodes, nvl->domains, nvl->min_ranks_per_domain, nvl->max_ranks_per_domain);
+  *ctx = &ctx_token;
+  return ncclSuccess;
+}
+
 static ncclResult_t t_init(void** ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
                            plugin_logger_t log, tuner_nvl_domain_v5_t* nvl,
                            tuner_constants_v5_t* k) {
-  plugin_log("tuner init v5 nranks %zu nnodes %zu domains %d min %d max %d", nranks, nnodes,
-             nvl->domains, nvl->min_ranks_per_domain, nvl->max_ranks_per_domain);
-  *ctx = &ctx_token;
-  return ncclSuccess;
+  return t_init_as(5, ctx, nranks, nnodes, nvl);
 }
 
 static ncclResult_t t_get(void* ctx, int func, size_t nbytes, int npipe, float** cost, int nalgo,
@@ -44,6 +51,23 @@ static ncclResult_t t_fini(void* ctx) {
 
 __attribute__((visibility("default"))) const tuner_v5_t ncclTunerPlugin_v5 = {
     .name = "test-tuner-v5", .init = t_init, .get_coll_info = t_get, .finalize = t_fini};
+#if TUNER_VERSION == 6
+static ncclResult_t t_init6(void** ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
+                            plugin_logger_t log, tuner_nvl_domain_v5_t* nvl,
+                            tuner_constants_v5_t* k) {
+  return t_init_as(6, ctx, nranks, nnodes, nvl);
+}
+
+static ncclResult_t t_chunk(void* ctx, int func, size_t nbytes, int algo, int proto, int nch,
+                            size_t* chunk) {
+  plugin_log("tuner chunk func %d", func);
+  return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) const tuner_v6_t ncclTunerPlugin_v6 = {
+    .v5 = {.name = "test-tuner-v6", .init = t_init6, .get_coll_info = t_get, .finalize = t_fini},
+    .get_chunk_size = t_chunk};
+#endif
 #else
 static ncclResult_t t_init(size_t nranks, size_t nnodes, plugin_logger_t log, void** ctx) {
   plugin_log("tuner init v2 nranks %zu nnodes %zu", nranks, nnodes);

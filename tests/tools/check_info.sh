@@ -8,7 +8,7 @@ out=$("$info" "$lib")
 status=$?
 echo "$out"
 [ "$status" = 0 ] || fail "exit $status for Baton"
-echo "$out" | grep -q "^Library: .*: Baton [0-9.]* (NCCL 2.28.9 API)" || fail "not reported as Baton"
+echo "$out" | grep -q "^Library: .*: Baton [0-9.]* (NCCL 2.32.3 API)" || fail "not reported as Baton"
 echo "$out" | grep -q "^Build: build=" || fail "no build options"
 echo "$out" | grep -q "^GPUs: " || fail "no GPU line"
 echo "$out" | grep -q "^Build: .* ib=\(ON\|OFF\) hwloc=\(ON\|OFF\)" || fail "no IB/hwloc build options"

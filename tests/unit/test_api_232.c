@@ -1,9 +1,8 @@
-/* The entry points NCCL 2.29-2.32 added that Baton answers without running anything: refusals
- * that say what is missing (ncclCommSuspend/Resume,
- * ncclCommMemStats, ncclPutSignal, ncclSignal, ncclWaitSignal, ncclSetEncryption with a key, the
- * device-API functions), ncclCommQueryProperties (this communicator, and no device API),
- * ncclWinGetUserPtr, and ncclCommGetUniqueId / ncclCommGrow's argument checks. Outputs of refused
- * calls stay untouched; bad communicators are reported as everywhere else. */
+/* Entry points NCCL 2.29-2.32 added, on one rank: refusals that say what is missing
+ * (ncclSetEncryption with a key, the device-API functions), ncclCommQueryProperties (this
+ * communicator, and no device API), ncclWinGetUserPtr, one-sided operations on oneself, suspending
+ * a communicator without connections, and ncclCommGetUniqueId / ncclCommGrow's argument checks.
+ * Outputs of refused calls stay untouched; bad communicators are reported as everywhere else. */
 #include <check.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -41,23 +40,49 @@ team_t ncclTeamCftMultimem(ncclComm_t comm);
                   log_last_error(), text);                                               \
   } while (0)
 
-START_TEST(test_not_built_refused) {
+/* One rank puts into its own window and waits for its own signals (tests/integration/test_rma.c
+ * runs 2 and 3 ranks). */
+START_TEST(test_rma_self) {
   ncclComm_t comm = unit_one_rank_comm();
-  EXPECT_REFUSED(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), "ncclCommSuspend");
-  EXPECT_REFUSED(ncclCommResume(comm), "ncclCommResume");
-  uint64_t v = 77;
-  EXPECT_REFUSED(ncclCommMemStats(comm, ncclStatGpuMemTotal, &v), "ncclCommMemStats");
-  ck_assert_uint_eq(v, 77);
-  int data[4] = {1, 2, 3, 4};
-  EXPECT_REFUSED(ncclPutSignal(data, 4, ncclInt32, 0, NULL, 0, 0, 0, 0, comm, NULL),
-                 "one-sided operations");
-  EXPECT_REFUSED(ncclSignal(0, 0, 0, 0, comm, NULL), "ncclSignal");
-  ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = 0, .sigIdx = 0, .ctx = 0};
-  EXPECT_REFUSED(ncclWaitSignal(1, &d, comm, NULL), "ncclWaitSignal");
+  int win_buf[8] = {0}, data[4] = {11, 22, 33, 44};
+  ncclWindow_t win = NULL;
+  ck_assert_int_eq(ncclCommWindowRegister(comm, win_buf, sizeof(win_buf), &win, 0), ncclSuccess);
+  ck_assert_int_eq(ncclPutSignal(data, 4, ncclInt32, 0, win, 3 * sizeof(int), 0, 0, 0, comm, NULL),
+                   ncclSuccess);
+  ck_assert_int_eq(ncclSignal(0, 0, 0, 0, comm, NULL), ncclSuccess);
+  ncclWaitSignalDesc_t d = {.opCnt = 3, .peer = 0, .sigIdx = 0, .ctx = 0};
+  /* Two raised, three awaited: it could never return. */
+  EXPECT_REFUSED(ncclWaitSignal(1, &d, comm, NULL), "wait forever");
+  d.opCnt = 2;
+  ck_assert_int_eq(ncclWaitSignal(1, &d, comm, NULL), ncclSuccess);
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(win_buf[i], i >= 3 && i < 7 ? data[i - 3] : 0);
+  d.opCnt = 1;
+  EXPECT_REFUSED(ncclWaitSignal(1, &d, comm, NULL), "wait forever"); /* both were taken */
+  ck_assert_int_eq(ncclCommWindowDeregister(comm, win), ncclSuccess);
   ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
-  /* A NULL communicator is reported as one, not as "not implemented". */
-  ck_assert_int_ne(ncclSignal(0, 0, 0, 0, NULL, NULL), ncclSuccess);
-  ck_assert_ptr_null(strstr(log_last_error(), "not implemented"));
+  /* A NULL communicator is reported as one. */
+  ck_assert_int_eq(ncclSignal(0, 0, 0, 0, NULL, NULL), ncclInvalidArgument);
+}
+END_TEST
+
+/* A single rank has no connections: suspending releases nothing, but the state still changes
+ * (tests/integration/test_comm_suspend.c measures real ones). */
+START_TEST(test_suspend_one_rank) {
+  ncclComm_t comm = unit_one_rank_comm();
+  uint64_t v = 77;
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemSuspend, &v), ncclSuccess);
+  ck_assert_uint_eq(v, 0);
+  ck_assert_int_eq(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclSuccess);
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+  ck_assert_uint_eq(v, 1);
+  int x = 3;
+  EXPECT_REFUSED(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL), "suspended");
+  ck_assert_int_eq(ncclCommResume(comm), ncclSuccess);
+  ck_assert_int_eq(ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v), ncclSuccess);
+  ck_assert_uint_eq(v, 0);
+  ck_assert_int_eq(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+  ck_assert_int_eq(x, 3);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
 }
 END_TEST
 
@@ -119,10 +144,14 @@ START_TEST(test_device_api) {
   ck_assert_int_eq(props.rank, 0);
   ck_assert_int_eq(props.nRanks, 1);
   ck_assert_int_eq(props.cudaDev, -1); /* the host executor */
-  ck_assert(!props.deviceApiSupport && !props.multimemSupport && !props.hostRmaSupport);
+  ck_assert(!props.deviceApiSupport && !props.multimemSupport);
+  ck_assert(props.hostRmaSupport); /* one-sided operations work (tests/integration/test_rma.c) */
   ck_assert_int_eq(props.ginType, 0);
   ck_assert_int_eq(props.railedGinType, 0);
   ck_assert_uint_eq(props.size, sizeof(props));
+  props.version = NCCL_VERSION(2, 29, 3); /* stock leaves it false for callers up to 2.29.3 */
+  ck_assert_int_eq(ncclCommQueryProperties(comm, &props), ncclSuccess);
+  ck_assert(!props.hostRmaSupport);
   /* An older, shorter struct: nothing past its size is written. */
   props_t old;
   memset(&old, 0xee, sizeof(old));
@@ -173,7 +202,8 @@ END_TEST
 static Suite* api232_suite(void) {
   Suite* s = suite_create("api_232");
   TCase* tc = tcase_create("api");
-  tcase_add_test(tc, test_not_built_refused);
+  tcase_add_test(tc, test_rma_self);
+  tcase_add_test(tc, test_suspend_one_rank);
   tcase_add_test(tc, test_grow_arguments);
   tcase_add_test(tc, test_encryption);
   tcase_add_test(tc, test_device_api);

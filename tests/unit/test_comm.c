@@ -648,7 +648,7 @@ START_TEST(test_init_log_lines) {
   ncclComm_t comm = unit_one_rank_comm();
   char ptr[32];
   snprintf(ptr, sizeof(ptr), "comm %p ", (void*)comm);
-  const char* const banner[] = {"NCCL version 2.28.9", NULL};
+  const char* const banner[] = {"NCCL version 2.32.3", NULL};
   const char* const topo[] = {ptr, "rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0",
                               NULL};
   const char* const complete[] = {"ncclCommInitRank", ptr, "Init COMPLETE", NULL};

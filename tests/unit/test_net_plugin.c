@@ -1,8 +1,8 @@
 /* Network selection and external plugins: NCCL_NET_PLUGIN (none, missing, no symbol), NCCL_NET
- * forcing a name, and plugins of every accepted version (v8, v10, v11) compiled here from small
- * sources against src/net/net.h; a plugin of another version (v7) is refused with a WARN naming
- * the accepted ones. The fake plugins record what Baton passed them in variables the test reads
- * through dlsym. */
+ * forcing a name, and plugins of every accepted version (v8, v10, v11, v12) compiled here from
+ * small sources against src/net/net.h; a plugin of another version (v7) is refused with a WARN
+ * naming the accepted ones. The fake plugins record what Baton passed them in variables the test
+ * reads through dlsym. */
 #include <check.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -38,7 +38,7 @@ START_TEST(plugin_absent_or_unusable_falls_back_to_socket) {
   ck_assert_int_eq(select_with("none", "socket", &net), ncclSuccess);
   ck_assert_ptr_eq(net, &net_socket);
   const char* l1[] = {"libnccl-net-doesnotexist.so", NULL};
-  const char* l2[] = {"libm.so.6", "no ncclNetPlugin_v<N>", "v11, v10, v9 and v8", NULL};
+  const char* l2[] = {"libm.so.6", "no ncclNetPlugin_v<N>", "v12, v11, v10, v9 and v8", NULL};
   const char* l3[] = {"NET/Socket : Using", "[0]lo:127.0.0.1", NULL};
   const char* l4[] = {"NET/IB: disabled by NCCL_IB_DISABLE", NULL};
   ck_assert(fork_ranks_file_has_line(log, l1));
@@ -134,6 +134,25 @@ static const char fake_v11_src[] = FAKE_COMMON
     "(void*)f_no, .accept = (void*)f_no, .regMr = (void*)f_no, .deregMr = (void*)f_no, .isend = "
     "(void*)f_no, .irecv = (void*)f_no, .test = (void*)f_no, .closeSend = (void*)f_no, "
     ".closeRecv = (void*)f_no, .closeListen = (void*)f_no };\n";
+
+/* v12 beside a v11 table (v12 must win): a virtual NIC of 6 devices, a rail and a plane. */
+static const char fake_v12_src[] = FAKE_COMMON
+    "static int ctx_token; int fake_vdev_ndevs = -1, fake_vdev_last = -1;\n"
+    "static ncclResult_t f_init(void** ctx, unsigned long long id, ncclNetCommConfig_v11_t* c, "
+    "ncclDebugLogger_t l, ncclProfilerCallback_t p) { fake_init_calls++; *ctx = &ctx_token; "
+    "return ncclSuccess; }\n"
+    "static ncclResult_t f_props(int d, ncclNetProperties_v12_t* p) { p->name = \"fake12\"; "
+    "p->speed = 800000; p->maxRecvs = 1; p->maxMultiRequestSize = 1; p->vProps.ndevs = 6; "
+    "for (int i = 0; i < 6; i++) p->vProps.devs[i] = 10 + i; p->maxCollBytes = 77; "
+    "p->railId = 3; p->planeId = 1; return ncclSuccess; }\n"
+    "static ncclResult_t f_vdev(int* d, ncclNetVDeviceProps_v12_t* v) { fake_vdev_ndevs = "
+    "v->ndevs; fake_vdev_last = v->devs[v->ndevs - 1]; *d = 5; return ncclSuccess; }\n"
+    "const ncclNet_v12_t ncclNetPlugin_v12 = { .name = \"Fake12\", .init = (void*)f_init, "
+    ".devices = f_devices, .getProperties = f_props, .listen = (void*)f_no, .connect = "
+    "(void*)f_no, .accept = (void*)f_no, .regMr = (void*)f_no, .deregMr = (void*)f_no, .isend = "
+    "(void*)f_no, .irecv = (void*)f_no, .test = (void*)f_no, .closeSend = (void*)f_no, "
+    ".closeRecv = (void*)f_no, .closeListen = (void*)f_no, .makeVDevice = f_vdev };\n"
+    "const ncclNet_v11_t ncclNetPlugin_v11 = { .name = \"Fake11-beside-12\" };\n";
 
 /* v7: older than Baton accepts. */
 static const char fake_v7_src[] =
@@ -232,6 +251,34 @@ START_TEST(v11_plugin_is_used_as_is_with_stubs_for_null_slots) {
 }
 END_TEST
 
+START_TEST(v12_plugin_is_taken_first_and_adapted) {
+  char dir[32], lib[PATH_MAX];
+  build_plugin(fake_v12_src, dir, lib);
+  const ncclNet_t* net;
+  ck_assert_int_eq(select_with(lib, NULL, &net), ncclSuccess);
+  ck_assert_str_eq(net->name, "Fake12");
+  ncclNetProperties_v11_t props;
+  memset(&props, 0x5a, sizeof(props));
+  ck_assert_int_eq(net->getProperties(0, &props), ncclSuccess);
+  ck_assert_str_eq(props.name, "fake12");
+  ck_assert_int_eq(props.speed, 800000);
+  ck_assert_int_eq(props.maxCollBytes, 77); /* a field after the wider vProps */
+  ck_assert_int_eq(props.maxMultiRequestSize, 1);
+  ck_assert_int_eq(props.vProps.ndevs, NCCL_NET_MAX_DEVS_PER_NIC); /* 6, shown as v11's 4 */
+  for (int i = 0; i < NCCL_NET_MAX_DEVS_PER_NIC; i++)
+    ck_assert_int_eq(props.vProps.devs[i], 10 + i);
+  ncclNetVDeviceProps_v11_t v = {.ndevs = 3, .devs = {7, 8, 9}};
+  int d = -1;
+  ck_assert_int_eq(net->makeVDevice(&d, &v), ncclSuccess);
+  ck_assert_int_eq(d, 5);
+  ck_assert_int_eq(*plugin_var(lib, "fake_vdev_ndevs"), 3);
+  ck_assert_int_eq(*plugin_var(lib, "fake_vdev_last"), 9);
+  void* dptr = NULL;
+  ck_assert_int_eq(net->getDeviceMr(NULL, NULL, &dptr), ncclInternalError); /* stub, not NULL */
+  remove_plugin(dir, lib);
+}
+END_TEST
+
 START_TEST(other_version_is_refused_with_the_accepted_ones_named) {
   char dir[32], lib[PATH_MAX];
   build_plugin(fake_v7_src, dir, lib);
@@ -239,7 +286,7 @@ START_TEST(other_version_is_refused_with_the_accepted_ones_named) {
   ck_assert_int_eq(select_with(lib, NULL, &net), ncclSuccess);
   ck_assert_ptr_eq(net, &net_socket);
   const char* err = log_last_error();
-  ck_assert_msg(strstr(err, "ncclNetPlugin_v7") != NULL && strstr(err, "v11, v10, v9 and v8"),
+  ck_assert_msg(strstr(err, "ncclNetPlugin_v7") != NULL && strstr(err, "v12, v11, v10, v9 and v8"),
                 "WARN was: %s", err);
   remove_plugin(dir, lib);
 }
@@ -254,6 +301,7 @@ int main(void) {
   tcase_add_test(tc, v8_plugin_is_loaded_and_adapted);
   tcase_add_test(tc, v10_plugin_gets_one_init_and_the_config_at_connect);
   tcase_add_test(tc, v11_plugin_is_used_as_is_with_stubs_for_null_slots);
+  tcase_add_test(tc, v12_plugin_is_taken_first_and_adapted);
   tcase_add_test(tc, other_version_is_refused_with_the_accepted_ones_named);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);

@@ -15,7 +15,7 @@ typedef struct nccl_lib {
   void* handle;
   char path[PATH_MAX]; /* the file the dynamic loader mapped */
   bool baton;          /* it carries Baton's build note */
-  char build[512];     /* the note's text ("Baton 0.1.0; NCCL 2.28.9; build=..."), or "" */
+  char build[512];     /* the note's text ("Baton 0.1.0; NCCL 2.32.3; build=..."), or "" */
   int version;         /* ncclGetVersion */
   ncclResult_t (*GetVersion)(int*);
   const char* (*GetErrorString)(ncclResult_t);
@@ -42,7 +42,7 @@ typedef struct nccl_lib {
 /* Opens spec (a path, or a file name the dynamic loader searches for, e.g. "libnccl.so.2") and
  * resolves every entry point above. 0 on success; -1 with the reason in err[errlen]. */
 int nccl_lib_open(const char* spec, nccl_lib_t* out, char* err, size_t errlen);
-/* One line: "<path>: Baton 0.1.0 (NCCL 2.28.9 API)" or "<path>: not Baton: NCCL 2.28.9 ...". */
+/* One line: "<path>: Baton 0.1.0 (NCCL 2.32.3 API)" or "<path>: not Baton: NCCL 2.28.9 ...". */
 void nccl_lib_describe(const nccl_lib_t* lib, char* out, size_t len);
 /* The build options of a Baton library (the note's text after its second "; "), or "". */
 const char* nccl_lib_build_options(const nccl_lib_t* lib);
