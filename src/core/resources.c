@@ -202,7 +202,9 @@ static ncclResult_t comm_transport_init(comm_res_t* cc, ncclComm_t comm) {
   t->err_buf = comm->last_error;
   t->err_len = sizeof(comm->last_error);
   t->comm_hash = comm->comm_hash;
-  t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
+  /* what the executor needs of its FIFOs, before transport_ctx_init (it sizes LL128 buffers) */
+  t->gpu_fifos = cc->gpu;
+  t->virtual_conns = cc->simulated;
   t->no_ll128 = !cc->ll128_ok;
   t->topo = cc->topo;
   t->nrings = cc->nrings;
