@@ -446,8 +446,7 @@ enum { NVTX_STATE_OFF = 1, NVTX_STATE_LIVE = 2 };
 extern int nvtx_state;
 bool nvtx_push(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args);
 void nvtx_pop(void);
-static inline bool nvtx_begin(const char* name, nvtx_payload_kind_t kind,
-                              const nvtx_args_t* args) {
+static inline bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args) {
   if (__atomic_load_n(&nvtx_state, __ATOMIC_ACQUIRE) == NVTX_STATE_OFF) return false;
   return nvtx_push(name, kind, args);
 }

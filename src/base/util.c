@@ -89,12 +89,18 @@ uint64_t pid_hash(void) {
 
 /* Names of the public datatypes (their sizes: datatype_size, base.h). */
 static const char* const datatype_names[ncclNumTypes] = {
-    [ncclInt8] = "ncclInt8",       [ncclUint8] = "ncclUint8",
-    [ncclInt32] = "ncclInt32",     [ncclUint32] = "ncclUint32",
-    [ncclInt64] = "ncclInt64",     [ncclUint64] = "ncclUint64",
-    [ncclFloat16] = "ncclFloat16", [ncclFloat32] = "ncclFloat32",
-    [ncclFloat64] = "ncclFloat64", [ncclBfloat16] = "ncclBfloat16",
-    [ncclFloat8e4m3] = "ncclFloat8e4m3", [ncclFloat8e5m2] = "ncclFloat8e5m2",
+    [ncclInt8] = "ncclInt8",
+    [ncclUint8] = "ncclUint8",
+    [ncclInt32] = "ncclInt32",
+    [ncclUint32] = "ncclUint32",
+    [ncclInt64] = "ncclInt64",
+    [ncclUint64] = "ncclUint64",
+    [ncclFloat16] = "ncclFloat16",
+    [ncclFloat32] = "ncclFloat32",
+    [ncclFloat64] = "ncclFloat64",
+    [ncclBfloat16] = "ncclBfloat16",
+    [ncclFloat8e4m3] = "ncclFloat8e4m3",
+    [ncclFloat8e5m2] = "ncclFloat8e5m2",
 };
 
 static bool datatype_valid(ncclDataType_t t) {

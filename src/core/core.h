@@ -159,23 +159,23 @@ typedef struct comm_res {
   int dev;        /* the communicator's CUDA device (comm->cuda_dev; -1: none) */
   /* Which executor runs, and on what: asked only where the executor is chosen and the rest set up
    * for it (resources.c, res_gpu.c). */
-  bool gpu;       /* every rank has a CUDA device (the CUDA executor, or a virtual cluster's GPUs) */
+  bool gpu; /* every rank has a CUDA device (the CUDA executor, or a virtual cluster's GPUs) */
   bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
                      real, so nothing calls CUDA; the platform's executor times its plans */
   /* What follows from that for the code around the executor, which reads these and never the two
    * above (set once, res_executor_choose and res_init_body): */
-  bool dev_tables;  /* the executor's kernels read the windows' table and the staging in memory of
-                       device dev (the CUDA executor) */
-  bool kernels;     /* plans run as GPU kernels (real or simulated): a launch has blocks of warps,
-                       and a fixed cost that zero copy must win back (COLL_ZC_MIN_BYTES_*) */
-  bool fini_keeps;  /* a failed executor fini leaves what a launch still uses allocated (the host
-                       executor: a launch that did not leave in time) */
-  bool windows_ok;  /* buffers may be shared as windows: real memory (no virtual cluster), one
-                       host, 2 to DIRECT_MAX_RANKS ranks, and direct_ok */
-  bool ll128_ok;    /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
-  bool direct_ok;   /* OneShot/TwoShot may run: host threads, or GPUs of one host, every pair P2P */
-  bool direct_model; /* the model may choose them with LL unforced (GPUs; the host executor runs
-                        them only when NCCL_ALGO names them: every pair's FIFO costs memory) */
+  bool dev_tables; /* the executor's kernels read the windows' table and the staging in memory of
+                      device dev (the CUDA executor) */
+  bool kernels;    /* plans run as GPU kernels (real or simulated): a launch has blocks of warps,
+                      and a fixed cost that zero copy must win back (COLL_ZC_MIN_BYTES_*) */
+  bool fini_keeps; /* a failed executor fini leaves what a launch still uses allocated (the host
+                      executor: a launch that did not leave in time) */
+  bool windows_ok; /* buffers may be shared as windows: real memory (no virtual cluster), one
+                      host, 2 to DIRECT_MAX_RANKS ranks, and direct_ok */
+  bool ll128_ok;   /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool direct_ok;  /* OneShot/TwoShot may run: host threads, or GPUs of one host, every pair P2P */
+  bool direct_model;    /* the model may choose them with LL unforced (GPUs; the host executor runs
+                           them only when NCCL_ALGO names them: every pair's FIFO costs memory) */
   bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
   int nchannels;
   int nhosts;
