@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl.h"
 
@@ -223,14 +224,41 @@ void thread_set_name(pthread_t thread, const char* fmt, ...) __attribute__((form
 ncclResult_t mem_calloc(void** out, size_t nelem, size_t elem_size);
 #define MEM_CALLOC(pptr, n) mem_calloc((void**)(pptr), (n), sizeof(**(pptr)))
 uint64_t hash_bytes(const void* data, size_t len); /* stable 64-bit hash (FNV-1a) */
-uint64_t clock_ns(void);                           /* CLOCK_MONOTONIC, nanoseconds */
+/* CLOCK_MONOTONIC, nanoseconds (inline: every call reads it) */
+static inline uint64_t clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
 /* Identity of this host: hash of the hostname (+boot id), or of NCCL_HOSTID when set. */
 uint64_t host_hash(void);
 const char* host_name(void); /* short hostname, cached */
 /* Identity of this process (pid + pid namespace), distinct per process on one host. */
 uint64_t pid_hash(void);
-size_t datatype_size(ncclDataType_t t); /* 0 for an invalid type */
-int ceil_log2(int n);                   /* the least d with 2^d >= n (0 for n <= 1) */
+/* Bytes of one element of t, 0 for an invalid type (inline: every call reads it). */
+static inline size_t datatype_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+int ceil_log2(int n); /* the least d with 2^d >= n (0 for n <= 1) */
 const char* datatype_name(ncclDataType_t t);
 const char* redop_name(ncclRedOp_t op);
 
@@ -371,9 +399,22 @@ static inline cudaError_t cuda_accept(cudaError_t err, cudaError_t accepted) {
     }                                                                       \
   } while (0)
 /* Makes CUDA device dev current on this thread (the one current before in *saved, -1 when none
- * could be read), and back; leave restores nothing when saved is -1 or dev. */
-ncclResult_t cuda_device_enter(int dev, int* saved);
-void cuda_device_leave(int dev, int saved);
+ * could be read), and back; leave restores nothing when saved is -1 or dev (inline: every launch
+ * on a GPU enters). */
+static inline ncclResult_t cuda_device_enter(int dev, int* saved) {
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) {
+    (void)cudaGetLastError(); /* a probe: no device current */
+    cur = -1;
+  }
+  *saved = cur;
+  if (cur == dev) return ncclSuccess;
+  CUDA_CHECK(cudaSetDevice(dev));
+  return ncclSuccess;
+}
+static inline void cuda_device_leave(int dev, int saved) {
+  if (saved >= 0 && saved != dev && cudaSetDevice(saved) != cudaSuccess) (void)cudaGetLastError();
+}
 /* The thread's stream-capture mode set to relaxed, for setup work that may run while the user
  * captures a graph (allocating and registering memory is legal then only in relaxed mode); the
  * mode before, for cuda_capture_restore. */
@@ -399,9 +440,22 @@ typedef struct nvtx_args {
   size_t bytes;
   int32_t dtype, op, root;
 } nvtx_args_t;
-bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args);
-void nvtx_end(bool pushed);
-void nvtx_scope_end(bool* pushed); /* NVTX_API_RANGE's cleanup */
+/* nvtx.c: whether ranges are pushed (0: not decided yet, the first call decides; atomic), and
+ * the push and pop themselves. The test is inline, so a call without a tool stays in its file. */
+enum { NVTX_STATE_OFF = 1, NVTX_STATE_LIVE = 2 };
+extern int nvtx_state;
+bool nvtx_push(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args);
+void nvtx_pop(void);
+static inline bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args) {
+  if (__atomic_load_n(&nvtx_state, __ATOMIC_ACQUIRE) == NVTX_STATE_OFF) return false;
+  return nvtx_push(name, kind, args);
+}
+static inline void nvtx_end(bool pushed) {
+  if (pushed) nvtx_pop();
+}
+static inline void nvtx_scope_end(bool* pushed) { /* NVTX_API_RANGE's cleanup */
+  nvtx_end(*pushed);
+}
 #define NVTX_API_RANGE(name)                                           \
   bool nvtx_pushed_ __attribute__((cleanup(nvtx_scope_end), unused)) = \
       nvtx_begin((name), NVTX_PL_NONE, NULL)

@@ -125,23 +125,7 @@ ncclResult_t cu_call_failed(CUresult res, const char* call, const char* func, co
   return ncclUnhandledCudaError;
 }
 
-/* ---- The current device and the capture mode ----------------------------------------------- */
-ncclResult_t cuda_device_enter(int dev, int* saved) {
-  int cur = -1;
-  if (cudaGetDevice(&cur) != cudaSuccess) {
-    (void)cudaGetLastError();
-    cur = -1;
-  }
-  *saved = cur;
-  if (cur == dev) return ncclSuccess;
-  CUDA_CHECK(cudaSetDevice(dev));
-  return ncclSuccess;
-}
-
-void cuda_device_leave(int dev, int saved) {
-  if (saved >= 0 && saved != dev && cudaSetDevice(saved) != cudaSuccess) (void)cudaGetLastError();
-}
-
+/* ---- The capture mode (the current device: cuda_device_enter, inline in base.h) ------------- */
 enum cudaStreamCaptureMode cuda_capture_relax(void) {
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {

@@ -13,8 +13,7 @@
 #include "nvtx3/nvToolsExt.h"
 #include "nvtx3/nvToolsExtPayload.h"
 
-enum { NVTX_OFF = 1, NVTX_LIVE = 2 };
-static int nvtx_state; /* 0 until the first call decides; atomic */
+int nvtx_state; /* base.h: NVTX_STATE_*, 0 until the first call decides; atomic */
 static pthread_once_t nvtx_once = PTHREAD_ONCE_INIT;
 static nvtxDomainHandle_t nvtx_domain;
 
@@ -112,25 +111,25 @@ static void nvtx_register(void) {
 }
 
 static void nvtx_init(void) {
-  int state = NVTX_OFF;
+  int state = NVTX_STATE_OFF;
   if (param_int(PARAM_NVTX_DISABLE) == 0) {
     /* NULL unless a tool is attached (NVTX_INJECTION64_PATH): nothing more is done then. */
     nvtx_domain = nvtxDomainCreateA("NCCL");
     if (nvtx_domain != NULL) {
       nvtx_register();
-      state = NVTX_LIVE;
+      state = NVTX_STATE_LIVE;
     }
   }
   __atomic_store_n(&nvtx_state, state, __ATOMIC_RELEASE);
 }
 
-bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args) {
+bool nvtx_push(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* args) {
   int state = __atomic_load_n(&nvtx_state, __ATOMIC_ACQUIRE);
   if (state == 0) {
     pthread_once(&nvtx_once, nvtx_init);
     state = __atomic_load_n(&nvtx_state, __ATOMIC_ACQUIRE);
   }
-  if (state != NVTX_LIVE) return false;
+  if (state != NVTX_STATE_LIVE) return false;
   nvtxEventAttributes_t ev = {.version = NVTX_VERSION,
                               .size = NVTX_EVENT_ATTRIB_STRUCT_SIZE,
                               .messageType = NVTX_MESSAGE_TYPE_ASCII,
@@ -148,10 +147,6 @@ bool nvtx_begin(const char* name, nvtx_payload_kind_t kind, const nvtx_args_t* a
   return true;
 }
 
-void nvtx_end(bool pushed) {
-  if (pushed) nvtxDomainRangePop(nvtx_domain);
-}
-
-void nvtx_scope_end(bool* pushed) {
-  nvtx_end(*pushed);
+void nvtx_pop(void) {
+  nvtxDomainRangePop(nvtx_domain);
 }

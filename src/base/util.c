@@ -1,5 +1,5 @@
-/* Small utilities: zeroed allocation, hashing, clocks, host and process identity, and the names
- * and sizes of the public datatypes and reduction operators. */
+/* Small utilities: zeroed allocation, hashing, host and process identity, and the names
+ * of the public datatypes and reduction operators (clock_ns, datatype_size: inline in base.h). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,12 +31,6 @@ uint64_t hash_bytes(const void* data, size_t len) {
     h *= 0x100000001b3ULL; /* FNV-1a 64 prime */
   }
   return h;
-}
-
-uint64_t clock_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- Host identity ----------------------------------------------------------------------------
@@ -93,24 +87,20 @@ uint64_t pid_hash(void) {
 /* ---- Datatypes and operators ------------------------------------------------------------------
  */
 
-typedef struct datatype_info {
-  size_t size;
-  const char* name;
-} datatype_info_t;
-
-static const datatype_info_t datatype_infos[ncclNumTypes] = {
-    [ncclInt8] = {.size = 1, .name = "ncclInt8"},
-    [ncclUint8] = {.size = 1, .name = "ncclUint8"},
-    [ncclInt32] = {.size = 4, .name = "ncclInt32"},
-    [ncclUint32] = {.size = 4, .name = "ncclUint32"},
-    [ncclInt64] = {.size = 8, .name = "ncclInt64"},
-    [ncclUint64] = {.size = 8, .name = "ncclUint64"},
-    [ncclFloat16] = {.size = 2, .name = "ncclFloat16"},
-    [ncclFloat32] = {.size = 4, .name = "ncclFloat32"},
-    [ncclFloat64] = {.size = 8, .name = "ncclFloat64"},
-    [ncclBfloat16] = {.size = 2, .name = "ncclBfloat16"},
-    [ncclFloat8e4m3] = {.size = 1, .name = "ncclFloat8e4m3"},
-    [ncclFloat8e5m2] = {.size = 1, .name = "ncclFloat8e5m2"},
+/* Names of the public datatypes (their sizes: datatype_size, base.h). */
+static const char* const datatype_names[ncclNumTypes] = {
+    [ncclInt8] = "ncclInt8",
+    [ncclUint8] = "ncclUint8",
+    [ncclInt32] = "ncclInt32",
+    [ncclUint32] = "ncclUint32",
+    [ncclInt64] = "ncclInt64",
+    [ncclUint64] = "ncclUint64",
+    [ncclFloat16] = "ncclFloat16",
+    [ncclFloat32] = "ncclFloat32",
+    [ncclFloat64] = "ncclFloat64",
+    [ncclBfloat16] = "ncclBfloat16",
+    [ncclFloat8e4m3] = "ncclFloat8e4m3",
+    [ncclFloat8e5m2] = "ncclFloat8e5m2",
 };
 
 static bool datatype_valid(ncclDataType_t t) {
@@ -123,12 +113,8 @@ int ceil_log2(int n) {
   return d;
 }
 
-size_t datatype_size(ncclDataType_t t) {
-  return datatype_valid(t) ? datatype_infos[t].size : 0;
-}
-
 const char* datatype_name(ncclDataType_t t) {
-  return datatype_valid(t) ? datatype_infos[t].name : "Unknown";
+  return datatype_valid(t) ? datatype_names[t] : "Unknown";
 }
 
 const char* redop_name(ncclRedOp_t op) {

@@ -137,10 +137,11 @@ struct coll_comm {
   int rank, nranks;
   /* The planner's view of core's resources (comm->resources, core.h: comm_res_t), copied at init;
    * host_of and channels point into them. */
-  bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
   bool queues;    /* its executor's launch returns before the peers run (executor_ops_t.queues) */
+  bool kernels;   /* plans run as GPU kernels (comm_res_t.kernels) */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
-  bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
+  bool direct_ok; /* OneShot/TwoShot may run (comm_res_t.direct_ok) */
+  bool direct_model; /* the model may choose them with LL unforced (comm_res_t.direct_model) */
   /* The staged OneShot/TwoShot (PROTO_SIMPLE, device.h "Staged direct algorithms") may be used
    * when every rank shares a staging buffer: tuning.stage_half, its halves' bytes, is not 0. */
   int stage_parts; /* channels (blocks) of every staged item: the same for all of them */

@@ -16,10 +16,11 @@ ncclResult_t coll_comm_init(struct ncclComm* comm) {
   cc->rank = comm->rank;
   cc->nranks = comm->nranks;
   /* The planner's view of the resources core set up (core.h, comm_res_t). */
-  cc->gpu = r->gpu;
   cc->queues = r->executor->queues;
+  cc->kernels = r->kernels;
   cc->ll128_ok = r->ll128_ok;
   cc->direct_ok = r->direct_ok;
+  cc->direct_model = r->direct_model;
   /* a staged item's parts are its blocks; all of them fit one launch of the direct kernel */
   cc->stage_parts = r->nchannels < COLL_STAGE_PARTS ? r->nchannels : COLL_STAGE_PARTS;
   cc->nchannels = r->nchannels;

@@ -489,7 +489,7 @@ static void* win_job_main(void* arg) {
   win_job_t* j = arg;
   ncclComm_t comm = j->cc->comm;
   LOG_SINK_SCOPE(comm->last_error, sizeof(comm->last_error));
-  if (j->cc->gpu && cudaSetDevice(comm->cuda_dev) == cudaSuccess)
+  if (j->cc->kernels && cudaSetDevice(comm->cuda_dev) == cudaSuccess)
     (void)cudaFree(NULL); /* the device's context current for the driver calls */
   (void)cudaGetLastError();
   j->res = ncclSuccess;
@@ -577,7 +577,9 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   CHECK(reg_comm(comm, api, &cc));
   /* Collective from here: every rank takes part in the sharing, whatever its buffer. */
   share_host_mem_t host, *hostp = NULL;
-  if (buff != NULL && size > 0 && !cc->gpu && mem_host_share_of(buff, size, &host)) hostp = &host;
+  /* ranks without GPUs share a host buffer through the memfd under it */
+  if (buff != NULL && size > 0 && !cc->kernels && mem_host_share_of(buff, size, &host))
+    hostp = &host;
   CHECK(reg_add(cc, MEM_REG_WINDOW, buff, size, winFlags, &w));
   ncclResult_t res = coll_group_depth() > 0 ? win_defer(cc, w, hostp) : win_share(cc, w, hostp);
   if (res != ncclSuccess) {

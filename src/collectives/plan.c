@@ -90,9 +90,9 @@ static vocab_caps_t plan_caps(const struct coll_comm* cc) {
  * (vocab_supports: LL, or Simple staged where the communicator has staging; 2 to
  * DIRECT_MAX_RANKS ranks of one host). The staged ones run on GPUs sharing staging, at any size
  * (in rounds). With LL, on GPUs every pair must reach each other by P2P on one host (direct_ok,
- * agreed by every rank); the model offers them up to COLL_DIRECT_MAX_BYTES. The host executor
- * runs them only when NCCL_ALGO names them (its FIFOs for every pair cost shared memory; CI
- * forces them to prove them). */
+ * agreed by every rank); the model offers them up to COLL_DIRECT_MAX_BYTES. Where the model may
+ * not choose them (direct_model: the host executor, whose FIFOs for every pair cost shared
+ * memory) they run only when NCCL_ALGO names them (CI forces them to prove them). */
 bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
                          bool forced) {
   if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
@@ -100,7 +100,8 @@ bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int pro
   if (!vocab_supports(func, algo, proto, &caps)) return false;
   if (proto == PROTO_SIMPLE) return true; /* staged (the table asked for staging): any size */
   if (!forced && bytes > COLL_DIRECT_MAX_BYTES) return false;
-  if (cc->gpu) return cc->direct_ok;
+  if (!cc->direct_ok) return false;
+  if (cc->direct_model) return true;
   return forced && cc->filter.algo_set[func] && cc->filter.algo_ok[func][algo];
 }
 
@@ -195,7 +196,7 @@ static bool plan_pick_selected(const struct coll_comm* cc, const coll_task_t* t,
       if (!cc->filter.algo_ok[t->func][a] || !cc->filter.proto_ok[t->func][p]) continue;
       if (!vocab_supports(t->func, a, p, &caps)) continue;
       bool direct = a == ALGO_ONESHOT || a == ALGO_TWOSHOT;
-      if (direct && p != PROTO_SIMPLE && cc->gpu && !cc->direct_ok) continue;
+      if (direct && p != PROTO_SIMPLE && !cc->direct_ok) continue;
       topo_tuning_t tun = cc->tuning;
       tun.nchannels = t->nchannels;
       double time = topo_model_time_us(&tun, t->func, a, p, bytes);
@@ -464,7 +465,7 @@ static void plan_zero_copy(struct coll_comm* cc, const coll_task_t* t, size_t es
    * place first beat the FIFOs at 64 KiB for AllReduce and between 256 and 512 KiB (the output)
    * for AllGather. Broadcast is taken with AllReduce, ReduceScatter with AllGather (how much each
    * rank reads); unmeasured on several GPUs. */
-  if (cc->gpu &&
+  if (cc->kernels &&
       coll_task_bytes(t, cc->nranks) < (t->func == FUNC_ALLREDUCE || t->func == FUNC_BROADCAST
                                             ? COLL_ZC_MIN_BYTES_WHOLE
                                             : COLL_ZC_MIN_BYTES_PARTS))

@@ -181,7 +181,7 @@ void* coll_prof_group_api(void) {
 
 /* ---- Profiler: a launch ---------------------------------------------------------------------- */
 static int coll_prof_warps(const struct coll_comm* cc, const coll_task_t* t) {
-  if (!cc->gpu) return 0;
+  if (!cc->kernels) return 0;
   int64_t forced = param_int(PARAM_NTHREADS);
   if (forced > 0) return (int)(forced / 32);
   return t->proto == PROTO_SIMPLE ? 16 : 8;
@@ -295,7 +295,7 @@ static void coll_prof_channel(void* arg, int channel, int start) {
 
 ncclResult_t coll_prof_exec_hook(struct coll_comm* cc) {
   cc->comm->resources->exec.channel_event = NULL;
-  if (cc->gpu || !(profiler_mask(cc->prof) & PROF_KERNEL_CH)) return ncclSuccess;
+  if (cc->kernels || !(profiler_mask(cc->prof) & PROF_KERNEL_CH)) return ncclSuccess;
   if (cc->prof_ch_cap < cc->works_cap) {
     void** h = realloc(cc->prof_ch, cc->works_cap * sizeof(*h));
     if (h == NULL) {

@@ -158,11 +158,26 @@ const core_upper_ops_t* core_upper(void);
 typedef struct comm_res {
   int rank, nranks;
   int dev;        /* the communicator's CUDA device (comm->cuda_dev; -1: none) */
-  bool gpu;       /* the CUDA executor runs this communicator (every rank has a CUDA device) */
+  /* Which executor runs, and on what: asked only where the executor is chosen and the rest set up
+   * for it (resources.c, res_gpu.c). */
+  bool gpu; /* every rank has a CUDA device (the CUDA executor, or a virtual cluster's GPUs) */
   bool simulated; /* a virtual cluster's rank (comm->platform): its devices are described, not
                      real, so nothing calls CUDA; the platform's executor times its plans */
-  bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
-  bool direct_ok; /* OneShot/TwoShot may be used: GPUs of one host, every pair P2P */
+  /* What follows from that for the code around the executor, which reads these and never the two
+   * above (set once, res_executor_choose and res_init_body): */
+  bool dev_tables; /* the executor's kernels read the windows' table and the staging in memory of
+                      device dev (the CUDA executor) */
+  bool cuda_mem;   /* buffers are device dev's memory: one-sided operations move them with CUDA */
+  bool kernels;    /* plans run as GPU kernels (real or simulated): a launch has blocks of warps,
+                      and a fixed cost that zero copy must win back (COLL_ZC_MIN_BYTES_*) */
+  bool fini_keeps; /* a failed executor fini leaves what a launch still uses allocated (the host
+                      executor: a launch that did not leave in time) */
+  bool windows_ok; /* buffers may be shared as windows: real memory (no virtual cluster), one
+                      host, 2 to DIRECT_MAX_RANKS ranks, and direct_ok */
+  bool ll128_ok;   /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
+  bool direct_ok;  /* OneShot/TwoShot may run: host threads, or GPUs of one host, every pair P2P */
+  bool direct_model;    /* the model may choose them with LL unforced (GPUs; the host executor runs
+                           them only when NCCL_ALGO names them: every pair's FIFO costs memory) */
   bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
   int nchannels;
   int nhosts;
@@ -263,10 +278,6 @@ ncclResult_t comm_rma_wait(ncclComm_t comm, const ncclWaitSignalDesc_t* descs, i
                            const comm_rma_lookup_t* lookup);
 void comm_rma_free(struct comm_rma* m);
 
-/* CUDA is called for this communicator: a real GPU's, not a virtual platform's. */
-static inline bool comm_res_real_gpu(const comm_res_t* r) {
-  return r->gpu && !r->simulated;
-}
 /* At init: fills comm->resources (partial on failure; comm_res_free releases it). */
 ncclResult_t comm_res_init(ncclComm_t comm);
 /* Waits until the executor's launches have completed (they stop early once *abort_flag is set). */

@@ -88,8 +88,12 @@ void res_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, i
   int want = topo_system_nchannels(topo);
   p.nchannels = res_nchannels_clamp(want > 0 ? want : RES_GPU_DEFAULT_NCHANNELS);
   /* Every pair of ranks of this host: its path and bandwidth, and whether P2P joins it. */
-  transport_ctx_t pol = {
-      .rank = rank, .nranks = nranks, .peers = peers, .cuda_exec = true, .topo = topo};
+  transport_ctx_t pol = {.rank = rank,
+                         .nranks = nranks,
+                         .peers = peers,
+                         .gpu_fifos = true,
+                         .virtual_conns = peers[rank].simulated,
+                         .topo = topo};
   bool all_nvl = true, all_p2p = true, any_pair = false;
   double slowest = INFINITY;
   for (int a = 0; a < nranks; a++) {

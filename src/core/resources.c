@@ -202,7 +202,9 @@ static ncclResult_t comm_transport_init(comm_res_t* cc, ncclComm_t comm) {
   t->err_buf = comm->last_error;
   t->err_len = sizeof(comm->last_error);
   t->comm_hash = comm->comm_hash;
-  t->cuda_exec = cc->gpu; /* before transport_ctx_init: it sizes LL128 buffers by it */
+  /* what the executor needs of its FIFOs, before transport_ctx_init (it sizes LL128 buffers) */
+  t->gpu_fifos = cc->gpu;
+  t->virtual_conns = cc->simulated;
   t->no_ll128 = !cc->ll128_ok;
   t->topo = cc->topo;
   t->nrings = cc->nrings;
@@ -265,15 +267,28 @@ static ncclResult_t res_executor_choose(comm_res_t* cc, ncclComm_t comm) {
   cc->executor = cc->simulated ? comm->platform->executor
                  : cc->gpu     ? &executor_cuda_ops
                                : &executor_host_ops;
+  /* What the choice means for the code around the executor (core.h): nothing else asks it. */
+  cc->dev_tables = cc->gpu && !cc->simulated;
+  cc->cuda_mem = cc->gpu && !cc->simulated;
+  cc->kernels = cc->gpu;
+  cc->fini_keeps = !cc->gpu;
   return ncclSuccess;
+}
+
+/* Whether buffers may be shared as windows (comm_windows_possible): every rank decides alike. */
+static bool res_windows_ok(const comm_res_t* cc) {
+  return !cc->simulated && cc->nranks >= 2 && cc->nranks <= DIRECT_MAX_RANKS && cc->nhosts == 1 &&
+         cc->direct_ok;
 }
 
 static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
   CHECK(MEM_CALLOC(&cc->host_of, (size_t)cc->nranks));
   cc->nhosts = comm_hosts(comm->peers, cc->nranks, cc->host_of);
   if (cc->gpu) {
-    CHECK(res_gpu_setup(cc, comm)); /* nchannels, LL128, tuning */
+    CHECK(res_gpu_setup(cc, comm)); /* nchannels, LL128, direct_ok, tuning */
+    cc->direct_model = true;
   } else {
+    cc->direct_ok = true; /* host threads reach every rank's FIFOs; run only when forced */
     cc->nchannels = res_ctas_clamp(res_nchannels_clamp(RES_DEFAULT_NCHANNELS), &comm->config);
     cc->tuning = (topo_tuning_t){.nranks = cc->nranks,
                                  .nhosts = cc->nhosts,
@@ -302,6 +317,7 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
   INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
   CHECK(comm_channels_log(cc));
+  cc->windows_ok = res_windows_ok(cc);
   CHECK(comm_stage_init(comm));
   cc->tuning.stage_half = cc->exec.stage_slot >= 0 ? cc->exec.stage_half : 0; /* the planner's */
   if (cc->nranks > 1 && param_int(PARAM_RUNTIME_CONNECT) == 0) CHECK(comm_connect_all(cc));
@@ -366,7 +382,7 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
   bool entered = comm_res_enter(comm, false, &scope) == ncclSuccess;
   if (cc->exec_state != NULL) {
     ncclResult_t r = cc->executor->fini(cc->exec_state);
-    if (r != ncclSuccess && !cc->gpu) {
+    if (r != ncclSuccess && cc->fini_keeps) {
       /* A host launch did not leave (it WARNed): what it uses stays allocated. */
       if (entered) comm_res_leave(comm, &scope);
       comm->resources = NULL;

@@ -31,9 +31,7 @@ typedef struct window_offer {
 } window_offer_t;
 
 bool comm_windows_possible(const comm_res_t* r) {
-  if (r == NULL || r->simulated || r->nranks < 2 || r->nranks > DIRECT_MAX_RANKS) return false;
-  if (r->nhosts != 1) return false;
-  return r->gpu ? r->direct_ok : true;
+  return r != NULL && r->windows_ok;
 }
 
 static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
@@ -43,7 +41,7 @@ static ncclResult_t windows_tables(ncclComm_t comm, comm_res_t* r) {
     CHECK(mem_calloc((void**)&r->zc_used, ZC_MAX_WINDOWS, sizeof(uint8_t)));
     r->exec.zc_base = (void* const*)r->zc_base;
   }
-  if (comm_res_real_gpu(r) && r->zc_base_dev == NULL) {
+  if (r->dev_tables && r->zc_base_dev == NULL) {
     exec_scope_t scope;
     CHECK(r->executor->enter(r->dev, true, &scope));
     ncclResult_t res = ncclSuccess;
@@ -196,7 +194,7 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
 ncclResult_t comm_stage_init(ncclComm_t comm) {
   comm_res_t* r = comm->resources;
   const int64_t want = param_int(PARAM_STAGE_BYTES);
-  if (!comm_res_real_gpu(r) || !comm_windows_possible(r) || want <= 0) return ncclSuccess;
+  if (!r->dev_tables || !comm_windows_possible(r) || want <= 0) return ncclSuccess;
   const size_t half = ((size_t)want + 4095) & ~(size_t)4095;
   const size_t bytes = STAGE_DATA_OFF + 2 * half;
   void* buf = NULL;

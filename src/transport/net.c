@@ -97,7 +97,7 @@ static void net_state_log(const transport_ctx_t* ctx, const net_state_t* st) {
 
 static void net_state_place(const transport_ctx_t* ctx, net_state_t* st) {
   const peer_info_t* me = &ctx->peers[ctx->rank];
-  st->gpu = ctx->cuda_exec ? topo_system_gpu_info(ctx->topo, me->bus_id) : NULL;
+  st->gpu = ctx->gpu_fifos ? topo_system_gpu_info(ctx->topo, me->bus_id) : NULL;
   if (st->gpu != NULL) {
     transport_net_gdr_caps(me->cuda_dev, &st->gpu_gdr, &st->gpu_dmabuf);
     int g = topo_system_gpu(ctx->topo, me->bus_id);
@@ -251,7 +251,7 @@ static void net_pending_progress(net_state_t* st, const net_res_t* self) {
 static bool net_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
                             const peer_info_t* peer) {
   const ncclNet_t* net = NULL;
-  if (me->simulated) return true; /* a virtual cluster's network */
+  if (ctx->virtual_conns) return true; /* a virtual cluster's network */
   return net_select(&net, NULL) == ncclSuccess;
 }
 
@@ -286,7 +286,7 @@ static void net_host_free(char* p, bool mapped) {
 static net_gdr_mode_t net_gdr_decide(const transport_ctx_t* ctx, const net_state_t* st,
                                      const conn_t* conn, int dev, char* why, size_t len) {
   const net_dev_t* d = &st->devs[dev];
-  net_gdr_query_t q = {.cuda_exec = ctx->cuda_exec && st->gpu != NULL,
+  net_gdr_query_t q = {.gpu_fifos = ctx->gpu_fifos && st->gpu != NULL,
                        .is_send = conn->is_send != 0,
                        .nic_ptr_support = d->props.ptrSupport,
                        .gpu_gdr = st->gpu_gdr,

@@ -15,7 +15,7 @@ const char* transport_net_gdr_name(net_gdr_mode_t m) {
 net_gdr_mode_t transport_net_gdr(const net_gdr_query_t* q, char* why, size_t len) {
   bool nic_cuda = (q->nic_ptr_support & NCCL_PTR_CUDA) != 0;
   bool nic_dmabuf = (q->nic_ptr_support & NCCL_PTR_DMABUF) != 0;
-  if (!q->cuda_exec) {
+  if (!q->gpu_fifos) {
     snprintf(why, len, "host executor: buffers are in host memory");
     return NET_GDR_OFF;
   }

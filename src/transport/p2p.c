@@ -62,7 +62,7 @@ typedef struct p2p_res {
 p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t* me,
                                    const peer_info_t* peer) {
   if (param_int(PARAM_P2P_DISABLE)) return P2P_NO_DISABLED;
-  if (!ctx->cuda_exec) return P2P_NO_HOST_EXEC;
+  if (!ctx->gpu_fifos) return P2P_NO_HOST_EXEC;
   if (me->host_hash != peer->host_hash) return P2P_NO_OTHER_HOST;
   if (me->cuda_dev < 0 || peer->cuda_dev < 0 || me->bus_id < 0 || peer->bus_id < 0)
     return P2P_NO_GPU;
@@ -73,7 +73,7 @@ p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t
 static bool p2p_can_connect(const transport_ctx_t* ctx, const peer_info_t* me,
                             const peer_info_t* peer) {
   if (transport_p2p_policy(ctx, me, peer) != P2P_OK) return false;
-  if (me->bus_id == peer->bus_id || me->simulated) return true; /* virtual GPUs: the path decided */
+  if (me->bus_id == peer->bus_id || ctx->virtual_conns) return true; /* virtual: the path decided */
   int other = topo_gpu_local_ordinal(peer->bus_id);
   if (other < 0) return true; /* not visible here: cuMem and IPC still work; the path decided */
   int ab = 0, ba = 0;

@@ -66,7 +66,7 @@ void transport_fifo_attach(conn_fifo_t* fifo, char* base, const int buff_bytes[P
 ncclResult_t transport_fifo_map(const transport_ctx_t* ctx, void* base, size_t bytes,
                                 bool* mapped) {
   *mapped = false;
-  if (!ctx->cuda_exec) return ncclSuccess;
+  if (!ctx->gpu_fifos) return ncclSuccess;
   void* dev = NULL;
   CHECK(transport_host_mem_to_device(base, bytes, &dev));
   if (dev != base) {
@@ -101,7 +101,7 @@ ncclResult_t transport_ctx_init(transport_ctx_t* ctx) {
   CHECK(ctx_buff_size(ctx->buff_bytes[PROTO_SIMPLE], PARAM_BUFFSIZE, &sizes[PROTO_SIMPLE]));
   CHECK(ctx_buff_size(ctx->buff_bytes[PROTO_LL], PARAM_LL_BUFFSIZE, &sizes[PROTO_LL]));
   /* LL128 only pays off on GPUs; the host executor never uses it. */
-  if (ctx->cuda_exec && !ctx->no_ll128)
+  if (ctx->gpu_fifos && !ctx->no_ll128)
     CHECK(ctx_buff_size(ctx->buff_bytes[PROTO_LL128], PARAM_LL128_BUFFSIZE, &sizes[PROTO_LL128]));
   conn_t** send = NULL;
   conn_t** recv = NULL;
@@ -178,11 +178,7 @@ static ncclResult_t transport_peer_alive(void* ctx, int peer) {
   return transport_peer_check(ctx, peer);
 }
 
-static bool ctx_simulated(const transport_ctx_t* ctx) {
-  return ctx->peers != NULL && ctx->peers[ctx->rank].simulated;
-}
-
-/* A simulated rank (a virtual cluster, peer_info_t.simulated): each connection's transport is
+/* A virtual cluster's rank (ctx->virtual_conns): each connection's transport is
  * chosen as for a real one, but nothing is allocated and no peer takes part; the FIFO only says
  * how it was made (its flags, its sizes, the NIC of a NET connection). */
 static ncclResult_t connect_virtual(transport_ctx_t* ctx, const conn_request_t* reqs, int nreqs) {
@@ -220,7 +216,7 @@ ncclResult_t transport_connect(transport_ctx_t* ctx, const conn_request_t* reqs,
       return ncclInvalidArgument;
     }
   }
-  if (ctx_simulated(ctx)) return connect_virtual(ctx, reqs, nreqs);
+  if (ctx->virtual_conns) return connect_virtual(ctx, reqs, nreqs);
   CHECK(MEM_CALLOC(&pending, (size_t)nreqs));
   /* A: receivers. A placeholder in the slot marks duplicates in the list. */
   for (int i = 0; i < nreqs; i++) {
@@ -341,7 +337,7 @@ ncclResult_t transport_peer_check(transport_ctx_t* ctx, int peer) {
 }
 
 static void conn_release(transport_ctx_t* ctx, conn_t* c) {
-  if (!ctx_simulated(ctx)) c->transport->free(ctx, c);
+  if (!ctx->virtual_conns) c->transport->free(ctx, c);
   c->priv = NULL;
   c->bytes = 0;
 }

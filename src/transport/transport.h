@@ -44,11 +44,17 @@ typedef struct transport_ctx {
   int buff_bytes[PROTO_COUNT]; /* FIFO sizes from NCCL_BUFFSIZE / NCCL_LL_BUFFSIZE / ... */
   conn_t** send;               /* [peer * nchannels + channel], NULL until connected */
   conn_t** recv;
-  /* The CUDA executor drives this communicator's FIFOs on device peers[rank].cuda_dev: FIFO memory
-   * must be device-accessible (false: the host executor; P2P is then never chosen). All ranks of
-   * a communicator must agree. */
-  bool cuda_exec;
-  bool no_ll128;             /* with cuda_exec: the planner never uses LL128 (no NVLink path),
+  /* What the executor that drives the FIFOs needs of them, set by core from the executor it
+   * chose (every rank of a communicator alike); the transports ask these, never which executor:
+   *   gpu_fifos:     kernels on device peers[rank].cuda_dev read and write them: FIFO memory must
+   *                  be device-accessible; P2P and GPUDirect may serve (false: host threads do,
+   *                  in host memory; P2P is never chosen);
+   *   virtual_conns: nothing reads them (a virtual cluster's executor times plans): each
+   *                  connection's transport is chosen as on the hardware, nothing is allocated
+   *                  and no peer takes part. */
+  bool gpu_fifos;
+  bool virtual_conns;
+  bool no_ll128;             /* with gpu_fifos: the planner never uses LL128 (no NVLink path),
                                 so FIFOs get no LL128 buffer */
   const topo_system_t* topo; /* this host's GPUs (topo_system_detect), NULL: paths unknown */
   /* The rings' NICs (topo_ring_rails): ring_nics[(channel % nrings) * nranks + r] is the NIC
@@ -121,7 +127,7 @@ ncclResult_t shm_check_space(size_t bytes);
 size_t transport_fifo_bytes(const int buff_bytes[PROTO_COUNT]);
 void transport_fifo_attach(conn_fifo_t* fifo, char* base, const int buff_bytes[PROTO_COUNT],
                            int flags);
-/* With ctx->cuda_exec, makes a host FIFO block usable by the GPU (transport_host_mem_to_device;
+/* With ctx->gpu_fifos, makes a host FIFO block usable by the GPU (transport_host_mem_to_device;
  * the device view must equal the host address) and sets *mapped; the owner unregisters it with
  * transport_host_mem_unregister before freeing. Without: nothing, *mapped = false. */
 ncclResult_t transport_fifo_map(const transport_ctx_t* ctx, void* base, size_t bytes, bool* mapped);
@@ -132,7 +138,7 @@ ncclResult_t transport_fifo_map(const transport_ctx_t* ctx, void* base, size_t b
 typedef enum {
   P2P_OK = 0,
   P2P_NO_DISABLED,   /* NCCL_P2P_DISABLE=1 */
-  P2P_NO_HOST_EXEC,  /* ctx->cuda_exec is false */
+  P2P_NO_HOST_EXEC,  /* ctx->gpu_fifos is false: host threads drive the FIFOs */
   P2P_NO_OTHER_HOST, /* different host_hash */
   P2P_NO_GPU,        /* a side has no GPU */
   P2P_NO_PATH        /* the path between the GPUs is beyond NCCL_P2P_LEVEL */
@@ -160,7 +166,7 @@ bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const top
 int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r);
 
 /* The NIC a simulated rank's NET connection to or from peer on channel uses (a virtual cluster,
- * peer_info_t.simulated): the same rule over the NICs of ctx->topo, whose hosts are all alike. */
+ * ctx->virtual_conns): the same rule over the NICs of ctx->topo, whose hosts are all alike. */
 int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer, int is_send);
 
 /* ---- GPUDirect RDMA for NET connections (net_gdr.c) -------------------------------------------
@@ -169,7 +175,7 @@ int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer,
  * says why in why[len]; off, the buffer is host memory (staging). */
 typedef enum { NET_GDR_OFF = 0, NET_GDR_DMABUF, NET_GDR_PEERMEM } net_gdr_mode_t;
 typedef struct net_gdr_query {
-  bool cuda_exec;       /* the CUDA executor drives the connection */
+  bool gpu_fifos;       /* GPU kernels drive the connection (transport_ctx_t.gpu_fifos) */
   bool is_send;         /* a send: the NIC reads GPU memory (NCCL_NET_GDR_READ) */
   int nic_ptr_support;  /* ncclNetProperties_t.ptrSupport of the NIC */
   bool gpu_gdr;         /* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED */
@@ -194,7 +200,7 @@ ncclResult_t transport_net_gdr_alloc(size_t bytes, net_gdr_mode_t mode, void** p
 void transport_net_gdr_free(void* ptr, int fd);
 
 /* ---- Host FIFO memory for the CUDA executor (gpu_mem.c) --------------------------------------
- * SHM and NET FIFOs live in host memory; when ctx->cuda_exec they must be registered and mapped
+ * SHM and NET FIFOs live in host memory; when ctx->gpu_fifos they must be registered and mapped
  * (cudaHostRegister(..., cudaHostRegisterMapped | cudaHostRegisterPortable)) and the FIFO must
  * point at the device view (*dev_out; equal to host on 64-bit Linux with unified addressing).
  * host and bytes should be page-aligned (an mmap'd segment). Unregister before unmapping. */

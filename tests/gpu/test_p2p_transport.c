@@ -175,7 +175,7 @@ static int rank_main(rank_arg_t* a) {
                            .bootstrap = b,
                            .abort_flag = &abort_flag,
                            .comm_hash = 0x1234,
-                           .cuda_exec = true,
+                           .gpu_fifos = true,
                            .topo = sys};
     ctx.buff_bytes[PROTO_SIMPLE] = SIMPLE_BYTES;
     ctx.buff_bytes[PROTO_LL] = LL_BYTES;

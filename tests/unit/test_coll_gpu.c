@@ -171,7 +171,7 @@ START_TEST(test_shared_gpu) {
   ck_assert_int_eq(res_ranks_on_gpu(peers, 4, 3), 1);
   /* the pair on one GPU is a local path: P2P may join it */
   ck_assert_int_eq(topo_system_path(sys, bus[0], bus[1]), TOPO_PATH_LOC);
-  transport_ctx_t ctx = {.rank = 0, .nranks = 4, .peers = peers, .cuda_exec = true, .topo = sys};
+  transport_ctx_t ctx = {.rank = 0, .nranks = 4, .peers = peers, .gpu_fifos = true, .topo = sys};
   ck_assert_int_eq(transport_p2p_policy(&ctx, &peers[0], &peers[1]), P2P_OK);
   /* alone: untouched; 4 ranks on 132 SMs: 33 each; never below 1 */
   ck_assert_int_eq(res_shared_gpu_channels(62, 1, 132), 62);

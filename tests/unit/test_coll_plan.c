@@ -181,6 +181,7 @@ static struct coll_comm* plan_comm(int nranks, bool nvlink) {
   cc->nranks = nranks;
   cc->nchannels = 32;
   cc->ll128_ok = nvlink;
+  cc->direct_ok = true; /* as core sets it for host threads; the GPU cases set their own */
   cc->tuning = (topo_tuning_t){.nranks = nranks,
                                .nhosts = 1,
                                .nchannels = 32,
@@ -231,7 +232,7 @@ START_TEST(test_direct_choice) {
   unsetenv("NCCL_PROTO");
   param_reload();
   struct coll_comm* cc = plan_comm(4, true);
-  cc->gpu = true;
+  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
   cc->direct_ok = true;
   static const int ops[] = {DEV_OP_SUM, DEV_OP_MAX, DEV_OP_PREMULSUM, DEV_OP_SUMPOSTDIV};
   for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
@@ -267,7 +268,7 @@ START_TEST(test_direct_choice) {
   setenv("NCCL_PROTO", "Simple", 1);
   param_reload();
   cc = plan_comm(4, true);
-  cc->gpu = true;
+  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
   cc->direct_ok = true;
   ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
@@ -275,7 +276,7 @@ START_TEST(test_direct_choice) {
   unsetenv("NCCL_PROTO");
   param_reload();
   cc = plan_comm(4, true);
-  cc->gpu = true;
+  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
   cc->direct_ok = true;
   ck_assert_int_eq(choose(cc, allreduce_task(2, DEV_OP_SUM)), ALGO_RING);
   free(cc);
@@ -343,7 +344,7 @@ static plan_world_t world_make(int n, int rank) {
   cc->rank = rank;
   cc->nchannels = 4;
   cc->tuning.nchannels = 4;
-  cc->gpu = false;
+  cc->kernels = cc->direct_model = false; /* host threads (comm_res_t) */
   w.rings = calloc((size_t)(4 * n), sizeof(int));
   w.ch = calloc(4, sizeof(dev_channel_t));
   w.tabs = calloc((size_t)(4 * 2 * n), sizeof(conn_fifo_t*));
@@ -413,7 +414,7 @@ START_TEST(test_staged_items) {
   static float a[1 << 20], b[1 << 20];
   plan_world_t w = world_make(4, 2);
   struct coll_comm* cc = w.cc;
-  cc->gpu = true;
+  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
   cc->direct_ok = true;
   cc->stage_parts = 3;
   cc->tuning.stage_half = (size_t)1 << 20; /* as core sets it (resources.c, res_gpu.c) */
@@ -498,7 +499,7 @@ START_TEST(test_model_holds_to_measurements) {
     const int func = measured_func(name);
     ck_assert_int_ge(func, 0);
     struct coll_comm* cc = plan_comm(n, true);
-    cc->gpu = true;
+    cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
     cc->direct_ok = true;
     cc->stage_parts = COLL_STAGE_PARTS;
     cc->nchannels = 62;
@@ -721,7 +722,7 @@ START_TEST(test_direct_all_or_none) {
   param_reload();
   static float a[1 << 20], b[1 << 20];
   plan_world_t w = world_make(4, 1);
-  w.cc->gpu = true;
+  w.cc->kernels = w.cc->direct_model = true; /* GPUs (comm_res_t) */
   w.cc->direct_ok = true;
   coll_task_t t[2] = {task(FUNC_ALLREDUCE, ncclFloat32, 2, a, b, -1, DEV_OP_SUM),
                       task(FUNC_ALLREDUCE, ncclFloat32, 1 << 20, a, b, -1, DEV_OP_SUM)};

@@ -10,7 +10,7 @@
 
 /* A Hopper GPU next to an RDMA NIC behind one PCIe switch, both able to do dma-buf. */
 static net_gdr_query_t good(void) {
-  net_gdr_query_t q = {.cuda_exec = true,
+  net_gdr_query_t q = {.gpu_fifos = true,
                        .is_send = false,
                        .nic_ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF,
                        .gpu_gdr = true,
@@ -44,7 +44,7 @@ END_TEST
 START_TEST(gdr_off_reasons) {
   char why[192];
   net_gdr_query_t q = good();
-  q.cuda_exec = false;
+  q.gpu_fifos = false;
   ck_assert_int_eq(decide(&q, why), NET_GDR_OFF);
   ck_assert_ptr_nonnull(strstr(why, "host executor"));
 

@@ -50,7 +50,7 @@ static void setup(void) {
   memset(&ctx, 0, sizeof(ctx));
   ctx.nranks = NR;
   ctx.peers = peers;
-  ctx.cuda_exec = true;
+  ctx.gpu_fifos = true;
   ctx.topo = sys;
   unsetenv("NCCL_P2P_LEVEL");
   unsetenv("NCCL_P2P_DISABLE");
@@ -113,10 +113,10 @@ START_TEST(test_policy_switches) {
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_NO_DISABLED);
   unit_set_param("NCCL_P2P_DISABLE", "0");
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_OK);
-  ctx.cuda_exec = false; /* the host executor cannot read GPU memory */
+  ctx.gpu_fifos = false; /* the host executor cannot read GPU memory */
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_NO_HOST_EXEC);
   ck_assert(!transport_p2p_ops.can_connect(&ctx, &peers[R_NV0], &peers[R_NV1]));
-  ctx.cuda_exec = true;
+  ctx.gpu_fifos = true;
   /* without a topology every pair of distinct GPUs is "unknown" (SYS) */
   ctx.topo = NULL;
   ck_assert_int_eq(policy(R_NV0, R_NV1), P2P_NO_PATH);

@@ -32,7 +32,7 @@ START_TEST(ctx_init_sizes_from_params) {
 
   unit_set_param("NCCL_BUFFSIZE", "100000");
   peers[0].cuda_dev = 0;
-  transport_ctx_t gpu = {.rank = 0, .nranks = 2, .nchannels = 1, .peers = peers, .cuda_exec = true};
+  transport_ctx_t gpu = {.rank = 0, .nranks = 2, .nchannels = 1, .peers = peers, .gpu_fifos = true};
   ck_assert_int_eq(transport_ctx_init(&gpu), ncclSuccess);
   ck_assert_int_eq(gpu.buff_bytes[PROTO_SIMPLE], 99328); /* whole 128-byte lines per slot */
   ck_assert_int_eq(gpu.buff_bytes[PROTO_LL128], 4915200);

@@ -137,25 +137,6 @@ static ncclDataType_t parse_dtype(const char* name) {
   return ncclFloat32;
 }
 
-static size_t dtype_bytes(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 /* ---- Workloads ------------------------------------------------------------------------------- */
 typedef struct op_list {
   sim_op_t* ops;
@@ -284,7 +265,7 @@ static void workload_trace(const char* text, int nranks, op_list_t* out) {
     int root = 0;
     if (ev_field(p, e, kind == OP_SR ? "peer" : "root", val, sizeof(val))) root = atoi(val);
     if (kind == OP_SR) root = ((root - first_rank) % nranks + nranks) % nranks;
-    size_t es = dtype_bytes(dt);
+    size_t es = datatype_size(dt);
     size_t per = count * es;
     size_t bytes =
         kind == OP_AG || kind == OP_RS || kind == OP_A2A || kind == OP_GATHER || kind == OP_SCATTER
@@ -296,7 +277,7 @@ static void workload_trace(const char* text, int nranks, op_list_t* out) {
 
 /* ---- Running one operation ------------------------------------------------------------------- */
 static size_t op_count(const sim_op_t* op, int nranks) {
-  size_t es = dtype_bytes(op->dtype);
+  size_t es = datatype_size(op->dtype);
   switch (op->kind) {
     case OP_AG:
     case OP_RS:
@@ -681,7 +662,7 @@ int main(int argc, char** argv) {
           "\"proto\":\"%s\",\"channels\":%d,\"chunk\":%zu,\"steps\":%llu,\"classes\":%d,"
           "\"flows\":%d,\"predicted_us\":%.3f,\"first_us\":%.3f,\"algbw\":%.3f,"
           "\"busbw\":%.3f",
-          i ? "," : "", op_names[op->kind], op->bytes, count, dtype_bytes(op->dtype),
+          i ? "," : "", op_names[op->kind], op->bytes, count, datatype_size(op->dtype),
           algo_name(res.algo), proto_name(res.proto), res.nchannels, res.chunk_bytes,
           (unsigned long long)res.steps, res.nclasses, res.nflows, us, res.time_us, algbw, busbw);
       if (o.flows) print_flows_json(&res);
