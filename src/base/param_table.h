@@ -198,6 +198,11 @@ PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL,
           "Write the detected topology as XML in stock NCCL's format (stock can load it)")
 PARAM_ROW(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", PARAM_INT, "0",
           "The rank that writes NCCL_TOPO_DUMP_FILE")
+PARAM_ROW(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", PARAM_STR, NULL,
+          "Write the channels' rings and trees of rank NCCL_GRAPH_DUMP_FILE_RANK's host, with the "
+          "NIC each enters and leaves the host through, as stock's graph XML")
+PARAM_ROW(GRAPH_DUMP_FILE_RANK, "NCCL_GRAPH_DUMP_FILE_RANK", PARAM_INT, "0",
+          "The rank that writes NCCL_GRAPH_DUMP_FILE")
 PARAM_ROW(IGNORE_CPU_AFFINITY, "NCCL_IGNORE_CPU_AFFINITY", PARAM_INT, "0",
           "1: bind host threads to the GPU's local CPUs even outside the process's CPU mask; 0: "
           "only to the part of the GPU's CPUs the mask allows")
