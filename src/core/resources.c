@@ -236,8 +236,7 @@ static ncclResult_t comm_graph_dump(const comm_res_t* cc, const peer_info_t* pee
     }
     /* channel c's tree, as comm_trees_init lays it (its head is the ring's end on that NIC) */
     if (!topo_tree_rails(n, cc->host_of, cc->rank_nics, c % (2 * cc->nrings), scratch,
-                         up + (size_t)c * n,
-                         down + (size_t)c * n * TOPO_TREE_MAX_CHILDREN))
+                         up + (size_t)c * n, down + (size_t)c * n * TOPO_TREE_MAX_CHILDREN))
       trees = false;
   }
   topo_graph_dump_t d = {.nranks = n,

@@ -5,60 +5,31 @@
  * <net dev="..."/>, the host's GPUs in the channel's order as <gpu dev="..." rank="..."/>, the NIC
  * it leaves through; dev values in hexadecimal as "%#x"). A NIC is its index in the host's
  * topology (the rails of src/topo/rails.c), a GPU its topology dev. Pure formatting. */
-#include <stdarg.h>
+#include <errno.h>
 #include <stdlib.h>
 
 #include "topo/topo.h"
 
-typedef struct gx_buf {
-  char* p;
-  size_t len, cap;
-  bool oom;
-} gx_buf_t;
-
-static void gx_put(gx_buf_t* b, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void gx_put(gx_buf_t* b, const char* fmt, ...) {
-  for (int tries = 0; tries < 2 && !b->oom; tries++) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (w < 0) return;
-    if ((size_t)w < b->cap - b->len) {
-      b->len += (size_t)w;
-      return;
-    }
-    size_t cap = 2 * (b->cap + (size_t)w);
-    char* grown = realloc(b->p, cap);
-    if (grown == NULL) {
-      b->oom = true;
-      return;
-    }
-    b->p = grown;
-    b->cap = cap;
-  }
+static void gx_net(FILE* b, int nic) {
+  if (nic >= 0) fprintf(b, "      <net dev=\"%#x\"/>\n", (unsigned)nic);
 }
 
-static void gx_net(gx_buf_t* b, int nic) {
-  if (nic >= 0) gx_put(b, "      <net dev=\"%#x\"/>\n", (unsigned)nic);
+static void gx_gpu(FILE* b, const topo_graph_dump_t* d, int r) {
+  fprintf(b, "      <gpu dev=\"%#x\" rank=\"%d\"/>\n",
+          (unsigned)(d->gpu_dev[r] >= 0 ? d->gpu_dev[r] : 0), r);
 }
 
-static void gx_gpu(gx_buf_t* b, const topo_graph_dump_t* d, int r) {
-  gx_put(b, "      <gpu dev=\"%#x\" rank=\"%d\"/>\n", (unsigned)(d->gpu_dev[r] >= 0 ? d->gpu_dev[r] : 0),
-         r);
-}
-
-static void gx_graph_open(gx_buf_t* b, const topo_graph_dump_t* d, int id, int pattern) {
-  gx_put(b,
-         "  <graph id=\"%d\" pattern=\"%d\" crossnic=\"%d\" nchannels=\"%d\" speedintra=\"%g\" "
-         "speedinter=\"%g\" latencyinter=\"0\" typeintra=\"%s\" typeinter=\"%s\" "
-         "samechannels=\"0\">\n",
-         id, pattern, d->cross_nic, d->nchannels, d->speed_intra, d->speed_inter,
-         topo_path_names[d->type_intra], topo_path_names[d->type_inter]);
+static void gx_graph_open(FILE* b, const topo_graph_dump_t* d, int id, int pattern) {
+  fprintf(b,
+          "  <graph id=\"%d\" pattern=\"%d\" crossnic=\"%d\" nchannels=\"%d\" speedintra=\"%g\" "
+          "speedinter=\"%g\" latencyinter=\"0\" typeintra=\"%s\" typeinter=\"%s\" "
+          "samechannels=\"0\">\n",
+          id, pattern, d->cross_nic, d->nchannels, d->speed_intra, d->speed_inter,
+          topo_path_names[d->type_intra], topo_path_names[d->type_inter]);
 }
 
 /* The host's part of channel c's ring, in ring order from the rank it enters at. */
-static void gx_ring_channel(gx_buf_t* b, const topo_graph_dump_t* d, int c) {
+static void gx_ring_channel(FILE* b, const topo_graph_dump_t* d, int c) {
   const int* ring = d->rings + (size_t)c * d->nranks;
   const int8_t* nics = d->ring_nics != NULL ? d->ring_nics + (size_t)c * d->nranks : NULL;
   int start = -1;
@@ -68,7 +39,7 @@ static void gx_ring_channel(gx_buf_t* b, const topo_graph_dump_t* d, int c) {
       start = i;
   if (start < 0) start = 0; /* one host: the whole ring from its first rank */
   int last = start;
-  gx_put(b, "    <channel>\n");
+  fprintf(b, "    <channel>\n");
   if (d->nhosts > 1 && nics != NULL) gx_net(b, nics[ring[start]]); /* indexed by rank */
   for (int i = 0; i < d->nranks; i++) {
     int at = (start + i) % d->nranks;
@@ -77,18 +48,18 @@ static void gx_ring_channel(gx_buf_t* b, const topo_graph_dump_t* d, int c) {
     last = at;
   }
   if (d->nhosts > 1 && nics != NULL) gx_net(b, nics[ring[last]]);
-  gx_put(b, "    </channel>\n");
+  fprintf(b, "    </channel>\n");
 }
 
 /* The host's part of channel c's tree: its head (the rank whose parent or children are on other
  * hosts), then the others breadth first; the head's NIC both ways. */
-static void gx_tree_channel(gx_buf_t* b, const topo_graph_dump_t* d, int c, int* queue) {
+static void gx_tree_channel(FILE* b, const topo_graph_dump_t* d, int c, int* queue) {
   const int* up = d->tree_up + (size_t)c * d->nranks;
   const int* down = d->tree_down + (size_t)c * d->nranks * TOPO_TREE_MAX_CHILDREN;
   int head = -1;
   for (int r = 0; r < d->nranks && head < 0; r++)
     if (d->host_of[r] == d->host && (up[r] < 0 || d->host_of[up[r]] != d->host)) head = r;
-  gx_put(b, "    <channel>\n");
+  fprintf(b, "    <channel>\n");
   int nic = head >= 0 && d->tree_nics != NULL ? d->tree_nics[(size_t)c * d->nranks + head] : -1;
   gx_net(b, nic);
   int n = 0;
@@ -101,37 +72,38 @@ static void gx_tree_channel(gx_buf_t* b, const topo_graph_dump_t* d, int c, int*
     }
   }
   gx_net(b, nic);
-  gx_put(b, "    </channel>\n");
+  fprintf(b, "    </channel>\n");
 }
 
 ncclResult_t topo_graphs_format(const topo_graph_dump_t* d, char** text_out) {
-  gx_buf_t b = {.p = malloc(4096), .cap = 4096};
+  char* text = NULL;
+  size_t len = 0;
   int* queue = malloc((size_t)(d->nranks > 0 ? d->nranks : 1) * sizeof(int));
-  if (b.p == NULL || queue == NULL) {
-    free(b.p);
+  FILE* b = queue != NULL ? open_memstream(&text, &len) : NULL;
+  if (b == NULL) {
+    WARN("NCCL_GRAPH_DUMP_FILE: no memory for %d channels of %d ranks: %s", d->nchannels, d->nranks,
+         strerror(errno));
     free(queue);
-    WARN("NCCL_GRAPH_DUMP_FILE: out of memory for %d channels of %d ranks", d->nchannels,
-         d->nranks);
     return ncclSystemError;
   }
-  b.p[0] = '\0';
-  gx_put(&b, "<graphs version=\"1\">\n");
-  gx_graph_open(&b, d, 0, 4);
-  for (int c = 0; c < d->nchannels; c++) gx_ring_channel(&b, d, c);
-  gx_put(&b, "  </graph>\n");
+  fprintf(b, "<graphs version=\"1\">\n");
+  gx_graph_open(b, d, 0, 4);
+  for (int c = 0; c < d->nchannels; c++) gx_ring_channel(b, d, c);
+  fprintf(b, "  </graph>\n");
   if (d->tree_up != NULL && d->tree_down != NULL) {
-    gx_graph_open(&b, d, 1, 3);
-    for (int c = 0; c < d->nchannels; c++) gx_tree_channel(&b, d, c, queue);
-    gx_put(&b, "  </graph>\n");
+    gx_graph_open(b, d, 1, 3);
+    for (int c = 0; c < d->nchannels; c++) gx_tree_channel(b, d, c, queue);
+    fprintf(b, "  </graph>\n");
   }
-  gx_put(&b, "</graphs>\n");
+  fprintf(b, "</graphs>\n");
+  bool ok = !ferror(b);
+  ok = fclose(b) == 0 && ok;
   free(queue);
-  if (b.oom) {
-    free(b.p);
-    WARN("NCCL_GRAPH_DUMP_FILE: out of memory for %d channels of %d ranks", d->nchannels,
-         d->nranks);
+  if (!ok) {
+    WARN("NCCL_GRAPH_DUMP_FILE: no memory for %d channels of %d ranks", d->nchannels, d->nranks);
+    free(text);
     return ncclSystemError;
   }
-  *text_out = b.p;
+  *text_out = text;
   return ncclSuccess;
 }

@@ -38,7 +38,7 @@
 typedef struct eng_conn {
   int channel, src, dst;
   int tr, src_nic, dst_nic;
-  int relay; /* NET: the source node's GPU that relays to the source NIC (PXN), -1 none */
+  int relay;   /* NET: the source node's GPU that relays to the source NIC (PXN), -1 none */
   bool used;   /* some lane sends on it */
   double rate; /* B/us: the least of its lanes' flow rates (reports, classes) */
   double lat;
