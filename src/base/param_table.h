@@ -164,6 +164,15 @@ PARAM_ROW(CROSS_NIC, "NCCL_CROSS_NIC", PARAM_INT, "2",
           "NIC; 1: each side its own (the ring layout's, else its closest); 2: the same rail when "
           "that NIC is among the sender's closest, else its own. Rings and trees are laid out so "
           "that their hops stay on one rail where they can (src/topo/rails.c)")
+PARAM_ROW(PXN_DISABLE, "NCCL_PXN_DISABLE", PARAM_INT, "0",
+          "1: never send through a peer GPU's NIC (PXN); a GPU reaches a NIC beyond its PCIe "
+          "switches over the CPU. 0: a send through a NIC the GPU reaches only through the CPU "
+          "goes over NVLink to a GPU beside that NIC, whose memory the NIC reads (src/topo/pxn.c)")
+PARAM_ROW(P2P_PXN_LEVEL, "NCCL_P2P_PXN_LEVEL", PARAM_INT, "2",
+          "Point-to-point sends from a GPU that is not its channel's ring end between hosts: 0 "
+          "leave through the GPU's own closest NIC; 1 take the receiver's NIC (rail) through a "
+          "peer GPU only when the GPU's own NICs are beyond its PCIe switches; 2 take the "
+          "receiver's rail through a peer GPU whenever that NIC needs one (rail-aligned traffic)")
 
 /* Topology */
 
@@ -189,6 +198,11 @@ PARAM_ROW(TOPO_DUMP_FILE, "NCCL_TOPO_DUMP_FILE", PARAM_STR, NULL,
           "Write the detected topology as XML in stock NCCL's format (stock can load it)")
 PARAM_ROW(TOPO_DUMP_FILE_RANK, "NCCL_TOPO_DUMP_FILE_RANK", PARAM_INT, "0",
           "The rank that writes NCCL_TOPO_DUMP_FILE")
+PARAM_ROW(GRAPH_DUMP_FILE, "NCCL_GRAPH_DUMP_FILE", PARAM_STR, NULL,
+          "Write the channels' rings and trees of rank NCCL_GRAPH_DUMP_FILE_RANK's host, with the "
+          "NIC each enters and leaves the host through, as stock's graph XML")
+PARAM_ROW(GRAPH_DUMP_FILE_RANK, "NCCL_GRAPH_DUMP_FILE_RANK", PARAM_INT, "0",
+          "The rank that writes NCCL_GRAPH_DUMP_FILE")
 PARAM_ROW(IGNORE_CPU_AFFINITY, "NCCL_IGNORE_CPU_AFFINITY", PARAM_INT, "0",
           "1: bind host threads to the GPU's local CPUs even outside the process's CPU mask; 0: "
           "only to the part of the GPU's CPUs the mask allows")

@@ -191,6 +191,84 @@ static ncclResult_t comm_channels_log(const comm_res_t* cc) {
   return ncclSuccess;
 }
 
+/* NCCL_GRAPH_DUMP_FILE, by rank NCCL_GRAPH_DUMP_FILE_RANK: its host's part of every channel's
+ * ring and (over the NICs) tree, with their NICs (topo_graphs_format). */
+static ncclResult_t comm_graph_dump(const comm_res_t* cc, const peer_info_t* peers) {
+  const char* path = param_str(PARAM_GRAPH_DUMP_FILE);
+  if (path == NULL || path[0] == '\0' || cc->rank != param_int(PARAM_GRAPH_DUMP_FILE_RANK))
+    return ncclSuccess;
+  int n = cc->nranks, nch = cc->nchannels;
+  ncclResult_t res = ncclSuccess;
+  int *dev = NULL, *rings = NULL, *up = NULL, *down = NULL, *scratch = NULL;
+  int8_t* nics = NULL;
+  char* text = NULL;
+  bool trees = cc->ring_nics != NULL;
+  CHECK_GOTO(MEM_CALLOC(&dev, (size_t)n), res, out);
+  CHECK_GOTO(MEM_CALLOC(&rings, (size_t)nch * n), res, out);
+  if (trees) {
+    CHECK_GOTO(MEM_CALLOC(&nics, (size_t)nch * n), res, out);
+    CHECK_GOTO(MEM_CALLOC(&up, (size_t)nch * n), res, out);
+    CHECK_GOTO(MEM_CALLOC(&down, (size_t)nch * n * TOPO_TREE_MAX_CHILDREN), res, out);
+    CHECK_GOTO(MEM_CALLOC(&scratch, 2 * (size_t)n), res, out);
+  }
+  topo_path_t intra = TOPO_PATH_LOC, inter = TOPO_PATH_LOC;
+  for (int r = 0; r < n; r++) {
+    const topo_gpu_t* g = cc->host_of[r] == cc->host_of[cc->rank]
+                              ? topo_system_gpu_info(cc->topo, peers[r].bus_id)
+                              : NULL;
+    dev[r] = g != NULL ? (g->dev >= 0 ? g->dev : topo_system_gpu(cc->topo, g->bus_id)) : -1;
+    for (int q = 0; q < n && g != NULL; q++) {
+      topo_path_t p = cc->host_of[q] == cc->host_of[r] && q != r
+                          ? topo_system_path(cc->topo, peers[r].bus_id, peers[q].bus_id)
+                          : TOPO_PATH_LOC;
+      if (p > intra) intra = p;
+    }
+  }
+  for (int c = 0; c < nch; c++) {
+    size_t at = (size_t)(c % cc->nrings) * (size_t)n;
+    memcpy(rings + (size_t)c * n, cc->ring_ranks + at, (size_t)n * sizeof(int));
+    if (!trees) continue;
+    memcpy(nics + (size_t)c * n, cc->ring_nics + at, (size_t)n);
+    for (int r = 0; r < n; r++) {
+      int k = cc->ring_nics[at + (size_t)r];
+      if (k >= 0 && k < cc->rank_nics[r].nnics && cc->rank_nics[r].path[k] > inter)
+        inter = cc->rank_nics[r].path[k];
+    }
+    /* channel c's tree, as comm_trees_init lays it (its head is the ring's end on that NIC) */
+    if (!topo_tree_rails(n, cc->host_of, cc->rank_nics, c % (2 * cc->nrings), scratch,
+                         up + (size_t)c * n, down + (size_t)c * n * TOPO_TREE_MAX_CHILDREN))
+      trees = false;
+  }
+  topo_graph_dump_t d = {.nranks = n,
+                         .nchannels = nch,
+                         .nhosts = cc->nhosts,
+                         .host = cc->host_of[cc->rank],
+                         .host_of = cc->host_of,
+                         .gpu_dev = dev,
+                         .rings = rings,
+                         .ring_nics = nics,
+                         .tree_up = trees ? up : NULL,
+                         .tree_down = trees ? down : NULL,
+                         .tree_nics = trees ? nics : NULL,
+                         .cross_nic = (int)param_int(PARAM_CROSS_NIC),
+                         .speed_intra = cc->tuning.intra_bw_gbs,
+                         .speed_inter = cc->tuning.inter_bw_gbs,
+                         .type_intra = intra,
+                         .type_inter = cc->nhosts > 1 ? inter : TOPO_PATH_LOC};
+  CHECK_GOTO(topo_graphs_format(&d, &text), res, out);
+  CHECK_GOTO(topo_text_write(text, "NCCL_GRAPH_DUMP_FILE", path), res, out);
+  INFO(NCCL_GRAPH, "Graphs: wrote %d channels of host %d to %s", nch, d.host, path);
+out:
+  free(text);
+  free(scratch);
+  free(down);
+  free(up);
+  free(nics);
+  free(rings);
+  free(dev);
+  return res;
+}
+
 static ncclResult_t comm_transport_init(comm_res_t* cc, ncclComm_t comm) {
   transport_ctx_t* t = &cc->tctx;
   t->rank = comm->rank;
@@ -318,6 +396,7 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
   CHECK(comm_channels_log(cc));
   cc->windows_ok = res_windows_ok(cc);
+  CHECK(comm_graph_dump(cc, comm->peers));
   CHECK(comm_stage_init(comm));
   cc->tuning.stage_half = cc->exec.stage_slot >= 0 ? cc->exec.stage_half : 0; /* the planner's */
   if (cc->nranks > 1 && param_int(PARAM_RUNTIME_CONNECT) == 0) CHECK(comm_connect_all(cc));

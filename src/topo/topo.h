@@ -249,6 +249,38 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
 int topo_ring_rails_period(int nranks, const int* hosts, const topo_rank_nics_t* nics, int max,
                            int* scratch);
 
+/* ---- PXN: a far NIC through a peer GPU (pxn.c) --------------------------------------------------
+ * The GPU (index in sys->gpus) through which the GPU at gpu_bus sends through NIC `nic` (index in
+ * sys->nics): when its own path to the NIC crosses the CPU (PHB, SYS), an NVLink peer whose path
+ * to the NIC is at most PXB (the best such path; GPUs that share a relay's NIC take turns by their
+ * index); -1 when the GPU reaches the NIC through its own PCIe switches, or no peer can. Whether
+ * PXN is on at all (NCCL_PXN_DISABLE) is the caller's: topo_pxn_enabled. */
+int topo_nic_relay(const topo_system_t* sys, int64_t gpu_bus, int nic);
+bool topo_pxn_enabled(void);  /* NCCL_PXN_DISABLE is 0 */
+int topo_p2p_pxn_level(void); /* NCCL_P2P_PXN_LEVEL, 0..2 */
+
+/* ---- NCCL_GRAPH_DUMP_FILE (graph_xml.c) ---------------------------------------------------------
+ * One host's part of every channel's ring and tree, as stock's graph XML (graph_xml.c). rings,
+ * ring_nics: nchannels x nranks, every channel's ring order and each rank's NIC between hosts on
+ * it (topo_ring_rails; NULL: none); tree_up, tree_down (x TOPO_TREE_MAX_CHILDREN), tree_nics: the
+ * same per channel for the trees (NULL: no tree graph). gpu_dev: nranks, each rank's GPU dev. */
+typedef struct topo_graph_dump {
+  int nranks, nchannels, nhosts, host;
+  const int* host_of;
+  const int* gpu_dev;
+  const int* rings;
+  const int8_t* ring_nics;
+  const int* tree_up;
+  const int* tree_down;
+  const int8_t* tree_nics;
+  int cross_nic;
+  double speed_intra, speed_inter; /* GB/s a channel */
+  topo_path_t type_intra, type_inter;
+} topo_graph_dump_t;
+ncclResult_t topo_graphs_format(const topo_graph_dump_t* d, char** text_out); /* free() it */
+/* Writes text to path; var names the variable in messages ("NCCL_GRAPH_DUMP_FILE"). */
+ncclResult_t topo_text_write(const char* text, const char* var, const char* path);
+
 /* ---- Graph log lines (graph.c) -----------------------------------------------------------------
  * What stock prints at init, for the collectives layer: one "Channel 00/24 : 0 1 2 3" line per
  * channel (rings: nchannels x nranks ranks) and one "Trees [0] 1/-1/-1->0->-1 [1] ..." line for

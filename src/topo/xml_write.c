@@ -478,23 +478,28 @@ ncclResult_t topo_xml_format(const topo_system_t* sys, char** text_out) {
   return ncclSuccess;
 }
 
-ncclResult_t topo_xml_dump(const topo_system_t* sys, const char* path) {
-  char* text = NULL;
-  CHECK(topo_xml_format(sys, &text));
+ncclResult_t topo_text_write(const char* text, const char* var, const char* path) {
   FILE* f = fopen(path, "we");
   if (f == NULL) {
-    WARN("NCCL_TOPO_DUMP_FILE: cannot create %s: %s", path, strerror(errno));
-    free(text);
+    WARN("%s: cannot create %s: %s", var, path, strerror(errno));
     return ncclSystemError;
   }
   size_t len = strlen(text);
   bool ok = fwrite(text, 1, len, f) == len;
   ok = fclose(f) == 0 && ok;
-  free(text);
   if (!ok) {
-    WARN("NCCL_TOPO_DUMP_FILE: writing %s failed: %s", path, strerror(errno));
+    WARN("%s: writing %s failed: %s", var, path, strerror(errno));
     return ncclSystemError;
   }
+  return ncclSuccess;
+}
+
+ncclResult_t topo_xml_dump(const topo_system_t* sys, const char* path) {
+  char* text = NULL;
+  CHECK(topo_xml_format(sys, &text));
+  ncclResult_t res = topo_text_write(text, "NCCL_TOPO_DUMP_FILE", path);
+  free(text);
+  CHECK(res);
   INFO(NCCL_GRAPH, "Topology: wrote %d GPU(s) to %s", sys->ngpus, path);
   return ncclSuccess;
 }

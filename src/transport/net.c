@@ -46,6 +46,10 @@ typedef struct net_state {
   int nnear; /* the NICs closest to the GPU, in index order */
   int near[NET_MAX_DEVS];
   int ring_dev[TOPO_RAIL_MAX_NICS]; /* the device of each of topo->nics (the rings' NICs), -1 */
+  /* PXN (topo_nic_relay): the topology GPU a send through each device goes through, -1 none */
+  int relay[NET_MAX_DEVS];
+  bool relayed[NET_MAX_DEVS]; /* relay[i] >= 0 */
+  bool own_far;               /* the closest devices are beyond the GPU's PCIe switches */
   const topo_gpu_t* gpu; /* this rank's GPU (CUDA executor), NULL for the host executor */
   bool gpu_gdr, gpu_dmabuf, gpu_nvlink_peer;
   bool bind; /* the proxy thread runs on `cpus` */
@@ -68,6 +72,7 @@ typedef struct net_res {
   void* gdr_ptr; /* the Simple buffer in GPU memory, with GPUDirect */
   size_t gdr_bytes;
   int gdr_fd;
+  int gdr_dev; /* the CUDA ordinal of a relay GPU holding gdr_ptr (PXN), -1: the rank's GPU */
   char* staging; /* the Simple buffer in host memory after a failed GPUDirect registration */
   size_t staging_bytes;
   bool staging_mapped;
@@ -133,6 +138,12 @@ static void net_state_place(const transport_ctx_t* ctx, net_state_t* st) {
   st->nnear = 0;
   for (int i = 0; i < st->ndev; i++)
     if (st->devs[i].path == best) st->near[st->nnear++] = i;
+  st->own_far = best > TOPO_PATH_PXB;
+  bool pxn = st->gpu != NULL && topo_pxn_enabled();
+  for (int i = 0; i < st->ndev; i++) st->relay[i] = -1;
+  for (int k = 0; k < ntopo && pxn; k++)
+    if (st->ring_dev[k] >= 0) st->relay[st->ring_dev[k]] = topo_nic_relay(ctx->topo, me->bus_id, k);
+  for (int i = 0; i < st->ndev; i++) st->relayed[i] = st->relay[i] >= 0;
 }
 
 static ncclResult_t net_state_open(transport_ctx_t* ctx, net_state_t* st) {
@@ -185,6 +196,13 @@ int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, in
   return transport_net_pick_ring_nic(near, nnear, ndev, channel, -1, rail, cross_nic);
 }
 
+int transport_net_pxn_nic(int picked, int rail, int ndev, const bool* relayed, bool own_far,
+                          int level) {
+  if (rail < 0 || rail >= ndev || rail == picked || relayed == NULL || !relayed[rail])
+    return picked;
+  return level >= 2 || (level == 1 && own_far) ? rail : picked;
+}
+
 bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const topo_nic_t* placed) {
   if (placed != NULL && t->bus_id >= 0) return t->bus_id == placed->bus_id;
   size_t len = strlen(t->name);
@@ -195,6 +213,11 @@ bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const top
 int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r) {
   if (ctx->ring_nics == NULL || ctx->nrings < 1 || channel < 0) return -1;
   return ctx->ring_nics[(size_t)(channel % ctx->nrings) * (size_t)ctx->nranks + (size_t)r];
+}
+
+bool transport_layout_hop(const transport_ctx_t* ctx, int channel, int peer) {
+  int own = transport_ring_nic(ctx, channel, ctx->rank);
+  return own >= 0 && own == transport_ring_nic(ctx, channel, peer);
 }
 
 int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer, int is_send) {
@@ -212,7 +235,18 @@ int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer,
   if (!is_send) return transport_net_pick_ring_nic(near_me, nme, nnics, channel, own, -1, cross);
   int rail = transport_net_pick_ring_nic(near_peer, npeer, nnics, channel,
                                          transport_ring_nic(ctx, channel, peer), -1, cross);
-  return transport_net_pick_ring_nic(near_me, nme, nnics, channel, own, rail, cross);
+  int dev = transport_net_pick_ring_nic(near_me, nme, nnics, channel, own, rail, cross);
+  if (transport_layout_hop(ctx, channel, peer)) return dev; /* the layout's NICs */
+  bool relayed[NET_MAX_DEVS];
+  for (int k = 0; k < nnics; k++) relayed[k] = transport_net_virtual_relay(ctx, k) >= 0;
+  const topo_gpu_t* g = topo_system_gpu_info(t, ctx->peers[ctx->rank].bus_id);
+  bool own_far = topo_gpu_nic_path(g, &t->nics[near_me[0]]) > TOPO_PATH_PXB;
+  return transport_net_pxn_nic(dev, rail, nnics, relayed, own_far, topo_p2p_pxn_level());
+}
+
+int transport_net_virtual_relay(const transport_ctx_t* ctx, int nic) {
+  if (ctx->topo == NULL || !topo_pxn_enabled()) return -1;
+  return topo_nic_relay(ctx->topo, ctx->peers[ctx->rank].bus_id, nic);
 }
 
 static ncclResult_t net_pending_add(net_state_t* st, net_res_t* r) {
@@ -282,9 +316,64 @@ static void net_host_free(char* p, bool mapped) {
   free(p);
 }
 
-/* GPUDirect or not, for this connection; says which and why. */
+/* PXN (topo_nic_relay): the GPU a send through device dev goes through, NULL when none or when
+ * this process cannot place a buffer on it (CUDA_VISIBLE_DEVICES hides it: an INFO line). */
+typedef struct net_relay {
+  const topo_gpu_t* gpu;
+  int ordinal;      /* its CUDA ordinal in this process */
+  topo_path_t path; /* its path to the NIC */
+} net_relay_t;
+
+static void net_relay_find(const transport_ctx_t* ctx, const net_state_t* st, const conn_t* conn,
+                           int dev, net_relay_t* out) {
+  *out = (net_relay_t){.gpu = NULL, .ordinal = -1, .path = TOPO_PATH_SYS};
+  if (!conn->is_send || !ctx->gpu_fifos || st->relay[dev] < 0) return;
+  const topo_gpu_t* g = &ctx->topo->gpus[st->relay[dev]];
+  char bus[TOPO_BUSID_LEN];
+  topo_busid_format(g->bus_id, bus);
+  int ordinal = topo_gpu_local_ordinal(g->bus_id);
+  if (ordinal < 0) {
+    INFO(NCCL_NET, "NET: channel %02d send to rank %d: device %d is reached through GPU %s (PXN), "
+         "which this process does not see; sending over the CPU instead", conn->channel,
+         conn->peer, dev, bus);
+    return;
+  }
+  topo_nic_t nic;
+  out->path = topo_nic_describe(st->devs[dev].props.pciPath, &nic) ? topo_gpu_nic_path(g, &nic)
+                                                                   : TOPO_PATH_SYS;
+  out->gpu = g;
+  out->ordinal = ordinal;
+}
+
+/* The rank's GPU writes a buffer on the relay's GPU over NVLink: peer access from the current
+ * device (the rank's) to `relay_dev`. */
+static bool net_relay_reach(int relay_dev) {
+  cudaError_t e = cudaDeviceEnablePeerAccess(relay_dev, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) e = cudaSuccess;
+  if (e != cudaSuccess)
+    INFO(NCCL_NET, "NET: no peer access to GPU %d for a PXN buffer: %s", relay_dev,
+         cudaGetErrorString(e));
+  (void)cudaGetLastError();
+  return e == cudaSuccess;
+}
+
+/* Frees the GPUDirect buffer, on the relay's device when it is there (PXN). */
+static void net_gdr_release(net_res_t* r) {
+  int saved = -1;
+  if (r->gdr_dev >= 0 && r->gdr_ptr != NULL && cudaGetDevice(&saved) == cudaSuccess)
+    (void)cudaSetDevice(r->gdr_dev);
+  transport_net_gdr_free(r->gdr_ptr, r->gdr_fd);
+  if (saved >= 0) (void)cudaSetDevice(saved);
+  (void)cudaGetLastError();
+  r->gdr_ptr = NULL;
+  r->gdr_fd = -1;
+}
+
+/* GPUDirect or not, for this connection; says which and why. With a relay (PXN) the NIC reads the
+ * relay GPU's memory, so the relay's path to the NIC counts. */
 static net_gdr_mode_t net_gdr_decide(const transport_ctx_t* ctx, const net_state_t* st,
-                                     const conn_t* conn, int dev, char* why, size_t len) {
+                                     const conn_t* conn, int dev, const net_relay_t* relay,
+                                     char* why, size_t len) {
   const net_dev_t* d = &st->devs[dev];
   net_gdr_query_t q = {.gpu_fifos = ctx->gpu_fifos && st->gpu != NULL,
                        .is_send = conn->is_send != 0,
@@ -293,7 +382,7 @@ static net_gdr_mode_t net_gdr_decide(const transport_ctx_t* ctx, const net_state
                        .gpu_dmabuf = st->gpu_dmabuf && cu_driver() != NULL,
                        .gpu_sm = st->gpu ? st->gpu->sm : 0,
                        .gpu_nvlink_peer = st->gpu_nvlink_peer,
-                       .path = d->path,
+                       .path = relay->gpu != NULL ? relay->path : d->path,
                        .max_path = transport_net_gdr_level(),
                        .gdr_read = (int)param_int(PARAM_NET_GDR_READ),
                        .dmabuf_enable = param_int(PARAM_DMABUF_ENABLE) != 0};
@@ -312,22 +401,39 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
   r->net = st->net;
   r->net_ctx = st->ctx;
   r->gdr_fd = -1;
+  r->gdr_dev = -1;
   int ring = transport_ring_nic(ctx, conn->channel, ctx->rank);
-  r->dev =
-      transport_net_pick_ring_nic(st->near, st->nnear, st->ndev, conn->channel,
-                                  ring >= 0 && ring < TOPO_RAIL_MAX_NICS ? st->ring_dev[ring] : -1,
-                                  rail, (int)param_int(PARAM_CROSS_NIC));
-  r->gdr = net_gdr_decide(ctx, st, conn, r->dev, why, sizeof(why));
+  int own = ring >= 0 && ring < TOPO_RAIL_MAX_NICS ? st->ring_dev[ring] : -1;
+  r->dev = transport_net_pick_ring_nic(st->near, st->nnear, st->ndev, conn->channel, own, rail,
+                                       (int)param_int(PARAM_CROSS_NIC));
+  if (conn->is_send && !transport_layout_hop(ctx, conn->channel, conn->peer))
+    /* point-to-point: the receiver's rail, through a peer GPU where it needs one */
+    r->dev = transport_net_pxn_nic(r->dev, rail, st->ndev, st->relayed, st->own_far,
+                                   topo_p2p_pxn_level());
+  net_relay_t relay;
+  net_relay_find(ctx, st, conn, r->dev, &relay);
+  r->gdr = net_gdr_decide(ctx, st, conn, r->dev, &relay, why, sizeof(why));
   int host_bytes[PROTO_COUNT];
   memcpy(host_bytes, buff_bytes, sizeof(host_bytes));
   if (r->gdr != NET_GDR_OFF) {
-    int saved = -1, dev = ctx->peers[ctx->rank].cuda_dev; /* allocate on the rank's GPU */
+    /* on the rank's GPU, or on the relay's, which the rank's GPU then writes over NVLink */
+    int dev = relay.gpu != NULL ? relay.ordinal : ctx->peers[ctx->rank].cuda_dev;
+    int saved = -1;
     /* Failures here fall back to host staging (INFO below), so they are not CUDA_CHECKed. */
     if (cudaGetDevice(&saved) != cudaSuccess || cudaSetDevice(dev) != cudaSuccess) saved = -1;
     ncclResult_t got = saved < 0 ? ncclUnhandledCudaError
                                  : transport_net_gdr_alloc((size_t)buff_bytes[PROTO_SIMPLE], r->gdr,
                                                            &r->gdr_ptr, &r->gdr_bytes, &r->gdr_fd);
     if (saved >= 0) (void)cudaSetDevice(saved);
+    if (got == ncclSuccess && relay.gpu != NULL) { /* the rank's device is current: connects run in
+                                                     the executor's scope (comm_res_enter) */
+      r->gdr_dev = dev;
+      if (!net_relay_reach(dev)) {
+        net_gdr_release(r);
+        r->gdr_dev = -1;
+        got = ncclUnhandledCudaError;
+      }
+    }
     (void)cudaGetLastError();
     if (got == ncclSuccess) {
       host_bytes[PROTO_SIMPLE] = 0; /* the Simple buffer is in GPU memory */
@@ -347,16 +453,23 @@ static ncclResult_t net_res_alloc(transport_ctx_t* ctx, conn_t* conn, const int 
     conn->fifo.buff_bytes[PROTO_SIMPLE] = buff_bytes[PROTO_SIMPLE];
   }
   const net_dev_t* d = &st->devs[r->dev];
+  char pxn[96] = "";
+  if (r->gdr_dev >= 0) {
+    char bus[TOPO_BUSID_LEN];
+    topo_busid_format(relay.gpu->bus_id, bus);
+    snprintf(pxn, sizeof(pxn), " through GPU %s (PXN over NVLink, its path %s)", bus,
+             topo_path_names[relay.path]);
+  }
   INFO(NCCL_INIT | NCCL_NET,
-       "NET/%s: channel %02d %s rank %d on device %d (%s, %d Mb/s, GPU-NIC path %s); "
+       "NET/%s: channel %02d %s rank %d on device %d (%s, %d Mb/s, GPU-NIC path %s)%s; "
        "GPUDirect RDMA %s: %s",
        r->net->name, conn->channel, conn->is_send ? "send to" : "receive from", conn->peer, r->dev,
-       d->props.name ? d->props.name : "?", d->props.speed, topo_path_names[d->path],
+       d->props.name ? d->props.name : "?", d->props.speed, topo_path_names[d->path], pxn,
        transport_net_gdr_name(r->gdr), why);
   *out = r;
   return ncclSuccess;
 fail:
-  transport_net_gdr_free(r->gdr_ptr, r->gdr_fd);
+  net_gdr_release(r);
   free(r);
   return res;
 }
@@ -391,10 +504,9 @@ static ncclResult_t net_register(transport_ctx_t* ctx, conn_t* conn, net_res_t* 
            "GPUDirect RDMA off, staging through host memory",
            r->net->name, conn->channel, conn->is_send ? "send to" : "receive from", conn->peer,
            transport_net_gdr_name(r->gdr), (int)res);
-      transport_net_gdr_free(r->gdr_ptr, r->gdr_fd);
-      r->gdr_ptr = NULL;
+      net_gdr_release(r);
       r->gdr_bytes = 0;
-      r->gdr_fd = -1;
+      r->gdr_dev = -1;
       r->gdr = NET_GDR_OFF;
       r->mh[p] = NULL;
       CHECK(net_host_alloc(ctx, n, -1, &r->staging, &r->staging_mapped));
@@ -475,7 +587,7 @@ static ncclResult_t net_res_free(net_res_t* r) {
   if (r->listen_comm != NULL) r->net->closeListen(r->listen_comm);
   net_host_free(r->mem, r->gpu_mapped);
   net_host_free(r->staging, r->staging_mapped);
-  transport_net_gdr_free(r->gdr_ptr, r->gdr_fd);
+  net_gdr_release(r);
   free(r);
   return ncclSuccess;
 }

@@ -178,6 +178,14 @@ static ncclResult_t transport_peer_alive(void* ctx, int peer) {
   return transport_peer_check(ctx, peer);
 }
 
+/* The rank of this rank's host whose GPU is at bus_id, -1 none. */
+static int ctx_host_rank(const transport_ctx_t* ctx, int64_t bus_id) {
+  const peer_info_t* me = &ctx->peers[ctx->rank];
+  for (int q = 0; q < ctx->nranks; q++)
+    if (ctx->peers[q].host_hash == me->host_hash && ctx->peers[q].bus_id == bus_id) return q;
+  return -1;
+}
+
 /* A virtual cluster's rank (ctx->virtual_conns): each connection's transport is
  * chosen as for a real one, but nothing is allocated and no peer takes part; the FIFO only says
  * how it was made (its flags, its sizes, the NIC of a NET connection). */
@@ -194,7 +202,11 @@ static ncclResult_t connect_virtual(transport_ctx_t* ctx, const conn_request_t* 
                                                          : 0;
     memcpy(c->fifo.buff_bytes, ctx->buff_bytes, sizeof(c->fifo.buff_bytes));
     c->fifo.net_dev = net ? transport_net_virtual_dev(ctx, r->channel, r->peer, r->is_send) : -1;
-    if (net)
+    int relay = net && r->is_send ? transport_net_virtual_relay(ctx, c->fifo.net_dev) : -1;
+    if (relay >= 0) /* PXN: name the rank whose GPU relays */
+      snprintf(c->desc, sizeof(c->desc), "NET/virtual/%d PXN rank %d", c->fifo.net_dev,
+               ctx_host_rank(ctx, ctx->topo->gpus[relay].bus_id));
+    else if (net)
       snprintf(c->desc, sizeof(c->desc), "NET/virtual/%d", c->fifo.net_dev);
     else
       snprintf(c->desc, sizeof(c->desc), "%s/virtual", c->transport->name);

@@ -24,7 +24,7 @@ typedef struct conn {
   void* priv;    /* transport's resources (mappings, net comms) */
   size_t bytes;  /* memory this side allocated for the connection (a receiver's FIFO block, a
                     NET side's buffers; 0 for a mapping of the peer's): what a suspend releases */
-  char desc[32]; /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
+  char desc[48]; /* how it is connected, for logs: "SHM/direct/direct", "NET/Socket/0" */
 } conn_t;
 
 /* Per communicator. */
@@ -158,16 +158,31 @@ int transport_net_pick_nic(const int* near, int nnear, int ndev, int channel, in
  * NCCL_CROSS_NIC 2 when it is that NIC or among its closest). */
 int transport_net_pick_ring_nic(const int* near, int nnear, int ndev, int channel, int own,
                                 int rail, int cross_nic);
+/* PXN for a send that is not a hop of the layout (transport_layout_hop; point-to-point):
+ * picked is the NIC the rules above gave it, rail the receiver's; relayed[d]: the rank's GPU
+ * reaches device d only through a peer GPU (topo_nic_relay, NCCL_PXN_DISABLE=0); own_far: its
+ * closest devices are beyond its PCIe switches. NCCL_P2P_PXN_LEVEL 2: the receiver's rail
+ * whenever a peer GPU reaches it; 1: only when own_far; 0: picked. */
+int transport_net_pxn_nic(int picked, int rail, int ndev, const bool* relayed, bool own_far,
+                          int level);
 /* Whether a network device is the topology's NIC t (the layout names topology NICs): the same PCI
  * function when both have one (placed: the device's place from its pciPath, NULL: none), else the
  * same name, a merged device ("mlx5_0+mlx5_1") counting as its first port's. */
 bool transport_net_same_nic(const topo_nic_t* t, const char* dev_name, const topo_nic_t* placed);
 /* The NIC (index in ctx->topo->nics) the ring layout gives rank r on channel, -1 none. */
 int transport_ring_nic(const transport_ctx_t* ctx, int channel, int r);
+/* Whether a connection to peer on channel joins two of the layout's ends on one rail (a ring's or
+ * tree's hop between hosts: the layout's NICs decide). Any other (point-to-point, or the hop that
+ * closes a ring over an odd number of hosts, whose ends' rails differ) may take the receiver's
+ * rail through a peer GPU (transport_net_pxn_nic). */
+bool transport_layout_hop(const transport_ctx_t* ctx, int channel, int peer);
 
 /* The NIC a simulated rank's NET connection to or from peer on channel uses (a virtual cluster,
  * ctx->virtual_conns): the same rule over the NICs of ctx->topo, whose hosts are all alike. */
 int transport_net_virtual_dev(const transport_ctx_t* ctx, int channel, int peer, int is_send);
+/* The GPU (index in ctx->topo->gpus) a simulated rank's send through NIC nic goes through (PXN),
+ * -1 none: topo_nic_relay when NCCL_PXN_DISABLE is 0. */
+int transport_net_virtual_relay(const transport_ctx_t* ctx, int nic);
 
 /* ---- GPUDirect RDMA for NET connections (net_gdr.c) -------------------------------------------
  * A connection's Simple buffer may live in GPU memory that the NIC reads (send) or writes

@@ -10,8 +10,10 @@
 # not taken from the simulator's own summary.
 # Then the recorded topologies of tests/data/topo (a DGX-H100-like dump with a NIC per GPU, a node
 # with a NIC per GPU pair) as 2 and 3 nodes, 256 MiB all-reduce: every NET flow on one rail (same
-# NIC index at both ends) except, with 3 nodes, the hop closing each ring (a third of them), which
-# NCCL_CROSS_NIC=0 keeps on the rail too; every NIC of the file sends within 10 % of the mean.
+# NIC index at both ends) except, with 3 nodes and NCCL_PXN_DISABLE=1 under NCCL_CROSS_NIC 1 or 2,
+# the hop closing each ring (a third of them), which NCCL_CROSS_NIC=0 keeps on the rail, and PXN
+# too (its sender hands it over NVLink to the GPU beside the receiver's rail); every NIC of the
+# file sends within 10 % of the mean.
 # And the INFO lines (NCCL_DEBUG_SUBSYS=GRAPH) that name a channel's NIC between two ranks must
 # each match a NET flow between those ranks on that NIC.
 # At 128 nodes (1024 ranks) the simulation takes seconds a run: CI runs that scale with NICS="1 8",
@@ -98,16 +100,17 @@ if [ -n "$src" ]; then
     file=${f%%:*}
     want=${f##*:}
     for n in 2 3; do
-      for cross in 2 0; do
+      for cross in 2 1 0 2x 1x; do
         out="$tmp/$file.$n.$cross"
-        NCCL_CROSS_NIC=$cross "$sim" --topo "$src/tests/data/topo/$file" --nodes "$n" \
-          --op allreduce --bytes 256M --flows >"$out" 2>&1 ||
+        pxn_off=0; case $cross in *x) pxn_off=1 ;; esac
+        NCCL_CROSS_NIC=${cross%x} NCCL_PXN_DISABLE=$pxn_off "$sim" --topo "$src/tests/data/topo/$file" \
+          --nodes "$n" --op allreduce --bytes 256M --flows >"$out" 2>&1 ||
           { cat "$out"; fail "baton-sim on $file"; }
         set -- $(rails "$out")
-        echo "$file nodes=$n NCCL_CROSS_NIC=$cross: $1 NET flows, $2 across rails," \
-          "$5 NICs, bytes sent per NIC vs mean $3% .. $4%"
+        echo "$file nodes=$n NCCL_CROSS_NIC=${cross%x} NCCL_PXN_DISABLE=$pxn_off: $1 NET flows," \
+          "$2 across rails, $5 NICs, bytes sent per NIC vs mean $3% .. $4%"
         expect=0
-        [ "$n" = 3 ] && [ "$cross" = 2 ] && expect=$(($1 / 3))
+        [ "$n" = 3 ] && [ "$pxn_off" = 1 ] && expect=$(($1 / 3))
         [ "$1" -gt 0 ] && [ "$2" = "$expect" ] && [ "$5" = "$want" ] ||
           { status=1; echo "FAIL: $file, $n nodes: $2 flows across rails (want $expect)," \
             "$5 NICs used (want $want)"; }
@@ -116,6 +119,78 @@ if [ -n "$src" ]; then
       done
     done
   done
+fi
+# PXN (hgx-h100-4nic-socket0.xml: 4 NICs on socket 0, two beside GPUs 0-1 and two beside GPUs
+# 2-3; GPUs 4-7 reach them only across the sockets), 2 nodes, alltoall: every NET flow from a GPU
+# that is not under its NIC's PCIe switch names a relay rank (pxn=R) of its own node whose GPU is
+# (GPUs 0-1 for NICs 0-1, 2-3 for NICs 2-3), flows from GPUs beside their NIC name none, every
+# NIC sends within 10 % of the mean, and the INFO lines (NCCL_DEBUG_SUBSYS=NET) that name a PXN
+# rank match those flows. NCCL_PXN_DISABLE=1: no relay, far GPUs send through their own NICs
+# across the sockets, and the alltoall is no faster (the simulated alltoall is bound by its
+# blocks' pushes here, not by the link between the sockets, and receives cross the sockets either
+# way: its time is the same). The ring all-reduce relays nothing (its ends between nodes sit
+# beside their NICs).
+pxn_flows() {
+  awk '/ flow / && / via=NET / {
+      split($2, sd, "->"); x = $5; sub("nic=", "", x); split(x, nn, "->"); b = $3; sub("bytes=", "", b)
+      g = sd[1] % 8; nic = nn[1]; beside = (nic < 2 && g < 2) || (nic >= 2 && g >= 2 && g < 4)
+      relay = -1; for (i = 6; i <= NF; i++) if ($i ~ /^pxn=/) { relay = $i; sub("pxn=", "", relay) }
+      n++; tx[nic] += b; total += b
+      if (relay >= 0) {
+        nr++; rg = relay % 8
+        if (int(relay / 8) != int(sd[1] / 8) || beside || !((nic < 2 && rg < 2) || (nic >= 2 && rg >= 2 && rg < 4))) bad++
+      } else if (!beside) far++
+    }
+    END {
+      k = 0; for (i in tx) k++; mean = k ? total / k : 0; min = -1; max = 0
+      for (i in tx) { if (min < 0 || tx[i] < min) min = tx[i]; if (tx[i] > max) max = tx[i] }
+      if (mean == 0) { print "0 0 0 0 0 0 0"; exit }
+      printf "%d %d %d %d %d %.1f %.1f\n", n, nr, bad + 0, far + 0, k, (min / mean - 1) * 100, (max / mean - 1) * 100
+    }' "$1"
+}
+if [ -n "$src" ]; then
+  file=hgx-h100-4nic-socket0.xml
+  for pxn in on off; do
+    out="$tmp/pxn.$pxn"
+    disable=0; [ $pxn = off ] && disable=1
+    NCCL_PXN_DISABLE=$disable NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$sim" \
+      --topo "$src/tests/data/topo/$file" --nodes 2 --op alltoall --bytes 256M --flows >"$out" 2>&1 ||
+      { cat "$out"; fail "baton-sim alltoall on $file"; }
+    flows=$(pxn_flows "$out")
+    set -- $flows
+    busbw=$(grep "^op=alltoall " "$out" | sed 's/.* busbw=\([0-9.]*\).*/\1/')
+    eval "busbw_$pxn=$busbw"
+    # INFO: "... a[x] -> b[y] [send] via NET/virtual/N PXN rank R" must be a flow a->b with pxn=R
+    said=$(awk '/NCCL INFO Channel .*\[send\] via NET\/virtual\/[0-9]+ PXN rank/ {
+        for (i = 1; i <= NF; i++) { if ($i == "->") { a = $(i - 1); b = $(i + 1) } }
+        sub(/\[.*/, "", a); sub(/\[.*/, "", b); said[a "->" b " " $NF] = 1; n++
+      }
+      / flow / && / via=NET / { for (i = 6; i <= NF; i++) if ($i ~ /^pxn=/) { r = $i; sub("pxn=", "", r); has[$2 " " r] = 1 } }
+      END { bad = 0; for (k in said) if (!(k in has)) bad++; print n + 0, bad }' "$out")
+    echo "$file nodes=2 alltoall PXN $pxn: busbw=$busbw GB/s, $1 NET flows, $2 relayed ($3 wrongly)," \
+      "$4 far without relay, $5 NICs sending $6% .. $7% of the mean; INFO PXN lines, unmatched: $said"
+    if [ $pxn = on ]; then
+      [ "$2" -gt 0 ] && [ "$3" = 0 ] && [ "$4" = 0 ] ||
+        { status=1; echo "FAIL: PXN on: every far flow must name a relay beside its NIC"; }
+      set -- $said
+      [ "$1" -gt 0 ] && [ "$2" = 0 ] || { status=1; echo "FAIL: PXN INFO lines and flows disagree"; }
+      set -- $flows
+    else
+      [ "$2" = 0 ] && [ "$4" -gt 0 ] ||
+        { status=1; echo "FAIL: NCCL_PXN_DISABLE=1: no relay, far GPUs on their own NICs"; }
+    fi
+    [ "$5" = 4 ] && awk -v lo="$6" -v hi="$7" 'BEGIN { exit !(lo >= -10 && hi <= 10) }' ||
+      { status=1; echo "FAIL: $file PXN $pxn: every NIC within 10 % of the mean"; }
+  done
+  awk -v a="$busbw_on" -v b="$busbw_off" 'BEGIN { exit !(a >= b) }' ||
+    { status=1; echo "FAIL: alltoall with PXN ($busbw_on GB/s) slower than without ($busbw_off)"; }
+  out="$tmp/pxn.ring"
+  "$sim" --topo "$src/tests/data/topo/$file" --nodes 2 --op allreduce --bytes 256M --flows >"$out" 2>&1 ||
+    { cat "$out"; fail "baton-sim allreduce on $file"; }
+  set -- $(pxn_flows "$out")
+  echo "$file nodes=2 allreduce: $1 NET flows, $2 relayed, $5 NICs sending $6% .. $7% of the mean"
+  [ "$2" = 0 ] && [ "$4" = 0 ] && [ "$5" = 4 ] ||
+    { status=1; echo "FAIL: the ring's hops between nodes must leave from GPUs beside their NICs"; }
 fi
 # NICs of two speeds (hgx-h100-4nic-mixed-speeds.xml: mlx5_0 and mlx5_1 at 400 Gb/s, mlx5_2 and
 # mlx5_3 at 200): each NIC sends bytes in proportion to its speed (the file's), within 10 %.

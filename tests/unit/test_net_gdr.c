@@ -172,6 +172,24 @@ START_TEST(nic_choice_from_rings) {
 }
 END_TEST
 
+/* PXN for a point-to-point send (transport_net_pxn_nic): the sender's NIC 1 was picked, the
+ * receiver is on rail 3; whether it takes rail 3 through a peer GPU by NCCL_P2P_PXN_LEVEL. */
+START_TEST(nic_choice_with_pxn) {
+  const bool relayed[4] = {false, false, true, true}; /* NICs 2, 3 only through a peer */
+  ck_assert_int_eq(transport_net_pxn_nic(1, 3, 4, relayed, false, 2), 3);
+  ck_assert_int_eq(transport_net_pxn_nic(1, 3, 4, relayed, true, 2), 3);
+  ck_assert_int_eq(transport_net_pxn_nic(1, 3, 4, relayed, false, 1), 1); /* its own is near */
+  ck_assert_int_eq(transport_net_pxn_nic(1, 3, 4, relayed, true, 1), 3);  /* its own is far */
+  ck_assert_int_eq(transport_net_pxn_nic(1, 3, 4, relayed, true, 0), 1);
+  /* rail 0 needs no relay (it is near, or the cross-NIC rule already decided): the pick stays */
+  ck_assert_int_eq(transport_net_pxn_nic(1, 0, 4, relayed, true, 2), 1);
+  /* no rail, a rail out of range, no relay table */
+  ck_assert_int_eq(transport_net_pxn_nic(1, -1, 4, relayed, true, 2), 1);
+  ck_assert_int_eq(transport_net_pxn_nic(1, 4, 4, relayed, true, 2), 1);
+  ck_assert_int_eq(transport_net_pxn_nic(1, 3, 4, NULL, true, 2), 1);
+}
+END_TEST
+
 /* A network device and the topology's NIC it is: by PCI function, else by name (virtual devices:
  * Soft-RoCE), a merged device as its first port. */
 START_TEST(nic_of_the_topology) {
@@ -201,6 +219,7 @@ int main(void) {
   tcase_add_test(tc, gdr_level_parameter);
   tcase_add_test(tc, nic_choice_and_cross_nic);
   tcase_add_test(tc, nic_choice_from_rings);
+  tcase_add_test(tc, nic_choice_with_pxn);
   tcase_add_test(tc, nic_of_the_topology);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);

@@ -212,7 +212,7 @@ START_TEST(test_unsupported_set_warns_once) {
   setenv("NCCL_DEBUG", "WARN", 1);
   setenv("NCCL_DEBUG_FILE", log_path, 1);
   setenv("NCCL_CHUNK_SIZE", "131072", 1);
-  setenv("NCCL_PXN_DISABLE", "1", 1); /* what Baton does anyway: silent */
+  setenv("NCCL_COLLNET_ENABLE", "0", 1); /* what Baton does anyway: silent */
   char conf[512];
   snprintf(conf, sizeof(conf), "%s/user.conf", tmp_dir);
   unit_write_file(conf, "NCCL_NVB_PRECONNECT=1\n");
@@ -227,17 +227,17 @@ START_TEST(test_unsupported_set_warns_once) {
   snprintf(expect, sizeof(expect), "NCCL_NVB_PRECONNECT=1 (set by config file %s) is not supported",
            conf);
   ck_assert_int_eq(unit_count(text, expect), 1);
-  ck_assert_int_eq(unit_count(text, "NCCL_PXN_DISABLE"), 0);
+  ck_assert_int_eq(unit_count(text, "NCCL_COLLNET_ENABLE"), 0);
   ck_assert_int_eq(unit_count(text, "NCCL WARN"), 2);
   free(text);
 
   /* Any other value of a same-as variable WARNs and says what Baton does. */
-  setenv("NCCL_PXN_DISABLE", "0", 1);
+  setenv("NCCL_COLLNET_ENABLE", "1", 1);
   log_reset();
   text = log_after(log_path);
   ck_assert_int_eq(unit_count(text,
-                              "NCCL_PXN_DISABLE=0 (set by environment) is not supported by "
-                              "Baton and is ignored; Baton behaves as 1\n"),
+                              "NCCL_COLLNET_ENABLE=1 (set by environment) is not supported by "
+                              "Baton and is ignored; Baton behaves as 0\n"),
                    1);
   free(text);
 }

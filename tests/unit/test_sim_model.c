@@ -183,14 +183,14 @@ START_TEST(test_cluster_links) {
   char name[64];
   /* Two GPUs of a node through the NVSwitches: out of one port, into the other; the port is
    * 18 links x 20.6 GB/s (topo's estimate) x nvl_eff. */
-  ck_assert_int_eq(sim_net_path(n, SIM_TR_P2P, 3, 1, 3, 5, -1, -1, l), 2);
+  ck_assert_int_eq(sim_net_path(n, SIM_TR_P2P, 3, 1, 3, 5, -1, -1, -1, l), 2);
   ck_assert_double_eq_tol(n->cap[l[0]], 18 * 20.6 * 1000 * sim_calib.nvl_eff, 1e-6);
   sim_net_link_name(n, l[0], name, sizeof(name));
   ck_assert_str_eq(name, "n3.gpu1.nvl-out");
   sim_net_link_name(n, l[1], name, sizeof(name));
   ck_assert_str_eq(name, "n3.gpu5.nvl-in");
   /* Node 1 to node 6 (leaves 0 and 1): PCIe, NIC, two leaf links, NIC, PCIe. */
-  ck_assert_int_eq(sim_net_path(n, SIM_TR_NET, 1, 2, 6, 2, 2, 2, l), 6);
+  ck_assert_int_eq(sim_net_path(n, SIM_TR_NET, 1, 2, 6, 2, 2, 2, -1, l), 6);
   sim_net_link_name(n, l[1], name, sizeof(name));
   ck_assert_str_eq(name, "n1.nic2.tx");
   ck_assert_double_eq_tol(n->cap[l[1]], 400000 / 8000.0 * sim_calib.nic_eff * 1000, 1e-6);
@@ -201,9 +201,24 @@ START_TEST(test_cluster_links) {
   sim_net_link_name(n, l[4], name, sizeof(name));
   ck_assert_str_eq(name, "n6.nic2.rx");
   /* Within a leaf: no leaf link. */
-  ck_assert_int_eq(sim_net_path(n, SIM_TR_NET, 0, 0, 3, 0, 0, 0, l), 4);
-  ck_assert(sim_net_latency(n, SIM_TR_NET, 1, 2, 6, 2) >
-            sim_net_latency(n, SIM_TR_NET, 0, 0, 3, 0));
+  ck_assert_int_eq(sim_net_path(n, SIM_TR_NET, 0, 0, 3, 0, 0, 0, -1, l), 4);
+  ck_assert(sim_net_latency(n, SIM_TR_NET, 1, 2, 6, 2, -1) >
+            sim_net_latency(n, SIM_TR_NET, 0, 0, 3, 0, -1));
+  /* PXN: GPU 5 of node 0 sends through NIC 2 by way of GPU 2 (relay): NVLink out of 5 and into
+   * 2, GPU 2's PCIe up (the NIC reads its memory), the NICs, node 3's GPU 2 PCIe down; one
+   * NVLink hop's latency more than the direct path. */
+  static const char* const pxn[] = {"n0.gpu5.nvl-out", "n0.gpu2.nvl-in", "n0.gpu2.pcie-up",
+                                    "n0.nic2.tx",      "n3.nic2.rx",     "n3.gpu2.pcie-down"};
+  ck_assert_int_eq(sim_net_path(n, SIM_TR_NET, 0, 5, 3, 2, 2, 2, 2, l), 6);
+  for (int i = 0; i < 6; i++) {
+    sim_net_link_name(n, l[i], name, sizeof(name));
+    ck_assert_str_eq(name, pxn[i]);
+  }
+  ck_assert_double_eq_tol(sim_net_latency(n, SIM_TR_NET, 0, 5, 3, 2, 2),
+                          sim_net_latency(n, SIM_TR_NET, 0, 5, 3, 2, -1) + sim_calib.nvl_lat_us,
+                          1e-9);
+  /* a relay that is the sender itself is no relay */
+  ck_assert_int_eq(sim_net_path(n, SIM_TR_NET, 0, 2, 3, 2, 2, 2, 2, l), 4);
   sim_net_free(n);
   free(xml);
 }

@@ -372,6 +372,66 @@ START_TEST(nics_of_two_speeds) {
 }
 END_TEST
 
+/* PXN (src/topo/pxn.c): the GPU a send through a NIC goes through. Expected from the file's
+ * placement alone: a GPU under the same PCIe switch as the NIC sends itself; any other goes
+ * through the GPUs under the NIC's switch (all of them NVLink peers through the NVSwitches), GPU
+ * g taking the (g mod count)-th of them in bus order. */
+static bool same_switch(const char* a, const char* b) {
+  return a[0] != '\0' && strcmp(a, b) == 0; /* equal bridge chains, as nic_beside */
+}
+
+static void check_relays(const char* name, int expect_relayed) {
+  topo_system_t* sys = load(name);
+  int relayed = 0;
+  for (int g = 0; g < GPUS; g++) {
+    for (int n = 0; n < sys->nnics; n++) {
+      int cand[GPUS], k = 0;
+      for (int p = 0; p < GPUS; p++)
+        if (same_switch(sys->gpus[p].pci_path, sys->nics[n].pci_path)) cand[k++] = p;
+      bool beside = same_switch(sys->gpus[g].pci_path, sys->nics[n].pci_path);
+      int want = beside || k == 0 ? -1 : cand[g % k];
+      int got = topo_nic_relay(sys, sys->gpus[g].bus_id, n);
+      ck_assert_msg(got == want, "%s: GPU %d, NIC %d: relay %d, want %d", name, g, n, got, want);
+      relayed += got >= 0;
+    }
+  }
+  ck_assert_int_eq(relayed, expect_relayed);
+  /* no relay for an unknown GPU or NIC */
+  ck_assert_int_eq(topo_nic_relay(sys, 0x1234567, 0), -1);
+  ck_assert_int_eq(topo_nic_relay(sys, sys->gpus[4].bus_id, sys->nnics), -1);
+  ck_assert_int_eq(topo_nic_relay(NULL, sys->gpus[4].bus_id, 0), -1);
+  topo_system_free(sys);
+}
+
+START_TEST(pxn_relays) {
+  /* NICs on socket 0 only: GPUs 4-7 reach all 4 through a peer, GPUs 0-3 the 2 of the other
+   * switch: 4 x 4 + 4 x 2 */
+  check_relays("hgx-h100-4nic-socket0.xml", 24);
+  check_relays("ibm-h100-8gpu-nvswitch-8nic.xml", 8 * 7); /* every NIC but its own */
+  check_relays("hgx-h100-4nic-per-gpu-pair.xml", 8 * 3);
+}
+END_TEST
+
+/* Without NVLink between the GPUs, or with PXN off, nothing is relayed. */
+START_TEST(pxn_needs_nvlink_and_is_a_switch) {
+  topo_system_t* sys = load("hgx-h100-4nic-socket0.xml");
+  for (int i = 0; i < GPUS * GPUS; i++)
+    if (sys->paths[i] == TOPO_PATH_NVL) sys->paths[i] = TOPO_PATH_SYS;
+  for (int g = 0; g < GPUS; g++)
+    for (int n = 0; n < sys->nnics; n++)
+      ck_assert_int_eq(topo_nic_relay(sys, sys->gpus[g].bus_id, n), -1);
+  topo_system_free(sys);
+  ck_assert(topo_pxn_enabled());
+  ck_assert_int_eq(topo_p2p_pxn_level(), 2);
+  unit_set_param("NCCL_PXN_DISABLE", "1");
+  unit_set_param("NCCL_P2P_PXN_LEVEL", "7");
+  ck_assert(!topo_pxn_enabled());
+  ck_assert_int_eq(topo_p2p_pxn_level(), 2); /* clamped */
+  unit_set_param("NCCL_PXN_DISABLE", NULL);
+  unit_set_param("NCCL_P2P_PXN_LEVEL", NULL);
+}
+END_TEST
+
 static Suite* topo_rails_suite(void) {
   Suite* s = suite_create("topo_rails");
   TCase* tc = tcase_create("rails");
@@ -383,6 +443,8 @@ static Suite* topo_rails_suite(void) {
   tcase_add_test(tc, random_clusters);
   tcase_add_test(tc, no_layout_without_hosts_or_nics);
   tcase_add_test(tc, one_nic_per_host);
+  tcase_add_test(tc, pxn_relays);
+  tcase_add_test(tc, pxn_needs_nvlink_and_is_a_switch);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -380,7 +380,9 @@ static void print_flows_text(const sim_result_t* r) {
     printf("  flow %d->%d bytes=%llu via=%s", f->src, f->dst, (unsigned long long)f->bytes,
            sim_transport_names[f->transport]);
     if (f->transport == SIM_TR_NET) printf(" nic=%d->%d", f->src_nic, f->dst_nic);
-    printf(" rate_gbs=%.2f\n", f->gbs);
+    printf(" rate_gbs=%.2f", f->gbs);
+    if (f->relay >= 0) printf(" pxn=%d", f->relay);
+    printf("\n");
   }
 }
 
@@ -390,9 +392,9 @@ static void print_flows_json(const sim_result_t* r) {
     const sim_flow_out_t* f = &r->flows[i];
     printf(
         "%s{\"src\":%d,\"dst\":%d,\"bytes\":%llu,\"transport\":\"%s\",\"src_nic\":%d,"
-        "\"dst_nic\":%d,\"rate_gbs\":%.3f}",
+        "\"dst_nic\":%d,\"pxn\":%d,\"rate_gbs\":%.3f}",
         i ? "," : "", f->src, f->dst, (unsigned long long)f->bytes,
-        sim_transport_names[f->transport], f->src_nic, f->dst_nic, f->gbs);
+        sim_transport_names[f->transport], f->src_nic, f->dst_nic, f->relay, f->gbs);
   }
   printf("]");
 }

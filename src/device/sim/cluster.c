@@ -175,7 +175,7 @@ fail:
 }
 
 int sim_net_path(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int src_nic,
-                 int dst_nic, int* links) {
+                 int dst_nic, int relay, int* links) {
   int k = 0;
   if (tr == SIM_TR_P2P || tr == SIM_TR_SHM) {
     if (ga < 0 || gb < 0) {
@@ -200,6 +200,11 @@ int sim_net_path(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int
   /* NET */
   int si = src_nic >= 0 && src_nic < n->nnics ? src_nic : 0;
   int di = dst_nic >= 0 && dst_nic < n->nnics ? dst_nic : 0;
+  if (ga >= 0 && relay >= 0 && relay < n->ngpus && relay != ga) {
+    /* PXN: over NVLink into the relay's memory, which the NIC reads through the relay's PCIe */
+    k += sim_net_path(n, SIM_TR_P2P, na, ga, na, relay, -1, -1, -1, links + k);
+    ga = relay;
+  }
   if (ga >= 0) {
     links[k++] = l_gpu(n, na, ga, L_PCIE_UP);
     if (n->nic_numa[si] >= 0 && n->gpu_numa[ga] != n->nic_numa[si]) links[k++] = l_sys(n, na, 0);
@@ -217,10 +222,13 @@ int sim_net_path(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int
   return k;
 }
 
-double sim_net_latency(const sim_net_t* n, int tr, int na, int ga, int nb, int gb) {
+double sim_net_latency(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int relay) {
   if (tr == SIM_TR_NET) {
     bool cross = n->nleaves > 0 && na / n->leaf_nodes != nb / n->leaf_nodes;
-    return n->net_lat_us + (cross ? 1.0 : 0.0); /* two more switch hops through the spine */
+    double pxn = ga >= 0 && relay >= 0 && relay < n->ngpus && relay != ga
+                     ? sim_net_latency(n, SIM_TR_P2P, na, ga, na, relay, -1)
+                     : 0.0;
+    return n->net_lat_us + (cross ? 1.0 : 0.0) + pxn; /* two more switch hops through the spine */
   }
   if (tr == SIM_TR_SHM || ga < 0 || gb < 0) return sim_calib.shm_lat_us;
   if ((n->nvswitch[ga] && n->nvswitch[gb]) || n->cap[l_pair(n, na, ga, gb)] > 0)

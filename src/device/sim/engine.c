@@ -38,6 +38,7 @@
 typedef struct eng_conn {
   int channel, src, dst;
   int tr, src_nic, dst_nic;
+  int relay;   /* NET: the source node's GPU that relays to the source NIC (PXN), -1 none */
   bool used;   /* some lane sends on it */
   double rate; /* B/us: the least of its lanes' flow rates (reports, classes) */
   double lat;
@@ -156,11 +157,11 @@ static ncclResult_t conn_get(engine_t* e, int channel, int src, int dst, int* ou
   c->channel = channel;
   c->src = src;
   c->dst = dst;
-  c->src_nic = c->dst_nic = -1;
-  e->v->conn(e->v->conn_arg, channel, src, dst, &c->tr, &c->src_nic, &c->dst_nic);
+  c->src_nic = c->dst_nic = c->relay = -1;
+  e->v->conn(e->v->conn_arg, channel, src, dst, &c->tr, &c->src_nic, &c->dst_nic, &c->relay);
   const sim_rank_view_t* a = &e->v->ranks[src];
   const sim_rank_view_t* b = &e->v->ranks[dst];
-  c->lat = sim_net_latency(e->v->net, c->tr, a->node, a->gpu, b->node, b->gpu);
+  c->lat = sim_net_latency(e->v->net, c->tr, a->node, a->gpu, b->node, b->gpu, c->relay);
   e->table[s] = e->nconns + 1;
   *out = e->nconns++;
   return ncclSuccess;
@@ -438,7 +439,7 @@ static ncclResult_t solve_phase(engine_t* e, const eng_flow_t* fl, int n, bool* 
     const sim_rank_view_t* b = &v->ranks[c->dst];
     off[f] = nl;
     nl += sim_net_path(net, c->tr, a->node, a->gpu, b->node, b->gpu, c->src_nic, c->dst_nic,
-                       links + nl);
+                       c->relay, links + nl);
     unsigned send, recv;
     lane_roles(l, &send, &recv);
     /* The block writes P2P and SHM data itself, to every peer of a step at once; a NET flow is
@@ -763,11 +764,13 @@ static ncclResult_t flows_report(engine_t* e, const int* rep, sim_result_t* out)
                              f[slot[s] - 1].src_nic == snic && f[slot[s] - 1].dst_nic == dnic))
       s = (s + 1) & (cap - 1);
     if (slot[s] == 0) {
+      const int relay = c->tr == SIM_TR_NET ? c->relay : -1;
       f[n] = (sim_flow_out_t){.src = c->src,
                               .dst = c->dst,
                               .transport = c->tr,
                               .src_nic = snic,
                               .dst_nic = dnic,
+                              .relay = relay >= 0 ? c->src - e->v->ranks[c->src].gpu + relay : -1,
                               .gbs = c->rate / 1000.0};
       slot[s] = ++n;
     }

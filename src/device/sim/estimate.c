@@ -11,11 +11,11 @@ typedef struct est_world {
 } est_world_t;
 
 /* Nothing is connected in this world: a connection's transport is the two ranks' places. */
-static void est_conn(void* arg, int channel, int src, int dst, int* tr, int* src_nic,
-                     int* dst_nic) {
+static void est_conn(void* arg, int channel, int src, int dst, int* tr, int* src_nic, int* dst_nic,
+                     int* relay) {
   const est_world_t* w = arg;
   int nnics = w->net->node->nnics;
-  *src_nic = *dst_nic = -1;
+  *src_nic = *dst_nic = *relay = -1;
   if (w->node_of[src] != w->node_of[dst]) {
     *tr = SIM_TR_NET;
     *src_nic = nnics > 0 ? channel % nnics : 0;

@@ -94,6 +94,7 @@ typedef struct sim_flow_out {
   uint64_t bytes;       /* on the wire (LL and LL128 lines included) */
   int transport;        /* SIM_TR_* */
   int src_nic, dst_nic; /* NET: the NICs (index in the node topology), else -1 */
+  int relay;            /* NET through a peer GPU's NIC (PXN): the rank of that GPU, else -1 */
   double gbs;           /* its fair-share rate on one channel (the least over channels) */
 } sim_flow_out_t;
 enum { SIM_TR_P2P = 0, SIM_TR_SHM, SIM_TR_NET, SIM_TR_COUNT };

@@ -56,11 +56,13 @@ ncclResult_t sim_net_build(const sim_cluster_desc_t* d, sim_net_t** out);
 void sim_net_free(sim_net_t* n);
 /* The links a connection from (node a, GPU ga) to (node b, GPU gb) crosses (ga/gb -1: host
  * memory), by transport; NET also names the NICs. Returns how many (at most SIM_PATH_MAX). */
-#define SIM_PATH_MAX 8
+#define SIM_PATH_MAX 12
+/* relay >= 0 (NET, PXN): the GPU of node a whose memory the source NIC reads, reached from ga over
+ * NVLink. */
 int sim_net_path(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int src_nic,
-                 int dst_nic, int* links);
-/* Latency of one hop of transport tr between the two. */
-double sim_net_latency(const sim_net_t* n, int tr, int na, int ga, int nb, int gb);
+                 int dst_nic, int relay, int* links);
+/* Latency of one hop of transport tr between the two (relay: as sim_net_path). */
+double sim_net_latency(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int relay);
 /* A short name of link l for reports ("n3.gpu2.nvl-out", "n0.nic1.tx", "leaf2.up"). */
 void sim_net_link_name(const sim_net_t* n, int l, char* buf, size_t len);
 
@@ -72,9 +74,10 @@ typedef struct sim_rank_view {
   int node, gpu;           /* gpu: index in the node topology, -1: none */
   int local;               /* its place among the ranks its process launches for */
 } sim_rank_view_t;
-/* How a connection was made: its transport (SIM_TR_*) and, for NET, the NICs at both ends. */
+/* How a connection was made: its transport (SIM_TR_*) and, for NET, the NICs at both ends and
+ * the GPU of the source's node that relays to the source NIC (PXN), -1 none. */
 typedef void (*sim_conn_fn)(void* arg, int channel, int src, int dst, int* tr, int* src_nic,
-                            int* dst_nic);
+                            int* dst_nic, int* relay);
 typedef struct sim_view {
   int nranks;
   const sim_rank_view_t* ranks;

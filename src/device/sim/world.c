@@ -285,7 +285,7 @@ void sim_world_memo_stats(const sim_world_t* w, uint64_t* hits, uint64_t* misses
 
 /* How a connection was made, from the FIFOs of its two ends. */
 static void world_conn(void* arg, int channel, int src, int dst, int* tr, int* src_nic,
-                       int* dst_nic) {
+                       int* dst_nic, int* relay) {
   const sim_world_t* w = arg;
   const exec_comm_t* a = w->ranks[src].exec;
   const exec_comm_t* b = w->ranks[dst].exec;
@@ -302,6 +302,12 @@ static void world_conn(void* arg, int channel, int src, int dst, int* tr, int* s
                                            : SIM_TR_P2P;
   *src_nic = fs != NULL ? fs->net_dev : -1;
   *dst_nic = fr != NULL ? fr->net_dev : -1;
+  /* PXN: the sender's relay to its NIC, by the rule the NET transport follows (topo_nic_relay) */
+  const topo_system_t* t = w->net->node;
+  int g = w->net->host_only ? -1 : src % w->net->ngpus;
+  *relay = *tr == SIM_TR_NET && g >= 0 && *src_nic >= 0 && topo_pxn_enabled()
+               ? topo_nic_relay(t, t->gpus[g].bus_id, *src_nic)
+               : -1;
 }
 
 ncclResult_t sim_world_time(sim_world_t* w, const sim_time_opts_t* opts, sim_result_t* out) {
