@@ -13,6 +13,7 @@ Environment read here (set by tests/gpu/run.sh):
   BATON_TORCH_CPU=1 self-test of these scripts on a machine without a GPU: gloo on the CPU, the
                     checks that need NCCL or CUDA (AVG, PREMUL_SUM, CUDA graphs) skipped
 """
+import ctypes
 import datetime
 import os
 import time
@@ -137,11 +138,19 @@ def check_library(ctx):
     ours = real(ours) if ours else None
     stock = real(stock) if stock else None
     paths = loaded_nccl_paths()
+    # torch.cuda.nccl.version() is the header torch was built with (2.28.9), whichever library
+    # runs: the loaded library's own ncclGetVersion says which it is (Baton: 2.32.3's 23203)
     version = torch.cuda.nccl.version()
     ctx.log(f"libnccl mapped: {paths}; torch.cuda.nccl.version() = {version}; expected {expect or '?'}")
-    want = {"ours": (2, 32, 3), "stock": (2, 28, 9)}.get(expect)  # Baton's version is 2.32.3's
-    ctx.check(tuple(version[:3]) in ([want] if want else [(2, 32, 3), (2, 28, 9)]),
-              f"library: torch.cuda.nccl.version() = {version}, want {want or '2.32.3 or 2.28.9'}")
+    ctx.check(tuple(version[:3]) == (2, 28, 9),
+              f"torch: torch.cuda.nccl.version() = {version}, want 2.28.9 (its build's header)")
+    want_code = {"ours": 23203, "stock": 22809}.get(expect)
+    for p in paths:
+        code = ctypes.c_int(0)
+        rc = ctypes.CDLL(p).ncclGetVersion(ctypes.byref(code))
+        ctx.log(f"{p}: ncclGetVersion = {code.value} (rc {rc})")
+        ctx.check(rc == 0 and (want_code is None or code.value == want_code),
+                  f"library: {p} ncclGetVersion = {code.value} (rc {rc}), want {want_code}")
 
     def is_ours(p):
         return same_file(p, ours)
