@@ -27,12 +27,6 @@ ncclResult_t comm_check(ncclComm_t comm, const char* api) {
   return ncclSuccess;
 }
 
-ncclResult_t comm_refuse_unbuilt(ncclComm_t comm, const char* api, const char* what) {
-  CHECK(comm_check(comm, api));
-  WARN("%s is not implemented by Baton yet: %s", api, what);
-  return ncclInvalidUsage;
-}
-
 ncclResult_t comm_check_settled(ncclComm_t comm, const char* api) {
   int async = atomic_load(&comm->async_error);
   if (async == ncclInProgress) {

@@ -90,9 +90,6 @@ struct ncclComm {
 #define COMM_API_SCOPE() LOG_SINK_SCOPE(NULL, 0)
 /* Non-NULL and alive (magic): else ncclInvalidArgument ("already destroyed" when poisoned). */
 ncclResult_t comm_check(ncclComm_t comm, const char* api);
-/* An entry point Baton has not built: comm_check's answer for a bad communicator, else a WARN
- * "api is not implemented by Baton yet: what" and ncclInvalidUsage; it touches no output. */
-ncclResult_t comm_refuse_unbuilt(ncclComm_t comm, const char* api, const char* what);
 /* comm_check plus: no nonblocking operation in flight (else ncclInvalidArgument, as stock), no
  * async error (else that error), and not finalized/revoked/suspended (else ncclInvalidUsage). What
  * a collective or point-to-point call needs. */
