@@ -162,9 +162,8 @@ typedef struct comm_res {
                      real, so nothing calls CUDA; the platform's executor times its plans */
   /* What follows from that for the code around the executor, which reads these and never the two
    * above (set once, res_executor_choose and res_init_body): */
-  bool dev_tables; /* the executor's kernels read the windows' table and the staging in memory of
-                      device dev (the CUDA executor) */
-  bool cuda_mem;   /* buffers are device dev's memory: one-sided operations move them with CUDA */
+  bool dev_tables; /* device dev's memory is real (the CUDA executor): the kernels read the windows'
+                      table and the staging there, and one-sided operations move buffers with CUDA */
   bool kernels;    /* plans run as GPU kernels (real or simulated): a launch has blocks of warps,
                       and a fixed cost that zero copy must win back (COLL_ZC_MIN_BYTES_*) */
   bool fini_keeps; /* a failed executor fini leaves what a launch still uses allocated (the host

@@ -347,7 +347,6 @@ static ncclResult_t res_executor_choose(comm_res_t* cc, ncclComm_t comm) {
                                : &executor_host_ops;
   /* What the choice means for the code around the executor (core.h): nothing else asks it. */
   cc->dev_tables = cc->gpu && !cc->simulated;
-  cc->cuda_mem = cc->gpu && !cc->simulated;
   cc->kernels = cc->gpu;
   cc->fini_keeps = !cc->gpu;
   return ncclSuccess;

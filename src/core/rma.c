@@ -91,7 +91,7 @@ ncclResult_t comm_rma_check_index(ncclComm_t comm, const char* api, int ctx, int
  * memory, synchronously) on a GPU. */
 static ncclResult_t rma_copy(const comm_res_t* r, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return ncclSuccess;
-  if (!r->cuda_mem) {
+  if (!r->dev_tables) {
     memcpy(dst, src, bytes);
     return ncclSuccess;
   }
@@ -101,7 +101,7 @@ static ncclResult_t rma_copy(const comm_res_t* r, void* dst, const void* src, si
 
 ncclResult_t comm_rma_begin(ncclComm_t comm, const char* api, cudaStream_t stream) {
   comm_res_t* r = comm->resources;
-  if (!r->cuda_mem) return ncclSuccess;
+  if (!r->dev_tables) return ncclSuccess;
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &st));
   if (st != cudaStreamCaptureStatusNone) {
@@ -133,7 +133,7 @@ ncclResult_t comm_rma_put(ncclComm_t comm, const comm_rma_put_t* p) {
   if (p->bytes == 0 || h.placed) return ncclSuccess;
   const void* src = p->src;
   void* bounce = NULL;
-  if (r->cuda_mem) { /* the bootstrap sends host memory */
+  if (r->dev_tables) { /* the bootstrap sends host memory */
     CHECK(mem_calloc(&bounce, p->bytes, 1));
     ncclResult_t res = rma_copy(r, bounce, p->src, p->bytes);
     if (res != ncclSuccess) {
@@ -165,7 +165,7 @@ static ncclResult_t rma_take(ncclComm_t comm, struct comm_rma* m, const ncclWait
   bool found = lookup->find(lookup->arg, h.seq, &buff, &size);
   bool fits = found && h.offset <= size && h.bytes <= size - h.offset;
   void* tmp = NULL;
-  bool direct = fits && !comm->resources->cuda_mem;
+  bool direct = fits && !comm->resources->dev_tables;
   if (!direct) CHECK(mem_calloc(&tmp, h.bytes, 1)); /* the message must be taken in any case */
   ncclResult_t res = bootstrap_recv(comm->bootstrap, d->peer, rma_tag(m, d->ctx, d->sigIdx, 1),
                                     direct ? (char*)buff + h.offset : tmp, h.bytes);
