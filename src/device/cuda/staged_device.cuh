@@ -13,10 +13,20 @@
 #include "device/cuda/word_rules_device.cuh"
 #include "device/span.h"
 
+/* A diagnostic build's phase marks (tests/gpu/bench_stage.cu defines it to stamp block 0's
+ * thread 0 at each numbered point); nothing in the library. */
+#ifndef STAGE_PHASE
+#define STAGE_PHASE(i)
+#endif
+
 namespace baton {
 
+#ifndef STAGE_UNROLL /* (bench_stage.cu's variants set these) */
 #define STAGE_UNROLL 4 /* 16-byte vectors a source and thread (8: ptxas ran 19 min at 11 GB) */
-#define STAGE_GROUP 4  /* sources in flight together (one at a time: 2.5 us a source, now 1.1) */
+#endif
+#ifndef STAGE_GROUP
+#define STAGE_GROUP 4 /* sources in flight together (one at a time: 2.5 us a source, now 1.1) */
+#endif
 
 /* One staged item as a block sees it (units: elements, unit bytes each). */
 struct stage_item_t {
@@ -280,8 +290,11 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
       if (it.algo != ALGO_TWOSHOT) {
         part_span(wn, it.part, it.parts, u, &po, &pn);
         stage_copy_in<O>(it, mine, it.in + (w0 + po) * u, pn * u);
+        STAGE_PHASE(2);
         if (!stage_barrier(k, s, it, v)) return false;
+        STAGE_PHASE(3);
         stage_reduce<O>(s, it, reg, it.out + (w0 + po) * u, nullptr, pn * u);
+        STAGE_PHASE(4);
         return true;
       }
       {
@@ -292,14 +305,18 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
           part_span(sn, it.part, it.parts, u, &po, &pn);
           stage_copy_in<O>(it, mine + (size_t)q * sub, it.in + (w0 + so + po) * u, pn * u);
         }
+        STAGE_PHASE(2);
         if (!stage_barrier(k, s, it, v)) return false;
+        STAGE_PHASE(3);
         {
           const size_t so = dev_min((size_t)it.rank * sp, wn), sn = dev_min(sp, wn - so);
           part_span(sn, it.part, it.parts, u, &po, &pn);
           stage_reduce<O>(s, it, reg + (size_t)it.rank * sub, it.out + (w0 + so + po) * u,
                           mine + (size_t)it.rank * sub, pn * u);
         }
+        STAGE_PHASE(4);
         if (!stage_barrier(k, s, it, v + 1)) return false;
+        STAGE_PHASE(5);
         stage_copies_t c;
         c.cnt = 0;
         for (int q = 0; q < it.n; q++) {
@@ -309,6 +326,7 @@ static __device__ bool stage_round(const kctx_t& k, const stage_smem_t& s, const
           stage_add_copy(c, s, q, reg + (size_t)q * sub, it.out + (w0 + so + po) * u, pn * u);
         }
         stage_copy_out(c);
+        STAGE_PHASE(6);
         return true;
       }
   }
@@ -332,11 +350,12 @@ static __device__ __noinline__ bool stage_typed(const kctx_t& k, const stage_sme
   return with_dtype_ops(dtype, [&](auto o) { return stage_item<decltype(o)>(k, s, it, half); });
 }
 
-/* A staged item with the whole block (pack.c: off is the part, cnt the parts, chunk the round's
- * elements, zc_loc the staging slot and u.scalar / u.scalar_ptr the op's scalar). */
-static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_args_hdr_t* hdr,
-                                 const cuda_work_t* w) {
-  stage_item_t it;
+/* A staged item's start, with the whole block: the item from its work, every rank's staging in
+ * shared memory and the block's round counter (pack.c: off is the part, cnt the parts, chunk the
+ * round's elements, zc_loc the staging slot and the half's bytes, u.scalar / u.scalar_ptr the op's
+ * scalar). */
+static __device__ void stage_begin(stage_smem_t& s, const cuda_args_hdr_t* hdr,
+                                   const cuda_work_t* w, stage_item_t& it) {
   it.in = w->sendbuff;
   it.out = w->recvbuff;
   it.unit = w->esize;
@@ -353,8 +372,7 @@ static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_ar
   it.div = w->u.scalar;
   it.scalar = work_scalar_bits(w);
   const size_t slot = (size_t)(w->zc_loc & 0xffff);
-  const size_t half = (size_t)(w->zc_loc >> 16);
-  it.half = half;
+  it.half = (size_t)(w->zc_loc >> 16);
   if (threadIdx.x < it.n)
     s.base[threadIdx.x] = static_cast<char*>(hdr->zc_base[slot * it.n + threadIdx.x]);
   if (threadIdx.x == 0)
@@ -362,7 +380,11 @@ static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_ar
         static_cast<char*>(hdr->zc_base[slot * it.n + it.rank]) + STAGE_ROUNDS_OFF +
         (size_t)it.part * 8);
   __syncthreads();
-  const bool ok = stage_typed(k, s, it, w->dtype, half);
+  STAGE_PHASE(1);
+}
+
+/* A staged item's end: the block's round counter goes on by the item's rounds (when it ran). */
+static __device__ bool stage_end(stage_smem_t& s, const stage_item_t& it, bool ok) {
   __syncthreads();
   if (threadIdx.x == 0 && ok) {
     const uint64_t rounds = (it.count + it.win - 1) / it.win;
@@ -370,7 +392,16 @@ static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_ar
                                           (size_t)it.part * 8) = s.round + rounds;
   }
   __syncthreads();
+  STAGE_PHASE(7);
   return ok;
+}
+
+/* A staged item with the whole block. */
+static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_args_hdr_t* hdr,
+                                 const cuda_work_t* w) {
+  stage_item_t it;
+  stage_begin(s, hdr, w, it);
+  return stage_end(s, it, stage_typed(k, s, it, w->dtype, it.half));
 }
 
 }  // namespace baton
