@@ -21,9 +21,11 @@
 
 namespace baton {
 
-#ifndef STAGE_UNROLL /* (bench_stage.cu's variants set these) */
-#define STAGE_UNROLL 4 /* 16-byte vectors a source and thread (8: ptxas ran 19 min at 11 GB) */
-#endif
+/* 16-byte vectors a source and thread (stage_reduce, stage_copy_out): about 8 loads in flight a thread, whatever
+ * the sources. On 4 H100s 2 a source beats 4 at every size (OneShot AllReduce 256 KiB 10.3 us
+ * against 12.0, TwoShot 4 MiB 38.9 against 42.0); on 2, 4 a source beats 2 from 1 MiB (OneShot
+ * 4 MiB 32.0 against 38.2). 8 a source was slower still on 4, and ptxas ran 19 min at 11 GB on
+ * it for every type. bench_stage.cu's variants set STAGE_UNROLL (one depth for every count). */
 #ifndef STAGE_GROUP
 #define STAGE_GROUP 4 /* sources in flight together (one at a time: 2.5 us a source, now 1.1) */
 #endif
@@ -107,19 +109,19 @@ static __device__ __noinline__ void stage_copy_in(const stage_item_t& it, char* 
 /* dst[0, nbytes) (and dst2 unless NULL) = the n ranks' staging at soff combined in rank order,
  * then finished (post). The sources are STAGE_ALIGN-aligned (a vector past nbytes stays inside
  * the staging half: rounds end on its 16-byte multiples); dst may be anything. A thread issues
- * the loads of STAGE_GROUP sources at once, STAGE_UNROLL vectors each, before it combines any:
+ * the loads of STAGE_GROUP sources at once, U vectors each, before it combines any:
  * a source at a time cost a load round trip over NVLink per source. */
-template <typename O>
-static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const stage_item_t& it,
-                                                 size_t soff, char* dst, char* dst2,
-                                                 size_t nbytes) {
+template <typename O, int U>
+static __device__ __noinline__ void stage_reduce_u(const stage_smem_t& s, const stage_item_t& it,
+                                                   size_t soff, char* dst, char* dst2,
+                                                   size_t nbytes) {
   typedef wrules<O> W;
   const size_t nv = (nbytes + 15) / 16;
   const bool aligned = (((uintptr_t)dst | (uintptr_t)dst2) & 15) == 0;
-  for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * STAGE_UNROLL) {
-    uint64_t lo[STAGE_UNROLL], hi[STAGE_UNROLL];
+  for (size_t v0 = threadIdx.x; v0 < nv; v0 += (size_t)CUDA_EXEC_THREADS * U) {
+    uint64_t lo[U], hi[U];
     for (int g = 0; g < it.n; g += STAGE_GROUP) {
-      uint4 x[STAGE_GROUP][STAGE_UNROLL];
+      uint4 x[STAGE_GROUP][U];
 #pragma unroll
       for (int j = 0; j < STAGE_GROUP; j++) {
         const int r = g + j;
@@ -127,7 +129,7 @@ static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const st
                                ? reinterpret_cast<const uint4*>(s.base[r] + STAGE_DATA_OFF + soff)
                                : nullptr;
 #pragma unroll
-        for (int u = 0; u < STAGE_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
           const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
           x[j][u] = src != nullptr && v < nv ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
         }
@@ -137,7 +139,7 @@ static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const st
         const int r = g + j;
         if (r >= it.n) break;
 #pragma unroll
-        for (int u = 0; u < STAGE_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
           const uint64_t l = (uint64_t)x[j][u].x | (uint64_t)x[j][u].y << 32;
           const uint64_t h = (uint64_t)x[j][u].z | (uint64_t)x[j][u].w << 32;
           lo[u] = r == 0 ? l : W::next(lo[u], l, it.op);
@@ -146,7 +148,7 @@ static __device__ __noinline__ void stage_reduce(const stage_smem_t& s, const st
       }
     }
 #pragma unroll
-    for (int u = 0; u < STAGE_UNROLL; u++) {
+    for (int u = 0; u < U; u++) {
       const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
       if (v >= nv) break;
       const uint64_t l = W::post(lo[u], it.op, it.div), h = W::post(hi[u], it.op, it.div);
@@ -173,24 +175,25 @@ struct stage_copies_t {
   int cnt;
 };
 
-/* Every copy of c, with the block: the loads of STAGE_GROUP copies, STAGE_UNROLL 16-byte vectors
+/* Every copy of c, with the block: the loads of STAGE_GROUP copies, U 16-byte vectors
  * each, in flight a thread at once, past L1 (__ldcg: the lines change between rounds). */
-static __device__ __noinline__ void stage_copy_out(const stage_copies_t& c) {
+template <int U>
+static __device__ __noinline__ void stage_copy_out_u(const stage_copies_t& c) {
   size_t nvmax = 0;
   for (int i = 0; i < c.cnt; i++) {
     const size_t nv = (c.nbytes[i] + 15) / 16;
     if (nv > nvmax) nvmax = nv;
   }
-  for (size_t v0 = threadIdx.x; v0 < nvmax; v0 += (size_t)CUDA_EXEC_THREADS * STAGE_UNROLL) {
+  for (size_t v0 = threadIdx.x; v0 < nvmax; v0 += (size_t)CUDA_EXEC_THREADS * U) {
     for (int g = 0; g < c.cnt; g += STAGE_GROUP) {
-      uint4 x[STAGE_GROUP][STAGE_UNROLL];
+      uint4 x[STAGE_GROUP][U];
 #pragma unroll
       for (int j = 0; j < STAGE_GROUP; j++) {
         const int i = g + j;
         const size_t nv = i < c.cnt ? (c.nbytes[i] + 15) / 16 : 0;
         const uint4* src = reinterpret_cast<const uint4*>(i < c.cnt ? c.src[i] : nullptr);
 #pragma unroll
-        for (int u = 0; u < STAGE_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
           const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
           x[j][u] = v < nv ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
         }
@@ -203,7 +206,7 @@ static __device__ __noinline__ void stage_copy_out(const stage_copies_t& c) {
         char* const dst = c.dst[i];
         const bool aligned = ((uintptr_t)dst & 15) == 0;
 #pragma unroll
-        for (int u = 0; u < STAGE_UNROLL; u++) {
+        for (int u = 0; u < U; u++) {
           const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
           if (v * 16 >= nb) break;
           const int valid = (int)dev_min(nb - v * 16, 16);
@@ -215,6 +218,32 @@ static __device__ __noinline__ void stage_copy_out(const stage_copies_t& c) {
       }
     }
   }
+}
+
+/* stage_reduce_u and stage_copy_out_u at the depth for their sources (the comment at
+ * STAGE_GROUP): 4 vectors a source for one or two, else 2. */
+template <typename O>
+static __device__ __forceinline__ void stage_reduce(const stage_smem_t& s, const stage_item_t& it,
+                                                    size_t soff, char* dst, char* dst2,
+                                                    size_t nbytes) {
+#ifdef STAGE_UNROLL
+  stage_reduce_u<O, STAGE_UNROLL>(s, it, soff, dst, dst2, nbytes);
+#else
+  if (it.n <= 2)
+    stage_reduce_u<O, 4>(s, it, soff, dst, dst2, nbytes);
+  else
+    stage_reduce_u<O, 2>(s, it, soff, dst, dst2, nbytes);
+#endif
+}
+static __device__ __forceinline__ void stage_copy_out(const stage_copies_t& c) {
+#ifdef STAGE_UNROLL
+  stage_copy_out_u<STAGE_UNROLL>(c);
+#else
+  if (c.cnt <= 2)
+    stage_copy_out_u<4>(c);
+  else
+    stage_copy_out_u<2>(c);
+#endif
 }
 
 /* Adds a copy of nbytes from rank p's staging at soff to dst to c. */
