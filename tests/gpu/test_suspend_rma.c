@@ -271,6 +271,20 @@ static void expect_refused(rank_ctx_t* x, ncclResult_t res, const char* what, co
          x->rank, what, ncclGetErrorString(res), last ? last : "(null)", word);
 }
 
+/* Every rank suspends (or resumes); then rank 0 measures each GPU's free memory into after and
+ * compares the change since before with the ranks' MemStats. */
+static void suspend_or_resume(rank_ctx_t* x, bool suspend, int cycle, const size_t* before,
+                              size_t* after) {
+  const char* api = suspend ? "ncclCommSuspend" : "ncclCommResume";
+  step(x->rank, api);
+  ncclResult_t res = suspend ? ncclCommSuspend(x->comm, NCCL_SUSPEND_MEM) : ncclCommResume(x->comm);
+  expect(res == ncclSuccess, "rank %d cycle %d: %s: %s (%s)", x->rank, cycle, api,
+         ncclGetErrorString(res), ncclGetLastError(x->comm));
+  if (res != ncclSuccess) fatal("rank %d: %s failed; the test cannot go on", x->rank, api);
+  measure(x, after);
+  if (x->g->gpu_conns) compare_free(x, before, after, suspend);
+}
+
 /* One suspend/resume cycle of every rank with the checks around it (file comment, (a)). */
 static void suspend_cycle(rank_ctx_t* x, int cycle) {
   group_t* g = x->g;
@@ -285,13 +299,7 @@ static void suspend_cycle(rank_ctx_t* x, int cycle) {
          (unsigned long long)z0);
   g->suspendable[x->rank] = s0;
   measure(x, before);
-  step(x->rank, "ncclCommSuspend");
-  ncclResult_t res = ncclCommSuspend(x->comm, NCCL_SUSPEND_MEM);
-  expect(res == ncclSuccess, "rank %d cycle %d: ncclCommSuspend: %s (%s)", x->rank, cycle,
-         ncclGetErrorString(res), ncclGetLastError(x->comm));
-  if (res != ncclSuccess) fatal("rank %d: cannot go on without a suspended communicator", x->rank);
-  measure(x, suspended);
-  if (g->gpu_conns) compare_free(x, before, suspended, true);
+  suspend_or_resume(x, true, cycle, before, suspended);
 
   step(x->rank, "MemStats while suspended");
   uint64_t s1 = stat_of(x, ncclStatGpuMemSuspend), z1 = stat_of(x, ncclStatGpuMemSuspended);
@@ -313,13 +321,7 @@ static void suspend_cycle(rank_ctx_t* x, int cycle) {
         "ncclPutSignal while suspended", "suspend");
   barrier(x); /* no rank resumes before every rank's refusals were seen */
 
-  step(x->rank, "ncclCommResume");
-  res = ncclCommResume(x->comm);
-  expect(res == ncclSuccess, "rank %d cycle %d: ncclCommResume: %s (%s)", x->rank, cycle,
-         ncclGetErrorString(res), ncclGetLastError(x->comm));
-  if (res != ncclSuccess) fatal("rank %d: cannot go on without a resumed communicator", x->rank);
-  measure(x, resumed);
-  if (g->gpu_conns) compare_free(x, suspended, resumed, false);
+  suspend_or_resume(x, false, cycle, suspended, resumed);
   step(x->rank, "MemStats after resume");
   uint64_t s2 = stat_of(x, ncclStatGpuMemSuspend), z2 = stat_of(x, ncclStatGpuMemSuspended);
   expect(s2 == s0 && z2 == 0,
