@@ -64,6 +64,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_checks, g_fail, g_prior_checks, g_prior_fail;
 static atomic_llong g_deadline_ms;
 static const char* volatile g_step[MAXR];
+static atomic_int g_at_barrier[MAXR]; /* 1: the rank waits for the others after its step */
 static const char* g_group = "setup";
 
 static long long now_ms(void) {
@@ -139,7 +140,9 @@ static void* watchdog_main(void* arg) {
     printf("FAIL [%s] no rank moved for %d s (a hang); each rank's last step:\n", g_group,
            STEP_TIMEOUT_S);
     for (int r = 0; r < MAXR; r++)
-      if (g_step[r] != NULL) printf("  rank %d: %s\n", r, g_step[r]);
+      if (g_step[r] != NULL)
+        printf("  rank %d: %s%s\n", r, g_step[r],
+               atomic_load(&g_at_barrier[r]) ? " (done; waiting for the other ranks)" : "");
     g_fail++;
     summary_locked(0);
     _exit(1);
@@ -171,7 +174,9 @@ typedef struct rank_ctx {
 } rank_ctx_t;
 
 static void barrier(rank_ctx_t* x) {
+  atomic_store(&g_at_barrier[x->rank], 1);
   pthread_barrier_wait(&x->g->bar);
+  atomic_store(&g_at_barrier[x->rank], 0);
 }
 
 static size_t free_on(int dev) {
@@ -488,11 +493,12 @@ static void signal_late_sender(rank_ctx_t* x) {
     NK(x, ncclWaitSignal(1, &d, x->comm, x->st));
     CK(cudaStreamSynchronize(x->st));
     long long done = now_ms(), sent = atomic_load(&g->signal_sent_ms);
+    char when[64] = "not sent yet";
+    if (sent != 0) snprintf(when, sizeof(when), "sent %lld ms after it began", sent - start);
     expect(sent != 0 && done >= sent,
            "rank 1: WaitSignal (and its stream) ended %lld ms after it began, %s rank 0's signal "
-           "(sent %lld ms after)",
-           done - start, sent != 0 && done >= sent ? "after" : "BEFORE",
-           sent != 0 ? sent - start : -1LL);
+           "(%s)",
+           done - start, sent != 0 && done >= sent ? "after" : "BEFORE", when);
   }
   barrier(x);
 }
@@ -518,21 +524,17 @@ static void signal_barrier(rank_ctx_t* x) {
   NK(x, ncclWaitSignal(nd, d, x->comm, x->st));
   CK(cudaStreamSynchronize(x->st));
   long long done = now_ms(), last = 0;
-  int late = -1;
   bool all_sent = true;
   for (int p = 0; p < n; p++) {
     if (p == x->rank) continue;
     long long t = atomic_load(&g->sent_ms[p]);
     all_sent &= t != 0;
-    if (t > last) {
-      last = t;
-      late = p;
-    }
+    if (t > last) last = t;
   }
   expect(all_sent && done >= last,
-         "rank %d: a WaitSignal on every other rank ended %s every peer had signalled (last: "
-         "rank %d)",
-         x->rank, all_sent && done >= last ? "after" : "BEFORE", late);
+         "rank %d: a WaitSignal on every other rank ended %s every peer had signalled (%s)",
+         x->rank, all_sent && done >= last ? "after" : "BEFORE",
+         all_sent ? "the last of them counted" : "some had not signalled yet");
   barrier(x);
 }
 
