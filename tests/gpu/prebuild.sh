@@ -22,7 +22,7 @@ mkdir -p "$out/tests" "$out/nccl-tests"
 out=$(cd "$out" && pwd)
 
 cmake --build "$build" -j"$jobs" --target nccl baton-perf test_cuda_exec test_one_gpu test_p2p_transport \
-  test_gpu_progress test_windows
+  test_gpu_progress test_windows test_suspend_rma
 cp -L "$build/libnccl.so.2" "$out/libnccl.so.2"
 cp "$build/tools/baton-perf" "$out/baton-perf"
 for t in "$build"/tests/gpu/test_*; do
