@@ -17,7 +17,10 @@
  *            6 copied out (TwoShot), 7 round counter stored, 8 kernel end. The marks cost about
  *            0.15 us each.
  * Build: nvcc -O3 -arch=sm_90 -Iinclude -Isrc -std=c++17 tests/gpu/bench_stage.cu
- * Run:   bench_stage N [parts ...]  (exit status 1 when a check fails) */
+ * Run:   bench_stage N [parts ...]  (exit status 1 when a check fails)
+ * Built with -DBENCH_LIBKERNEL beside src/device/cuda/kernel_direct.cu, BENCH_LIBKERNEL=1 in the
+ * environment runs the library's own direct kernel (every datatype, no marks) in the same
+ * harness instead. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -78,9 +81,13 @@ __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
   k.trace = nullptr;
   if (threadIdx.x == 0) stop = 0;
   const cuda_work_t* w = &a.works[a.hdr.first[blockIdx.x]];
+#ifdef BENCH_ALLTYPES /* the library's staged entry: every datatype behind its switch */
+  baton::stage_run(k, s, &a.hdr, w);
+#else
   baton::stage_item_t it;
   baton::stage_begin(s, &a.hdr, w, it);
   baton::stage_end(s, it, baton::stage_item<baton::ops_f32>(k, s, it, it.half));
+#endif
   phase_mark(8);
 }
 
@@ -101,6 +108,11 @@ __global__ void check_kernel(const float* out, size_t count, int n, int k,
     if (out[i] != want) atomicAdd(miss, 1ull);
   }
 }
+
+#ifdef BENCH_LIBKERNEL
+extern "C" const void* cuda_direct_kernel(void); /* kernel_direct.cu */
+#endif
+static const void* kernel = (const void*)stage_kernel;
 
 static int n;
 static cudaStream_t st[MAXR];
@@ -148,7 +160,7 @@ static cuda_args_small_t stage_args(int r, int algo, size_t bytes, int parts) {
 
 static void launch(const cuda_args_small_t& a, int r, int parts) {
   void* p[] = {(void*)&a};
-  CK(cudaLaunchKernel((const void*)stage_kernel, dim3(parts), dim3(CUDA_EXEC_THREADS), p, 0,
+  CK(cudaLaunchKernel(kernel, dim3(parts), dim3(CUDA_EXEC_THREADS), p, 0,
                       st[r]));
 }
 
@@ -235,6 +247,9 @@ static void set_phases(int on) {
 
 int main(int argc, char** argv) {
   n = argc > 1 ? atoi(argv[1]) : 2;
+#ifdef BENCH_LIBKERNEL
+  if (getenv("BENCH_LIBKERNEL") != nullptr) kernel = cuda_direct_kernel();
+#endif
   std::vector<int> partss;
   for (int i = 2; i < argc; i++) partss.push_back(atoi(argv[i]));
   if (partss.empty()) partss = {8, 16, 32, 48};
@@ -283,10 +298,10 @@ int main(int argc, char** argv) {
   const char* algo_name[] = {"OneShot", "TwoShot"};
   const int algos[] = {ALGO_ONESHOT, ALGO_TWOSHOT};
   bool all = true;
-  printf("# bench_stage: %d GPUs, float sum, graph replay of %d launches, median of %d;\n"
+  printf("# bench_stage: %s kernel, %d GPUs, float sum, graph replay of %d launches, median of %d;\n"
          "# phases (us a launch, block 0): 1 mapped, 2 copied in, 3 barrier, 4 reduced,\n"
          "# 5 barrier 2, 6 copied out, 7 counter, 8 end\n",
-         n, NODES, REPS);
+         kernel == (const void*)stage_kernel ? "its own" : "the library's", n, NODES, REPS);
   printf("%-8s %8s %5s %9s %9s %6s", "algo", "bytes", "parts", "us/op", "marked", "miss");
   for (int i = 1; i < NPHASES; i++) printf(" %6d", i);
   printf("\n");
