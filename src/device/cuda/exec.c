@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "device/cuda/cuda_exec.h"
+#include "device/cuda/staged_kernels.h"
 
 /* ---- The abort flag as kernels see it ----------------------------------------------------------
  * Core keeps the flag in ordinary host memory. When the runtime cannot already map it (pinned
@@ -208,6 +209,17 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
           "CUDA executor: the direct kernel runs at most %d threads per block on device %d (%d "
           "needed)",
           attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
+      res = ncclUnhandledCudaError;
+      goto fail;
+    }
+  }
+  for (int t = 0; t < ncclNumTypes; t++) { /* the staged kernels, one a datatype, the same way */
+    struct cudaFuncAttributes attr;
+    CUDA_CHECK_GOTO(cudaFuncGetAttributes(&attr, cuda_staged_kernel(t)), res, no_kernels);
+    if (attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
+      WARN("CUDA executor: a staged kernel runs at most %d threads per block on device %d (%d "
+           "needed)",
+           attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
       res = ncclUnhandledCudaError;
       goto fail;
     }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "device/cuda/cuda_exec.h"
+#include "device/cuda/staged_kernels.h"
 
 static bool func_is_p2p(int func) {
   return func == FUNC_SEND || func == FUNC_RECV;
@@ -207,10 +208,12 @@ typedef struct builder {
   bool net;        /* some item uses a connection the proxy drives */
   bool not_simple; /* some item runs LL or LL128: the launch takes the narrow kernel */
   bool direct;     /* the items are direct ones: the launch takes the direct kernel */
+  int staged_type; /* every item is staged, of this datatype (the launch takes its staged
+                      kernel); -1: some item is not, or the types differ */
 } builder_t;
 
 static void b_reset(builder_t* b) {
-  *b = (builder_t){.nblocks = 0};
+  *b = (builder_t){.nblocks = 0, .staged_type = -1};
 }
 
 static void b_open(builder_t* b) {
@@ -229,6 +232,8 @@ static ncclResult_t b_item(cuda_exec_t* ex, builder_t* b, int c, const work_t* w
   CHECK(pack_item(ex, c, w, &ex->args.works[b->nworks], &b->net));
   b->not_simple |= w->proto != PROTO_SIMPLE;
   b->direct = work_is_direct(w);
+  const int staged = b->direct && w->proto == PROTO_SIMPLE ? (int)w->dtype : -1;
+  b->staged_type = b->nworks == 0 || b->staged_type == staged ? staged : -1;
   b->nworks++;
   return ncclSuccess;
 }
@@ -273,7 +278,8 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
       WARN("CUDA executor: internal error: a direct launch of %d items", b->nworks);
       return ncclInternalError;
     }
-    kern = ex->kern_direct;
+    const void* staged = b->staged_type >= 0 ? cuda_staged_kernel(b->staged_type) : NULL;
+    kern = staged != NULL ? staged : ex->kern_direct;
     block.x = CUDA_EXEC_NARROW_THREADS;
     smem = 0;
   }
