@@ -349,6 +349,20 @@ START_TEST(test_ring_chain_data) {
 }
 END_TEST
 
+/* Every rank's input (input_value) and an output of SENTINEL, count elements each (and one more
+ * past the end, untouched). */
+static void tree_bufs(int n, size_t count, int32_t** send, int32_t** recv) {
+  for (int r = 0; r < n; r++) {
+    send[r] = malloc((count + 1) * sizeof(int32_t));
+    recv[r] = malloc((count + 1) * sizeof(int32_t));
+    ck_assert(send[r] != NULL && recv[r] != NULL);
+    for (size_t i = 0; i < count; i++) {
+      send[r][i] = input_value(r, i);
+      recv[r][i] = SENTINEL;
+    }
+  }
+}
+
 /* Tree AllReduce: every rank's output is the sum of every input. */
 START_TEST(test_tree_allreduce_data) {
   for (int n = 2; n <= MAXN; n++)
@@ -357,15 +371,7 @@ START_TEST(test_tree_allreduce_data) {
         const size_t count = counts[ci], chunk = chunks[ki];
         int32_t* send[MAXN];
         int32_t* recv[MAXN];
-        for (int r = 0; r < n; r++) {
-          send[r] = malloc((count + 1) * sizeof(int32_t));
-          recv[r] = malloc((count + 1) * sizeof(int32_t));
-          ck_assert(send[r] != NULL && recv[r] != NULL);
-          for (size_t i = 0; i < count; i++) {
-            send[r][i] = input_value(r, i);
-            recv[r][i] = SENTINEL;
-          }
-        }
+        tree_bufs(n, count, send, recv);
         const size_t half = (count + 1) / 2; /* two channel slices */
         run_tree(n, send, recv, count, 0, half, chunk);
         if (count > half) run_tree(n, send, recv, count, half, count - half, chunk);
@@ -412,12 +418,7 @@ START_TEST(test_tree_rails_allreduce_data) {
     const size_t count = 300, chunk = 32;
     int32_t* send[MAXT];
     int32_t* recv[MAXT];
-    for (int r = 0; r < n; r++) {
-      send[r] = malloc((count + 1) * sizeof(int32_t));
-      recv[r] = malloc((count + 1) * sizeof(int32_t));
-      ck_assert(send[r] != NULL && recv[r] != NULL);
-      for (size_t i = 0; i < count; i++) send[r][i] = input_value(r, i);
-    }
+    tree_bufs(n, count, send, recv);
     for (int c = 0; c < period; c++) {
       ck_assert(topo_tree_rails(n, hosts, nics, c, scratch, parent, kids));
       for (int r = 0; r < n; r++)
