@@ -84,7 +84,8 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * then overlaps the network sending the step before it as long as f + C / push <= C / net, that
  * is from C = f / (1 / net - 1 / push) on (coll_pipe_hidden_bytes: 40 KiB at the defaults). A
  * bigger chunk only deepens the pipeline's fill, since every hop of the tree waits for a whole
- * chunk, so the planner takes the smaller of that and the formula above: on 128 nodes of 8 H100s
+ * chunk, so the planner takes the smaller of that and the formula above (GPU communicators; the
+ * host executor keeps the formula): on 128 nodes of 8 H100s
  * the formula's 200 KiB steps made the fill a fifth of a 1 GiB all-reduce (docs/sim.md). */
 #define COLL_PIPE_COST_GBS 5.5
 #define COLL_PIPE_PUSH_GBS 8.6

@@ -419,7 +419,8 @@ static size_t plan_chunk(const struct coll_comm* cc, const coll_task_t* t, size_
   int hops = plan_pipe_hops(cc, t);
   if (hops == 0) return chunk;
   size_t bytes = coll_pipe_chunk_bytes(n * esize, hops, chunk * esize, cc->pipe_cost_bytes);
-  if (t->algo == ALGO_TREE && cc->tuning.nhosts > 1) { /* its steps wait for the network */
+  /* a GPU block's steps across hosts wait for the network (the constants are a GPU's) */
+  if (t->algo == ALGO_TREE && cc->tuning.nhosts > 1 && cc->kernels) {
     size_t hidden = coll_pipe_hidden_bytes(cc->pipe_cost_bytes, COLL_PIPE_COST_GBS,
                                            COLL_PIPE_PUSH_GBS, cc->tuning.inter_bw_gbs);
     if (hidden > 0 && hidden < bytes) bytes = hidden;
