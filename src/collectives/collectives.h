@@ -77,6 +77,18 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * NVLink stores), at about 5.5 GB/s a block (docs/gpu-results.md, run 18). Since a warp of its own
  * publishes, 16 KiB measured the same (run 24). */
 #define COLL_PIPE_MIN_BYTES (32 << 10)
+/* A tree AllReduce across hosts moves each channel's steps through its share of a NIC
+ * (tuning.inter_bw_gbs), slower than a block pushes them (COLL_PIPE_PUSH_GBS: a Simple block's
+ * push rate, as baton-sim's fit to the GPU runs has it). A step's fixed cost, f = the cost bytes at
+ * COLL_PIPE_COST_GBS (the rate at which NCCL_BATON_PIPE_STEP_COST_BYTES was measured, above),
+ * then overlaps the network sending the step before it as long as f + C / push <= C / net, that
+ * is from C = f / (1 / net - 1 / push) on (coll_pipe_hidden_bytes: 40 KiB at the defaults). A
+ * bigger chunk only deepens the pipeline's fill, since every hop of the tree waits for a whole
+ * chunk, so the planner takes the smaller of that and the formula above (GPU communicators; the
+ * host executor keeps the formula): on 128 nodes of 8 H100s
+ * the formula's 200 KiB steps made the fill a fifth of a 1 GiB all-reduce (docs/sim.md). */
+#define COLL_PIPE_COST_GBS 5.5
+#define COLL_PIPE_PUSH_GBS 8.6
 
 /* Blocks (channels) of every staged item: they read from the peers at once, each its part. */
 #define COLL_STAGE_PARTS 32
@@ -273,6 +285,10 @@ size_t coll_chunk_elems(size_t slot_data_bytes, size_t esize);
  * step cost of cost_bytes (see the pipelines above; slot_bytes when hops < 2): at most slot_bytes,
  * a multiple of 16 unless the slot is smaller. */
 size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, size_t cost_bytes);
+/* The smallest chunk whose step's fixed cost (cost_bytes at cost_gbs) hides behind a network
+ * moving net_gbs while the block pushes push_gbs (COLL_PIPE_PUSH_GBS above), at least
+ * COLL_PIPE_MIN_BYTES; 0 when the network is not the slower. */
+size_t coll_pipe_hidden_bytes(size_t cost_bytes, double cost_gbs, double push_gbs, double net_gbs);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);
 /* The model's time (us) of t as algo/proto on bytes, -1 when this build cannot run that pair for

@@ -70,6 +70,13 @@ size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, si
   return c >= 16 ? c & ~(size_t)15 : c;
 }
 
+size_t coll_pipe_hidden_bytes(size_t cost_bytes, double cost_gbs, double push_gbs, double net_gbs) {
+  if (!(net_gbs > 0.0) || !(push_gbs > net_gbs) || !(cost_gbs > 0.0)) return 0;
+  double c = (double)cost_bytes / cost_gbs / (1.0 / net_gbs - 1.0 / push_gbs);
+  if (c < (double)COLL_PIPE_MIN_BYTES) c = COLL_PIPE_MIN_BYTES;
+  return (size_t)c & ~(size_t)15;
+}
+
 size_t coll_task_bytes(const coll_task_t* t, int nranks) {
   size_t b = t->count * datatype_size((ncclDataType_t)t->dtype);
   if (t->func == FUNC_ALLGATHER || t->func == FUNC_REDUCESCATTER) b *= (size_t)nranks;
@@ -229,10 +236,11 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
     if (t->select != 0 && t->select_forced) {
       /* The call checked that its selection runs here; what a group rules out later is the
        * direct algorithms (a kernel of their own: all of a group's collectives or none). */
-      WARN("%s: the call's algSelection (forceAlgSelection 1) cannot run in this group: it "
-           "selects only the direct algorithms (OneShot, TwoShot), and the group holds "
-           "collectives that cannot run them; call it outside the group, or select others too",
-           coll_func_name(t->func));
+      WARN(
+          "%s: the call's algSelection (forceAlgSelection 1) cannot run in this group: it "
+          "selects only the direct algorithms (OneShot, TwoShot), and the group holds "
+          "collectives that cannot run them; call it outside the group, or select others too",
+          coll_func_name(t->func));
       return ncclInvalidArgument;
     }
     plan_model_choice(cc, t, bytes, &algo, &proto, &us, &why);
@@ -410,7 +418,14 @@ static size_t plan_chunk(const struct coll_comm* cc, const coll_task_t* t, size_
   size_t chunk = coll_chunk_elems(cc->slot_data_bytes[t->proto], esize);
   int hops = plan_pipe_hops(cc, t);
   if (hops == 0) return chunk;
-  size_t want = coll_pipe_chunk_bytes(n * esize, hops, chunk * esize, cc->pipe_cost_bytes) / esize;
+  size_t bytes = coll_pipe_chunk_bytes(n * esize, hops, chunk * esize, cc->pipe_cost_bytes);
+  /* a GPU block's steps across hosts wait for the network (the constants are a GPU's) */
+  if (t->algo == ALGO_TREE && cc->tuning.nhosts > 1 && cc->kernels) {
+    size_t hidden = coll_pipe_hidden_bytes(cc->pipe_cost_bytes, COLL_PIPE_COST_GBS,
+                                           COLL_PIPE_PUSH_GBS, cc->tuning.inter_bw_gbs);
+    if (hidden > 0 && hidden < bytes) bytes = hidden;
+  }
+  size_t want = bytes / esize;
   want = want / align * align;
   if (want == 0) want = align;
   return want < chunk ? want : chunk;

@@ -51,12 +51,14 @@ static void gx_ring_channel(FILE* b, const topo_graph_dump_t* d, int c) {
   fprintf(b, "    </channel>\n");
 }
 
-/* The host's part of channel c's tree: its head (the rank whose parent or children are on other
- * hosts), then the others breadth first; the head's NIC both ways. */
+/* The host's part of channel c's tree: its head (the rank whose parent is on another host, or the
+ * root), then the others breadth first; the head's NIC first, and last the NIC of the other rank
+ * with a child on another host (topo_tree_rails: the host's second child host hangs from its
+ * other ring end), or the head's again. */
 static void gx_tree_channel(FILE* b, const topo_graph_dump_t* d, int c, int* queue) {
   const int* up = d->tree_up + (size_t)c * d->nranks;
   const int* down = d->tree_down + (size_t)c * d->nranks * TOPO_TREE_MAX_CHILDREN;
-  int head = -1;
+  int head = -1, out = -1;
   for (int r = 0; r < d->nranks && head < 0; r++)
     if (d->host_of[r] == d->host && (up[r] < 0 || d->host_of[up[r]] != d->host)) head = r;
   fprintf(b, "    <channel>\n");
@@ -69,9 +71,10 @@ static void gx_tree_channel(FILE* b, const topo_graph_dump_t* d, int c, int* que
     for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++) {
       int ch = down[(size_t)queue[i] * TOPO_TREE_MAX_CHILDREN + k];
       if (ch >= 0 && d->host_of[ch] == d->host) queue[n++] = ch;
+      if (ch >= 0 && d->host_of[ch] != d->host && queue[i] != head) out = queue[i];
     }
   }
-  gx_net(b, nic);
+  gx_net(b, out >= 0 && d->tree_nics != NULL ? d->tree_nics[(size_t)c * d->nranks + out] : nic);
   fprintf(b, "    </channel>\n");
 }
 

@@ -201,74 +201,116 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
 }
 
 /* ---- Trees over every NIC --------------------------------------------------------------------
- * Channel c's tree between hosts: in every host, the rank beside the channel's first rail (the
- * same rank as the ring's end a on that channel, so it uses the same NIC) heads the host's tree;
- * the heads form the double binary tree over hosts (topo_dbtree over host indices). Inside a host
- * the head has one child (its other two places are for the children in other hosts), the root of
- * a binary tree over the host's other ranks, taken in rank order from the head on, round: depth
- * 1 + log2(k - 1) for k ranks (3 for 8 GPUs), where a chain would be k - 1 deep. A tree
- * AllReduce is a pipeline up and down again, whose fill costs a step per hop of depth: on 128
- * nodes of 8 GPUs a chain made it 2 x (7 + 7) hops deep, this 2 x (3 + 7). Every edge of the
- * host's tree carries the same bytes as a chain's, and the ranks that have two children change
- * with the head. Every hop between hosts joins two heads, so it stays on rail u, and
- * successive channels head every host from a GPU beside another NIC. The tree alternates every m
- * channels (m: the most rails of a host), so that every rail carries both trees: a host that is
- * an inner node of one is a leaf of the other, and its NICs carry the same share either way. */
+ * Channel c's tree between hosts. The hosts form the double binary tree over host indices
+ * (topo_dbtree, tree (c / m) % 2 for hosts of at most m rails, so every rail carries both trees:
+ * a host that is an inner node of one is a leaf of the other), and every hop between hosts joins
+ * two hosts' ends of channel c's ring on one rail (topo_ring_rails: end A beside the channel's
+ * rail u, end B beside rail v). A host's first child host is entered at its A from the parent's
+ * A (rail u), its second at its B from the parent's B (rail v); the root host is entered at A.
+ * Inside a host the rank entered (E) has the other end (O) as its child, and the host's other
+ * ranks hang below, breadth first, so that no rank has more than two children: E sends to O and
+ * to the child host on its rail, O to the child host on its rail and to the first of the others.
+ *
+ * Why: a tree AllReduce is a pipeline up and down again, and a rank that sends every step to
+ * three peers splits its block's pushes three ways. The layout before this one headed each host
+ * with one rank that had both child hosts and a child in its host, and on 128 nodes of 8 GPUs
+ * that head's down steps were slower than its NIC's share, on every channel (docs/sim.md). The
+ * price is a hop over NVLink (E to O) on the way to one child host, and one level more inside a
+ * host: at most 2 + log2(k - 2) deep for k ranks. Over m channels every NIC is rail u once and
+ * rail v once, so every NIC enters its host, and carries, the same share. */
+static void tree_link(int* up_out, int* down_out, int parent, int child) {
+  up_out[child] = parent;
+  int* d = down_out + (size_t)parent * TOPO_TREE_MAX_CHILDREN;
+  int i = 0;
+  while (i < TOPO_TREE_MAX_CHILDREN - 1 && d[i] >= 0) i++;
+  d[i] = child;
+}
+
+/* Ends A (rail u) and B (rail v) of host h's part of the ring, order[start .. start + k): the
+ * ring's layout turns odd hosts' parts the other way round (host_layout). */
+static void host_ends(const int* order, int start, int k, int h, int* a, int* b) {
+  const int first = order[start], last = order[start + k - 1];
+  *a = h % 2 == 0 ? first : last;
+  *b = h % 2 == 0 ? last : first;
+}
+
+/* The i-th rank of a host's tree in breadth-first order: E, O, then the host's other ranks in
+ * rank order from E on, round. E moves to the next GPU with the channel's rails, and every place
+ * of the host's tree with it, so over the channels every GPU has each place (and its NVLink
+ * carries the same share). */
+static int host_member(const int* order, int start, int k, int e, int o, int nranks, int i) {
+  if (i == 0) return e;
+  if (i == 1) return o;
+  for (int j = 0; j < k; j++) {
+    const int r = order[start + j], key = (r - e + nranks) % nranks;
+    if (r == e || r == o) continue;
+    int before = 0; /* others that come before r, counting from E */
+    for (int x = 0; x < k; x++) {
+      const int q = order[start + x];
+      before += q != e && q != o && (q - e + nranks) % nranks < key;
+    }
+    if (before == i - 2) return r;
+  }
+  return -1;
+}
+
 bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
                      int* scratch, int* up_out, int* down_out) {
   int* order = scratch;
-  int* cand = scratch + nranks;
+  int* first = scratch + nranks; /* each host's first position in order */
+  bool any = false;
+  if (hosts != NULL && nranks >= 2) /* up_out lends its bytes to the ring's NICs, unused here */
+    any = topo_ring_rails(nranks, hosts, nics, channel, first, order, (int8_t*)up_out);
   for (int r = 0; r < nranks; r++) {
     up_out[r] = -1;
     for (int k = 0; k < TOPO_TREE_MAX_CHILDREN; k++) down_out[r * TOPO_TREE_MAX_CHILDREN + k] = -1;
   }
-  if (hosts == NULL || nranks < 2) return false;
-  topo_ring_order(nranks, hosts, 0, false, order);
+  if (!any) return false;
   int nhosts = 0, start = 0, k = 0, most = 1;
-  bool any = false;
   while (next_host(order, nranks, hosts, &start, &k)) {
     int rails[TOPO_RAIL_LIST];
     int m = host_rails(order + start, k, nics, rails);
     if (m > most) most = m;
-    int head = order[start];
-    if (m > 0) {
-      int best = rail_candidates(order + start, k, nics, rails[channel % m], cand);
-      head = cand[(channel / m) % best];
-      any = true;
-    }
-    /* the head first, then the others in rank order from the head on, round; the head's only
-     * child in the host is seg[1], the others hang below seg[1] as a binary heap */
-    int* seg = order + start;
-    int at = 0;
-    while (at < k && seg[at] != head) at++;
-    for (int i = 0; i < k; i++) cand[i] = seg[(at + i) % k];
-    memcpy(seg, cand, (size_t)k * sizeof(int));
-    for (int i = 1; i < k; i++) {
-      int p = i == 1 ? 0 : 1 + (i - 2) / 2;
-      up_out[seg[i]] = seg[p];
-      int* d = down_out + (size_t)seg[p] * TOPO_TREE_MAX_CHILDREN;
-      d[d[0] >= 0 ? 1 : 0] = seg[i];
-    }
-    nhosts++;
+    first[nhosts++] = start;
   }
-  if (nhosts < 2 || !any) {
-    for (int r = 0; r < nranks; r++) {
-      up_out[r] = -1;
-      down_out[r * TOPO_TREE_MAX_CHILDREN] = -1;
-    }
-    return false;
-  }
-  start = k = nhosts = 0; /* where each host's tree starts (cand is free again) */
-  while (next_host(order, nranks, hosts, &start, &k)) cand[nhosts++] = start;
+  if (nhosts < 2) return false;
+  const int tree = (channel / most) % 2;
   for (int h = 0; h < nhosts; h++) {
-    int hup, hdown[TOPO_TREE_MAX_CHILDREN];
-    topo_dbtree(nhosts, h, (channel / most) % 2, &hup, hdown);
-    int head = order[cand[h]];
-    if (hup >= 0) up_out[head] = order[cand[hup]];
-    int* d = down_out + (size_t)head * TOPO_TREE_MAX_CHILDREN;
-    int n = d[0] >= 0 ? 1 : 0; /* the head's child in its host stays first */
-    for (int i = 0; i < TOPO_TREE_MAX_CHILDREN && n < TOPO_TREE_MAX_CHILDREN; i++)
-      if (hdown[i] >= 0) d[n++] = order[cand[hdown[i]]];
+    const int s = first[h], kh = (h + 1 < nhosts ? first[h + 1] : nranks) - s;
+    int a, b, hup, hdown[TOPO_TREE_MAX_CHILDREN];
+    host_ends(order, s, kh, h, &a, &b);
+    topo_dbtree(nhosts, h, tree, &hup, hdown);
+    /* entered at A from the parent's A as its first child, at B from its B as its second */
+    int e = a, o = b;
+    if (hup >= 0) {
+      int pa, pb, pu, pd[TOPO_TREE_MAX_CHILDREN];
+      const int ps = first[hup], pk = (hup + 1 < nhosts ? first[hup + 1] : nranks) - ps;
+      host_ends(order, ps, pk, hup, &pa, &pb);
+      topo_dbtree(nhosts, hup, tree, &pu, pd);
+      const bool second = pd[1] == h;
+      if (second) {
+        e = b;
+        o = a;
+      }
+      tree_link(up_out, down_out, second ? pb : pa, e);
+    }
+    if (kh < 2) continue; /* one rank: both child hosts' links are its */
+    tree_link(up_out, down_out, e, o);
+    /* the others, in the ring's order, below E and O breadth first: E keeps a place for the
+     * child host on its rail, O for the one on its own (their links are made as each child
+     * host is laid out) */
+    const bool e_child = (e == a ? hdown[0] : hdown[1]) >= 0;
+    const bool o_child = (o == a ? hdown[0] : hdown[1]) >= 0;
+    int parent = 0, left = 1 - (int)e_child; /* places left at the parent (list index) */
+    for (int i = 2; i < kh; i++) {
+      while (left <= 0) {
+        parent++;
+        left = parent == 1 ? 2 - (int)o_child : 2;
+      }
+      tree_link(up_out, down_out, host_member(order, s, kh, e, o, nranks, parent),
+                host_member(order, s, kh, e, o, nranks, i));
+      left--;
+    }
   }
   return true;
 }

@@ -7,9 +7,11 @@
 #     channel's "Channel NN/MM : r0 r1 ..." ring from the rank it enters at, between a <net> that is
 #     the NIC the INFO line "rank R receives from rank S on NIC k" names for the first and a <net>
 #     that is the NIC "rank R ... sends to rank S on NIC k" names for the last;
-#   - one <graph id="1" pattern="3"> (trees): each channel's first GPU is the rank whose "Trees"
-#     entry on that channel has a parent or a child on another node, and both <net> are the NIC of
-#     that rank's hop between nodes on the channel's ring; every other rank of the node follows.
+#   - one <graph id="1" pattern="3"> (trees): each channel's first GPU is a rank whose "Trees"
+#     entry on that channel has a parent or a child on another node, the first <net> is the NIC of
+#     that rank's hop between nodes on the channel's ring, the last that of the one other rank
+#     with a child on another node if there is one (4 nodes: a node with two child nodes), else
+#     the first's; every other rank of the node follows.
 #   check_sim_graph.sh BATON_SIM SOURCE_DIR
 set -u
 sim=$1
@@ -19,7 +21,7 @@ tmp=$(mktemp -d /tmp/check_sim_graph.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$tmp"' EXIT
 status=0
 for case in ibm-h100-8gpu-nvswitch-8nic.xml:2:8 hgx-h100-4nic-per-gpu-pair.xml:3:13 \
-            hgx-h100-4nic-socket0.xml:2:3; do
+            hgx-h100-4nic-socket0.xml:2:3 ibm-h100-8gpu-nvswitch-8nic.xml:4:16; do
   file=${case%%:*}; rest=${case#*:}; nodes=${rest%%:*}; rank=${rest#*:}
   out="$tmp/out"; dump="$tmp/graph.xml"
   rm -f "$dump"
@@ -78,9 +80,11 @@ for case in ibm-h100-8gpu-nvswitch-8nic.xml:2:8 hgx-h100-4nic-per-gpu-pair.xml:3
           bad++; if (bad < 4) print "ring channel " c ": NICs " net[1] "," net[2] " INFO " innic[c " " rs[1]] "," outnic[c " " rs[m]] > "/dev/stderr" }
       } else if (gid == 1) {
         h = rs[1]; k = innic[c " " h] != "" ? innic[c " " h] : outnic[c " " h]
-        if (across[c " " h] != 1 || nets != 2 || net[1] != k || net[2] != k || m != gpus) {
-          bad++; if (bad < 4) print "tree channel " c ": head " h " NIC " net[1] " (ring NIC " k ")" > "/dev/stderr" }
-        for (i = 2; i <= m; i++) if (across[c " " rs[i]] == 1) bad++
+        o = ""; others = 0
+        for (i = 2; i <= m; i++) if (across[c " " rs[i]] == 1) { o = rs[i]; others++ }
+        ko = o == "" ? k : (innic[c " " o] != "" ? innic[c " " o] : outnic[c " " o])
+        if (across[c " " h] != 1 || nets != 2 || net[1] != k || net[2] != ko || m != gpus || others > 1) {
+          bad++; if (bad < 4) print "tree channel " c ": head " h " NIC " net[1] "," net[2] " (ring NICs " k "," ko ")" > "/dev/stderr" }
       }
     }
     END { printf "%d %d %d %d %d %d\n", ng, gch[0], dumped[0], gch[1], dumped[1], bad + 0; print nch > "/dev/stderr" }

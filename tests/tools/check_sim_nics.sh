@@ -17,12 +17,11 @@
 # And the INFO lines (NCCL_DEBUG_SUBSYS=GRAPH) that name a channel's NIC between two ranks must
 # each match a NET flow between those ranks on that NIC.
 # At 128 nodes (1024 ranks) the simulation takes seconds a run: CI runs that scale with NICS="1 8",
-# OPS="allreduce allgather reducescatter" (an alltoall of 1024 ranks is a million flows), and two
-# things the issue's target does not meet there (docs/sim.md): SHARE, the all-reduce's floor as a
-# share of NICs x 50 GB/s (default 0.8; 0.62 at 128 nodes, which the chain trees inside hosts and
-# 56 channels stayed below), and LIGHT, operations whose NICs may carry less than the mean by any
-# amount but no more than 10 % above it (the tree all-reduce: the roots of its two trees over
-# hosts have one child and no parent, so their hosts' NICs carry about half).
+# OPS="allreduce allgather reducescatter" (an alltoall of 1024 ranks is a million flows), and
+# LIGHT, operations whose NICs may carry less than the mean by any amount but no more than 10 %
+# above it (the tree all-reduce: the roots of its two trees over hosts have one child and no
+# parent, so their hosts' NICs carry about half). SHARE, the all-reduce's floor as a share of
+# NICs x 50 GB/s, is 0.8 unless set.
 #   [NICS=...] [OPS=...] [SHARE=...] [LIGHT=...] check_sim_nics.sh BATON_SIM [NODES [SOURCE_DIR]]
 set -u
 sim=$1

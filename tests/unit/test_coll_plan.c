@@ -138,6 +138,34 @@ START_TEST(test_pipe_chunk_bytes) {
 }
 END_TEST
 
+/* A tree's chunk across hosts (collectives.h): the smallest whose step's fixed cost (the cost
+ * bytes at cost_gbs) plus its push (push_gbs) takes no longer than the network sends it
+ * (net_gbs), checked against that inequality here; none when the network is not the slower; at
+ * least the floor. */
+START_TEST(test_pipe_hidden_bytes) {
+  const double cost_gbs = 5.5, push = 8.6; /* bytes per ns */
+  for (double net = 1.0; net < 8.0; net += 0.5) {
+    size_t c = coll_pipe_hidden_bytes(TEST_PIPE_COST, cost_gbs, push, net);
+    ck_assert_uint_eq(c % 16, 0);
+    ck_assert_uint_ge(c, COLL_PIPE_MIN_BYTES);
+    const double f = TEST_PIPE_COST / cost_gbs; /* ns */
+    if (c > COLL_PIPE_MIN_BYTES) {
+      ck_assert(f + (c + 16) / push <= (c + 16) / net); /* hidden from c on (c rounded down) */
+      ck_assert(f + (c - 64) / push > (c - 64) / net);  /* not below it */
+    } else {
+      ck_assert(f + c / push <= c / net);
+    }
+  }
+  /* 3 GB/s of network a channel (the GPU tuning's): about 40 KiB */
+  size_t c = coll_pipe_hidden_bytes(TEST_PIPE_COST, cost_gbs, push, 3.0);
+  ck_assert_uint_ge(c, 38 << 10);
+  ck_assert_uint_le(c, 42 << 10);
+  ck_assert_uint_eq(coll_pipe_hidden_bytes(TEST_PIPE_COST, cost_gbs, push, push), 0);
+  ck_assert_uint_eq(coll_pipe_hidden_bytes(TEST_PIPE_COST, cost_gbs, push, 9.0), 0);
+  ck_assert_uint_eq(coll_pipe_hidden_bytes(TEST_PIPE_COST, cost_gbs, push, 0.0), 0);
+}
+END_TEST
+
 START_TEST(test_task_bytes) {
   coll_task_t t = {.func = FUNC_ALLGATHER, .dtype = ncclFloat64, .count = 10};
   ck_assert_uint_eq(coll_task_bytes(&t, 4), 320);
@@ -749,6 +777,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_p2p_nchannels);
   tcase_add_test(tc, test_chunk_elems);
   tcase_add_test(tc, test_pipe_chunk_bytes);
+  tcase_add_test(tc, test_pipe_hidden_bytes);
   tcase_add_test(tc, test_task_bytes);
   tcase_add_test(tc, test_filter_rows);
   tcase_add_test(tc, test_scalar_bits);

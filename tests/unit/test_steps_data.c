@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "device/steps.h"
+#include "topo/topo.h"
 #include "unit.h"
 
 #define MAXN 6
@@ -157,14 +158,22 @@ static void run_slice(const ring_case_t* rc, size_t off, size_t cnt) {
   free(res);
 }
 
-/* Tree AllReduce over a binary tree of n ranks (rank r's parent (r - 1) / 2, its children 2r + 1
- * and 2r + 2), every rank's up and down lanes over [off, off + cnt); the root's down lane goes
- * no further than its up lane. */
-static void run_tree(int n, int32_t* const* send, int32_t* const* recv, size_t count, size_t off,
-                     size_t cnt, size_t chunk) {
-  step_lane_t ln[2 * MAXN]; /* 2r: rank r's up lane, 2r + 1: its down lane */
-  size_t nops[2 * MAXN], pos[2 * MAXN], most = 0;
-  queue_t up[MAXN], down[MAXN]; /* up[r]: r to its parent; down[r]: the parent to r */
+/* Tree AllReduce over the tree parent[] / kids[] (kids: TREE_MAX_CHILDREN a rank, -1 where unused;
+ * NULL: a binary tree, rank r's parent (r - 1) / 2 and its children 2r + 1 and 2r + 2) of n ranks,
+ * every rank's up and down lanes over [off, off + cnt); the root's down lane goes no further than
+ * its up lane. */
+#define MAXT 64
+static int tree_kid(const int* kids, int n, int r, int j) {
+  if (kids != NULL) return kids[r * TREE_MAX_CHILDREN + j];
+  return 2 * r + 1 + j < n && j < 2 ? 2 * r + 1 + j : -1;
+}
+
+static void run_tree_of(int n, const int* parent, const int* kids, int32_t* const* send,
+                        int32_t* const* recv, size_t count, size_t off, size_t cnt, size_t chunk) {
+  ck_assert_int_le(n, MAXT);
+  step_lane_t ln[2 * MAXT]; /* 2r: rank r's up lane, 2r + 1: its down lane */
+  size_t nops[2 * MAXT], pos[2 * MAXT], most = 0;
+  queue_t up[MAXT], down[MAXT]; /* up[r]: r to its parent; down[r]: the parent to r */
   for (int i = 0; i < 2 * n; i++) {
     const int r = i / 2;
     memset(&ln[i], 0, sizeof(ln[i]));
@@ -180,8 +189,9 @@ static void run_tree(int n, int32_t* const* send, int32_t* const* recv, size_t c
     ln[i].chunk = chunk;
     ln[i].n = n;
     ln[i].rank = r;
-    ln[i].has_up = r > 0;
-    ln[i].ndown = (2 * r + 1 < n) + (2 * r + 2 < n);
+    ln[i].has_up = parent != NULL ? parent[r] >= 0 : r > 0;
+    ln[i].ndown = 0;
+    while (ln[i].ndown < TREE_MAX_CHILDREN && tree_kid(kids, n, r, ln[i].ndown) >= 0) ln[i].ndown++;
     nops[i] = steps_count(&ln[i]);
     pos[i] = 0;
     if (nops[i] > most) most = nops[i];
@@ -196,7 +206,8 @@ static void run_tree(int n, int32_t* const* send, int32_t* const* recv, size_t c
     bool moved = false, left = false;
     for (int i = 0; i < 2 * n; i++) {
       const int r = i / 2;
-      while (pos[i] < nops[i] && !(i == 1 && pos[0] <= pos[1])) {
+      const bool root_down = i % 2 == 1 && !ln[i].has_up;
+      while (pos[i] < nops[i] && !(root_down && pos[i - 1] <= pos[i])) {
         step_t st;
         memset(&st, 0, sizeof(st));
         steps_plan(&ln[i], pos[i], &st);
@@ -206,12 +217,12 @@ static void run_tree(int n, int32_t* const* send, int32_t* const* recv, size_t c
         for (int j = 0; j < st.nrecv; j++) {
           const int role = st.recv[j];
           ck_assert(role == STEP_ROLE_TREE_UP || (role >= 0 && role < ln[i].ndown));
-          in[j] = role == STEP_ROLE_TREE_UP ? &down[r] : &up[2 * r + 1 + role];
+          in[j] = role == STEP_ROLE_TREE_UP ? &down[r] : &up[tree_kid(kids, n, r, role)];
         }
         for (int j = 0; j < st.nsend; j++) {
           const int role = st.send[j];
           ck_assert(role == STEP_ROLE_TREE_UP || (role >= 0 && role < ln[i].ndown));
-          out[j] = role == STEP_ROLE_TREE_UP ? &up[r] : &down[2 * r + 1 + role];
+          out[j] = role == STEP_ROLE_TREE_UP ? &up[r] : &down[tree_kid(kids, n, r, role)];
         }
         if (!step_try(&st, in, out, res, i % 2 == 0 ? "tree up" : "tree down", pos[i])) break;
         pos[i]++;
@@ -225,6 +236,11 @@ static void run_tree(int n, int32_t* const* send, int32_t* const* recv, size_t c
   queues_drained(up, n, "tree up");
   queues_drained(down, n, "tree down");
   free(res);
+}
+
+static void run_tree(int n, int32_t* const* send, int32_t* const* recv, size_t count, size_t off,
+                     size_t cnt, size_t chunk) {
+  run_tree_of(n, NULL, NULL, send, recv, count, off, cnt, chunk);
 }
 
 static int32_t input_value(int rank, size_t i) {
@@ -333,6 +349,20 @@ START_TEST(test_ring_chain_data) {
 }
 END_TEST
 
+/* Every rank's input (input_value) and an output of SENTINEL, count elements each (and one more
+ * past the end, untouched). */
+static void tree_bufs(int n, size_t count, int32_t** send, int32_t** recv) {
+  for (int r = 0; r < n; r++) {
+    send[r] = malloc((count + 1) * sizeof(int32_t));
+    recv[r] = malloc((count + 1) * sizeof(int32_t));
+    ck_assert(send[r] != NULL && recv[r] != NULL);
+    for (size_t i = 0; i < count; i++) {
+      send[r][i] = input_value(r, i);
+      recv[r][i] = SENTINEL;
+    }
+  }
+}
+
 /* Tree AllReduce: every rank's output is the sum of every input. */
 START_TEST(test_tree_allreduce_data) {
   for (int n = 2; n <= MAXN; n++)
@@ -341,15 +371,7 @@ START_TEST(test_tree_allreduce_data) {
         const size_t count = counts[ci], chunk = chunks[ki];
         int32_t* send[MAXN];
         int32_t* recv[MAXN];
-        for (int r = 0; r < n; r++) {
-          send[r] = malloc((count + 1) * sizeof(int32_t));
-          recv[r] = malloc((count + 1) * sizeof(int32_t));
-          ck_assert(send[r] != NULL && recv[r] != NULL);
-          for (size_t i = 0; i < count; i++) {
-            send[r][i] = input_value(r, i);
-            recv[r][i] = SENTINEL;
-          }
-        }
+        tree_bufs(n, count, send, recv);
         const size_t half = (count + 1) / 2; /* two channel slices */
         run_tree(n, send, recv, count, 0, half, chunk);
         if (count > half) run_tree(n, send, recv, count, half, count - half, chunk);
@@ -369,6 +391,57 @@ START_TEST(test_tree_allreduce_data) {
 }
 END_TEST
 
+/* Tree AllReduce over the trees between hosts that GPU communicators lay out over every NIC
+ * (topo_tree_rails): 2-5 hosts of 8 ranks with a NIC beside each (GPU g beside NIC g), 3 hosts of
+ * 3 ranks sharing 2 NICs, and 4 hosts of one rank, every channel of a period (both trees, every
+ * rail): every rank's output is the sum of every input. */
+START_TEST(test_tree_rails_allreduce_data) {
+  const struct {
+    int nhosts, k, nnics;
+  } shapes[] = {{2, 8, 8}, {3, 8, 8}, {5, 8, 8}, {3, 3, 2}, {4, 1, 1}};
+  for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+    const int n = shapes[si].nhosts * shapes[si].k, nnics = shapes[si].nnics;
+    int hosts[MAXT], scratch[2 * MAXT], parent[MAXT], kids[MAXT * TOPO_TREE_MAX_CHILDREN];
+    topo_rank_nics_t nics[MAXT];
+    for (int r = 0; r < n; r++) {
+      hosts[r] = r / shapes[si].k;
+      memset(&nics[r], 0, sizeof(nics[r]));
+      memset(nics[r].path, TOPO_RAIL_NONE, sizeof(nics[r].path));
+      nics[r].nnics = (uint8_t)nnics;
+      for (int x = 0; x < nnics; x++) {
+        nics[r].path[x] =
+            (uint8_t)(x == (r % shapes[si].k) % nnics ? TOPO_PATH_PIX : TOPO_PATH_SYS);
+        nics[r].weight[x] = 1;
+      }
+    }
+    const int period = 2 * topo_ring_rails_period(n, hosts, nics, 64, scratch);
+    const size_t count = 300, chunk = 32;
+    int32_t* send[MAXT];
+    int32_t* recv[MAXT];
+    tree_bufs(n, count, send, recv);
+    for (int c = 0; c < period; c++) {
+      ck_assert(topo_tree_rails(n, hosts, nics, c, scratch, parent, kids));
+      for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < count; i++) recv[r][i] = SENTINEL;
+      run_tree_of(n, parent, kids, send, recv, count, 0, count, chunk);
+      for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < count; i++) {
+          int32_t want = 0;
+          for (int q = 0; q < n; q++) want += input_value(q, i);
+          ck_assert_msg(recv[r][i] == want,
+                        "tree over %d hosts of %d, channel %d: rank %d element %zu is %d, "
+                        "expected %d",
+                        shapes[si].nhosts, shapes[si].k, c, r, i, recv[r][i], want);
+        }
+    }
+    for (int r = 0; r < n; r++) {
+      free(send[r]);
+      free(recv[r]);
+    }
+  }
+}
+END_TEST
+
 static Suite* steps_data_suite(void) {
   Suite* s = suite_create("steps_data");
   TCase* tc = tcase_create("steps_data");
@@ -376,6 +449,7 @@ static Suite* steps_data_suite(void) {
   tcase_add_test(tc, test_ring_gather_scatter_data);
   tcase_add_test(tc, test_ring_chain_data);
   tcase_add_test(tc, test_tree_allreduce_data);
+  tcase_add_test(tc, test_tree_rails_allreduce_data);
   suite_add_tcase(s, tc);
   return s;
 }
