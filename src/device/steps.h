@@ -34,10 +34,6 @@
  *                         from every peer, combine with mine in rank order, finish, output.
  *   OneShot Broadcast     one step: the root sends the chunk to every peer (and its output), the
  *                         others receive it from the root.
- *   OneShot Reduce        one step: every other rank sends its chunk (pre-op'd) to the root only;
- *                         the root receives every peer's, combines with its own in rank order,
- *                         finishes and outputs. The others write no output, and a connection
- *                         between two non-roots carries nothing and never advances.
  *   TwoShot AllReduce     the chunk in n parts (ring_part): s=0 send part p to each peer p;
  *                         s=1 recv part `rank` from every peer, combine with mine in rank order,
  *                         finish, output, send the result to every peer; s=2 recv part p from
@@ -85,7 +81,7 @@ typedef struct step_lane {
   size_t off, cnt;            /* the channel's slice, in units */
   size_t chunk;               /* units per step (already clamped to the slots) */
   int n, idx, root_idx, rank; /* ring: ranks, my ring index, the root's, my rank (a direct
-                               * Broadcast or Reduce: root_idx is the root's rank) */
+                               * Broadcast: root_idx is the root's rank) */
   const int* ring;            /* ring order (n ranks) */
   bool has_up;                /* tree: a parent */
   int ndown;                  /* tree: children */
@@ -120,7 +116,7 @@ DEVICE_HOST_FN int steps_ring_mod(int a, int n) {
 /* Direct lanes: steps per chunk (see the header). */
 DEVICE_HOST_FN int steps_direct_per_chunk(const step_lane_t* ln) {
   if (ln->algo == ALGO_TWOSHOT) return 3;
-  return ln->func == FUNC_BROADCAST || ln->func == FUNC_REDUCE ? 1 : 2;
+  return ln->func == FUNC_BROADCAST ? 1 : 2;
 }
 /* The rank of peer j (the j-th other rank in rank order) of rank me, and back. */
 DEVICE_HOST_FN int steps_other_rank(int me, int j) {
@@ -348,17 +344,6 @@ DEVICE_HOST_FN void steps_direct(const step_lane_t* ln, size_t k, step_t* st) {
       } else {
         st->out = steps_at_out(ln, ln->recvbuff, x);
         steps_recv(st, steps_peer_index(ln->rank, ln->root_idx));
-      }
-      break;
-    case FUNC_REDUCE:
-      st->local = steps_at_in(ln, ln->sendbuff, x);
-      if (ln->rank == ln->root_idx) {
-        st->out = steps_at_out(ln, ln->recvbuff, x);
-        st->reduce = st->postop = true;
-        st->local_pos = ln->rank;
-        steps_direct_all(ln, st, false);
-      } else {
-        steps_send(st, steps_peer_index(ln->rank, ln->root_idx));
       }
       break;
     case FUNC_ALLGATHER:

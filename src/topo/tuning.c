@@ -19,9 +19,8 @@
  *                         goes once up and once down each rank's links: 2 * bytes, divided by
  *                         tree_bw_efficiency (forwarding to two children costs a little)
  *   OneShot (LL, one host) one hop; each rank sends its whole buffer to every other rank
- *                         (AllReduce, Broadcast's root: (n-1) * bytes; Reduce's root receives
- *                         as much, a Broadcast the other way) or its n-th to each
- *                         ((n-1)/n * bytes: AllGather, ReduceScatter)
+ *                         (AllReduce, Broadcast's root: (n-1) * bytes) or its n-th to each
+ *                         ((n-1)/n * bytes: AllGather, ReduceScatter); no Reduce
  *   TwoShot (LL, AllReduce) two hops, 2(n-1)/n * bytes (reduce-scatter then all-gather)
  *   Both are a kernel's single pass with no forwarding, so their base cost is direct_base_us.
  * Tree is only modelled for AllReduce; LL128 only on GPUs (it relies on 128-byte stores being
@@ -148,7 +147,7 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
   double hops, inter_hops, link_bytes;
   if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) {
-    const bool whole = func == FUNC_ALLREDUCE || func == FUNC_BROADCAST || func == FUNC_REDUCE;
+    const bool whole = func == FUNC_ALLREDUCE || func == FUNC_BROADCAST;
     hops = algo == ALGO_TWOSHOT ? 2.0 : 1.0;
     inter_hops = 0.0;
     link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes

@@ -30,12 +30,11 @@ enum { PROTO_LL = 0, PROTO_LL128 = 1, PROTO_SIMPLE = 2, PROTO_COUNT = 3 };
  * operation takes one or two hops instead of a ring's 2(n-1) (device/steps.h has their steps):
  *   OneShot  AllReduce: every rank sends its data to every other rank and combines what it
  *            receives with its own, in rank order (every rank computes the same bits); AllGather,
- *            ReduceScatter and Broadcast: the same, each block straight to where it belongs;
- *            Reduce: every other rank sends its data to the root, which combines in rank order.
+ *            ReduceScatter and Broadcast: the same, each block straight to where it belongs.
  *   TwoShot  AllReduce: reduce-scatter (rank p combines part p from everyone) then all-gather of
  *            the combined parts, both straight between every pair.
  * With PROTO_SIMPLE they run staged instead, on GPUs whose ranks share staging buffers (device.h,
- * "Staged direct algorithms").
+ * "Staged direct algorithms"; OneShot then runs Reduce too).
  * Up to DIRECT_MAX_RANKS ranks; NCCL_ALGO names them OneShot and TwoShot. */
 enum { ALGO_TREE = 0, ALGO_RING = 1, ALGO_ONESHOT = 2, ALGO_TWOSHOT = 3, ALGO_COUNT = 4 };
 #define DIRECT_MAX_RANKS 8
@@ -75,8 +74,8 @@ typedef struct vocab_caps {
  *   protocols   LL and Simple everywhere; LL128 only where caps->ll128.
  *   Ring        every collective (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce).
  *   Tree        AllReduce.
- *   OneShot     AllReduce, AllGather, ReduceScatter, Broadcast, Reduce: with LL, or with
- *               Simple (staged) where caps->staged.
+ *   OneShot     with LL: AllReduce, AllGather, ReduceScatter, Broadcast; with Simple (staged,
+ *               only where caps->staged): those and Reduce.
  *   TwoShot     AllReduce, with LL, or with Simple where caps->staged. Both only on 2 to
  *               DIRECT_MAX_RANKS ranks of one host, and where caps->direct; never LL128.
  * Send and Recv have no algorithm (false for every one); out-of-range values are false. */
@@ -96,7 +95,7 @@ DEVICE_HOST_FN bool vocab_supports(int func, int algo, int proto, const vocab_ca
     case ALGO_TREE:
       return func == FUNC_ALLREDUCE;
     case ALGO_ONESHOT:
-      return vocab_direct_supported(proto, caps);
+      return (func != FUNC_REDUCE || proto == PROTO_SIMPLE) && vocab_direct_supported(proto, caps);
     case ALGO_TWOSHOT:
       return func == FUNC_ALLREDUCE && vocab_direct_supported(proto, caps);
     default:

@@ -1,8 +1,7 @@
 /* The direct algorithms (device.h's OneShot and TwoShot, device/steps.h's LANE_DIRECT) on the host
  * executor, where CI can run them: forced by NCCL_ALGO on 2, 3, 5 and 8 ranks, every datatype,
  * every op (PreMulSum with host and device scalars, Avg on integers and floats), odd counts that
- * fill several chunks of small FIFOs, in place and out of place, Broadcast from several roots,
- * Reduce from every root;
+ * fill several chunks of small FIFOs, in place and out of place, Broadcast from several roots;
  * results against the test's own references (itest_ops.c), and the planner's choice checked. */
 #include <check.h>
 #include <stdio.h>
@@ -87,25 +86,17 @@ static int direct_body(itest_rank_t* r, void* arg) {
       }
     }
   }
-  /* Reduce from every root: the root combines every rank's input in rank order, the others'
-   * recvbuffs stay untouched (itest_op_check); the type and op turn with root, count and place */
-  static const ncclDataType_t rtypes[4] = {ncclFloat32, ncclInt8, ncclBfloat16, ncclFloat64};
-  for (int root = 0; root < n; root++) {
-    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
-      for (int place = 0; place < 2; place++) {
-        itest_case_t red = {.func = IT_REDUCE,
-                            .dtype = rtypes[((size_t)root + ci + (size_t)place) % 4],
-                            .op = (int)(((size_t)root * 5 + ci * 2 + (size_t)place) % IT_OP_COUNT),
-                            .count = counts[ci],
-                            .root = root,
-                            .inplace = place,
-                            .seed = seed++};
-        if (red.dtype == ncclInt8 && (red.op == IT_PREMUL_HOST || red.op == IT_PREMUL_DEVICE))
-          red.op = IT_MAX;
-        if (itest_op_run(comm, &red) || expect_algo(r, FUNC_REDUCE, ALGO_ONESHOT, &red)) return 1;
-      }
-    }
-  }
+  /* Reduce has no direct form: the model runs it, and gets it right */
+  itest_case_t red = {.func = IT_REDUCE,
+                      .dtype = ncclFloat32,
+                      .op = IT_SUM,
+                      .count = 1001,
+                      .root = n - 1,
+                      .seed = seed++};
+  if (itest_op_run(comm, &red)) return 1;
+  coll_choice_t ch;
+  IT_NCCL(coll_last_choice(comm, &ch));
+  IT_EXPECT(ch.algo == ALGO_RING, "Reduce ran %s", coll_algo_name(ch.algo));
   return 0;
 }
 
@@ -123,8 +114,7 @@ static void direct_run(int nranks, const char* algo_env, int algo) {
  * Every buffer in a shared window: OneShot reads the peers' inputs where they lie (the host
  * executor says so in an INFO line per channel, counted in this rank's log), except an in-place
  * AllReduce; with one rank's buffers outside its windows every rank takes the FIFO path, but for
- * a Broadcast from another root. Reduce always takes the FIFO path (plan.c reads none in place).
- * Results are checked either way. */
+ * a Broadcast from another root. Results are checked either way. */
 #define ZC_LOG_FMT "/tmp/baton-zc-%d-%d.log" /* test process, rank process */
 static int zc_test_pid;
 static char zc_env[96];
@@ -149,8 +139,6 @@ static int func_of(int it_func) {
       return FUNC_REDUCESCATTER;
     case IT_BROADCAST:
       return FUNC_BROADCAST;
-    case IT_REDUCE:
-      return FUNC_REDUCE;
     default:
       return FUNC_ALLREDUCE;
   }
@@ -162,14 +150,13 @@ static int windows_body(itest_rank_t* r, void* arg) {
   const int n = r->nranks;
   static const ncclDataType_t types[4] = {ncclFloat32, ncclInt8, ncclBfloat16, ncclFloat64};
   static const size_t counts[] = {1, 7, 1001, 20003};
-  static const int funcs[5] = {IT_ALLREDUCE, IT_ALLGATHER, IT_REDUCESCATTER, IT_BROADCAST,
-                               IT_REDUCE};
+  static const int funcs[4] = {IT_ALLREDUCE, IT_ALLGATHER, IT_REDUCESCATTER, IT_BROADCAST};
   uint32_t seed = 7000;
   int k = 0;
   itest_windows(true, outside);
   for (int ti = 0; ti < 4; ti++) {
     for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
-      for (int fi = 0; fi < 5; fi++) {
+      for (int fi = 0; fi < 4; fi++) {
         for (int place = 0; place < 2; place++, k++) {
           itest_case_t c = {.func = funcs[fi],
                             .dtype = types[ti],
@@ -183,7 +170,7 @@ static int windows_body(itest_rank_t* r, void* arg) {
           const int before = zc_lines();
           if (itest_op_run(comm, &c) || expect_algo(r, func_of(c.func), ALGO_ONESHOT, &c)) return 1;
           const bool all_in = outside < 0 || (c.func == IT_BROADCAST && c.root != outside);
-          const bool want = all_in && !(c.func == IT_ALLREDUCE && place) && c.func != IT_REDUCE;
+          const bool want = all_in && !(c.func == IT_ALLREDUCE && place);
           const int got = zc_lines() - before;
           IT_EXPECT(want ? got > 0 : got == 0,
                     "%s %s count %zu %s root %d: %d channel(s) read in place, expected %s",

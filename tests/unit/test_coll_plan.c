@@ -267,7 +267,7 @@ START_TEST(test_direct_choice) {
     ck_assert(is_direct(choose(cc, allreduce_task(2, ops[i])))); /* 8 bytes: one hop */
   ck_assert(is_direct(choose(cc, func_task(FUNC_ALLGATHER, 2, DEV_OP_SUM))));
   ck_assert(is_direct(choose(cc, func_task(FUNC_BROADCAST, 2, DEV_OP_SUM))));
-  ck_assert(is_direct(choose(cc, func_task(FUNC_REDUCE, 2, DEV_OP_SUM)))); /* one hop too */
+  ck_assert(!is_direct(choose(cc, func_task(FUNC_REDUCE, 2, DEV_OP_SUM))));
   ck_assert(!is_direct(choose(cc, allreduce_task((COLL_DIRECT_MAX_BYTES + 16) / 4, DEV_OP_SUM))));
   cc->direct_ok = false; /* some pair without P2P */
   ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));

@@ -13,12 +13,11 @@
  * so a small operation costs one pass of loads, stores and polls. Every poll is bounded and looks
  * at the abort flag (should_stop).
  *
- * Per chunk and connection: OneShot one step each way (Broadcast: one step from the root;
- * Reduce: one step to the root; a connection that carries nothing does not advance); TwoShot two:
- * the reduce-scatter part, then the combined part from its owner. A zero-copy OneShot item
- * (work.zc) first exchanges descriptors (the probe: one step each way, as a 24-byte AllGather) and
- * then either reads the other ranks' inputs in their shared windows and ends with the release (one
- * more step each way), or runs its chunks as above (zc_run).
+ * Per chunk and connection: OneShot one step each way (Broadcast: one step from the root);
+ * TwoShot two: the reduce-scatter part, then the combined part from its owner. A zero-copy
+ * OneShot item (work.zc) first exchanges descriptors (the probe: one step each way, as a 24-byte
+ * AllGather) and then either reads the other ranks' inputs in their shared windows and ends with
+ * the release (one more step each way), or runs its chunks as above (zc_run).
  *
  * Direct items run in a kernel of their own (kernel_direct.cu: a plan's direct collectives are
  * all or none of its collectives, plan.c), launched before the plan's point-to-point items, the
@@ -186,12 +185,6 @@ static __device__ bool direct_chunk(const kctx_t& k, const direct_smem_t& d,
         });
       }
       return drecv(k, d, steps_peer_index(it.rank, it.root), 0, it.out + x * u, nb);
-    case FUNC_REDUCE: /* the others' words to the root, combined there as AllReduce does */
-      if (it.rank != it.root) {
-        dsend_own<O>(d, it, steps_peer_index(it.rank, it.root), it.local + x * u, nb);
-        return true;
-      }
-      return dreduce<O>(k, d, it, 0, it.local + x * u, it.out + x * u, nb, -1);
     case FUNC_ALLGATHER: {
       const char* src = it.local + x * u;
       char* mine = it.out + ((size_t)it.rank * it.count + x) * u;
@@ -241,31 +234,19 @@ static __device__ bool direct_chunk(const kctx_t& k, const direct_smem_t& d,
   }
 }
 
-/* Whether the item sends to / receives from peer j: every peer both ways, but a Broadcast only
- * from its root and a Reduce only to its root (the steps of device/steps.h's direct lanes). */
-static __device__ __forceinline__ bool dsends_to(const direct_item_t& it, int j) {
-  if (it.func == FUNC_BROADCAST) return it.rank == it.root;
-  if (it.func == FUNC_REDUCE) return it.rank != it.root && j == steps_peer_index(it.rank, it.root);
-  return true;
-}
-static __device__ __forceinline__ bool drecvs_from(const direct_item_t& it, int j) {
-  if (it.func == FUNC_REDUCE) return it.rank == it.root;
-  if (it.func == FUNC_BROADCAST)
-    return it.rank != it.root && j == steps_peer_index(it.rank, it.root);
-  return true;
-}
-
-/* The item's chunks; every connection it uses advances by the chunk's steps after each. */
+/* The item's chunks; every connection advances by the chunk's steps after each. */
 template <typename O>
 static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const direct_item_t& it) {
   const int peers = it.n - 1;
   const int nsteps = it.algo == ALGO_TWOSHOT ? 2 : 1; /* per chunk and connection */
+  const bool root = it.func == FUNC_BROADCAST && it.rank == it.root;
+  const int rj = it.func == FUNC_BROADCAST ? steps_peer_index(it.rank, it.root) : -1;
   for (size_t start = 0; start < it.cnt; start += it.chunk) {
     const size_t c = dev_min(it.chunk, it.cnt - start);
     bool bad = false;
     if (threadIdx.x == 0) { /* every send slot of the chunk free */
       for (int j = 0; j < peers && !bad; j++) {
-        if (!dsends_to(it, j)) continue;
+        if (it.func == FUNC_BROADCAST && !root) break;
         cuda_conn_t& s = d.send[j];
         const uint64_t last = s.step + (uint64_t)(nsteps - 1); /* the chunk's last step */
         if (fifo_may_send(s.head_seen, last)) continue;
@@ -280,7 +261,8 @@ static __device__ bool direct_chunks(const kctx_t& k, direct_smem_t& d, const di
     DIRECT_PHASE(4);
     if (threadIdx.x == 0) { /* publish: sizes and tail of the sends, head of the receives */
       for (int j = 0; j < peers; j++) {
-        const bool sends = dsends_to(it, j), recvs = drecvs_from(it, j);
+        const bool sends = it.func != FUNC_BROADCAST || root;
+        const bool recvs = it.func != FUNC_BROADCAST || (!root && j == rj);
         for (int q = 0; q < nsteps && sends; q++) {
           cuda_conn_t& s = d.send[j];
           st_volatile_s32(s.sizes + fifo_slot(s.step + (uint64_t)q),

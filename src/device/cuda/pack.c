@@ -140,8 +140,8 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
   if (!vocab_supports(w->func, w->algo, w->proto, &caps)) {
     WARN(
         "CUDA executor: algorithm %d cannot run function %d with protocol %d on %d ranks (tree "
-        "and TwoShot run AllReduce only; the direct algorithms up to %d ranks, with LL, or "
-        "Simple only staged%s)",
+        "and TwoShot run AllReduce only; the direct algorithms up to %d ranks, LL without "
+        "Reduce, Simple only staged%s)",
         w->algo, w->func, w->proto, comm->nranks, DIRECT_MAX_RANKS,
         comm->stage_slot < 0 ? "; this communicator has no staging" : "");
     return ncclInternalError;

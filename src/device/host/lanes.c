@@ -116,7 +116,7 @@ static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, s
 static ncclResult_t lane_direct(host_chan_t* ch, host_lane_t* ln, const work_t* w) {
   ln->geo.kind = LANE_DIRECT;
   ln->geo.algo = w->algo;
-  ln->geo.root_idx = w->root; /* Broadcast, Reduce: the root's rank */
+  ln->geo.root_idx = w->root; /* Broadcast: the root's rank */
   for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
   return conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true);
 }
@@ -312,7 +312,7 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     WARN(
         "Host executor: algorithm %d cannot run function %d on %d ranks (the planner runs "
         "one-rank work locally; tree and TwoShot run AllReduce only, the direct algorithms up "
-        "to %d ranks)",
+        "to %d ranks and not Reduce)",
         w->algo, w->func, caps.nranks, DIRECT_MAX_RANKS);
     return ncclInternalError;
   }

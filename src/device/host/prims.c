@@ -145,8 +145,7 @@ static void reduce_rank_order(host_chan_t* ch, host_lane_t* ln, const host_step_
  * PreMulSum scalar is the sending rank's (each rank may pass its own). */
 static bool direct_contribution(const host_lane_t* ln, const host_step_t* st) {
   return ln->geo.kind == LANE_DIRECT && !st->reduce && ln->op->kind == DEV_OP_PREMULSUM &&
-         (ln->geo.func == FUNC_ALLREDUCE || ln->geo.func == FUNC_REDUCESCATTER ||
-          ln->geo.func == FUNC_REDUCE);
+         (ln->geo.func == FUNC_ALLREDUCE || ln->geo.func == FUNC_REDUCESCATTER);
 }
 
 ncclResult_t host_step_try(host_chan_t* ch, host_lane_t* ln, const host_step_t* st, bool* ran) {

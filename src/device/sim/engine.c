@@ -222,15 +222,12 @@ static void lane_roles(const eng_lane_t* l, unsigned* send, unsigned* recv) {
     case LANE_RECV:
       *recv |= 1u << STEP_ROLE_P2P_PEER;
       break;
-    case LANE_DIRECT: /* every other rank both ways; a Broadcast from its root only, a Reduce
-                       * to its root only */
-      if (g->func == FUNC_BROADCAST || g->func == FUNC_REDUCE) {
-        unsigned* all = g->func == FUNC_BROADCAST ? send : recv;
-        unsigned* one = g->func == FUNC_BROADCAST ? recv : send;
+    case LANE_DIRECT: /* every other rank both ways; a Broadcast from its root only */
+      if (g->func == FUNC_BROADCAST) {
         if (g->rank == g->root_idx)
-          for (int j = 0; j < g->n - 1; j++) *all |= 1u << j;
+          for (int j = 0; j < g->n - 1; j++) *send |= 1u << j;
         else
-          *one |= 1u << steps_peer_index(g->rank, g->root_idx);
+          *recv |= 1u << steps_peer_index(g->rank, g->root_idx);
         break;
       }
       for (int j = 0; j < g->n - 1; j++) *send |= *recv |= 1u << j;
@@ -350,7 +347,7 @@ static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
         l->geo.idx = ch->ring_index;
       } else {
         l->geo.kind = LANE_DIRECT;
-        l->geo.root_idx = w->root; /* a direct Broadcast or Reduce: the root's rank */
+        l->geo.root_idx = w->root; /* a direct Broadcast: the root's rank */
       }
       l->rank = r;
       l->channel = c;
