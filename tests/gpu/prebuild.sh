@@ -10,6 +10,7 @@
 #   bench_launch, bench_launch_trace   tests/gpu/bench_launch.cu, plain and BATON_DEVICE_TRACE
 #   bench_call                    tests/gpu/bench_call.cu (the NCCL calls: whichever libnccl.so.2
 #                                 the loader finds)
+#   bench_stage                   tests/gpu/bench_stage.cu (a staged AllReduce's phases on N GPUs)
 # Binaries are stripped of debug sections. The device must have the same CUDA major version
 # (13) and a glibc at least as new as this machine's. Writes OUT_DIR/BUILD_INFO.
 set -euo pipefail
@@ -60,6 +61,8 @@ nvcc -O3 -arch=sm_90 -DBATON_DEVICE_TRACE -I"$ROOT/include" -I"$ROOT/src" \
   -o "$out/bench_launch_trace" "$ROOT/tests/gpu/bench_launch.cu" &
 nvcc -O3 -arch=sm_90 -I"$ROOT/include" -o "$out/bench_call" "$ROOT/tests/gpu/bench_call.cu" \
   -L"$stage/lib" -lnccl &
+nvcc -O3 -arch=sm_90 -std=c++17 -I"$ROOT/include" -I"$ROOT/src" -o "$out/bench_stage" \
+  "$ROOT/tests/gpu/bench_stage.cu" &
 wait
 
 find "$out" -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null || true
