@@ -160,13 +160,11 @@ static cuda_args_small_t stage_args(int r, int algo, size_t bytes, int parts) {
 
 static void launch(const cuda_args_small_t& a, int r, int parts) {
   void* p[] = {(void*)&a};
-  CK(cudaLaunchKernel(kernel, dim3(parts), dim3(CUDA_EXEC_THREADS), p, 0,
-                      st[r]));
+  CK(cudaLaunchKernel(kernel, dim3(parts), dim3(CUDA_EXEC_THREADS), p, 0, st[r]));
 }
 
 /* Misses over CHECKS launches with changing inputs. */
-static unsigned long long check(const std::vector<cuda_args_small_t>& as, size_t bytes,
-                                int parts) {
+static unsigned long long check(const std::vector<cuda_args_small_t>& as, size_t bytes, int parts) {
   const size_t count = bytes / 4;
   unsigned long long total = 0;
   for (int r = 0; r < n; r++) {
@@ -294,14 +292,16 @@ int main(int argc, char** argv) {
   CK(cudaMalloc((void**)&abort_d, 64)); /* never set: the waits are bounded by the run's limit */
   CK(cudaMemset(abort_d, 0, 64));
 
-  const size_t sizes[] = {256, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20};
+  const size_t sizes[] = {256,     64 << 10, 256 << 10, 512 << 10, 1 << 20,
+                          2 << 20, 4 << 20,  8 << 20,   16 << 20};
   const char* algo_name[] = {"OneShot", "TwoShot"};
   const int algos[] = {ALGO_ONESHOT, ALGO_TWOSHOT};
   bool all = true;
-  printf("# bench_stage: %s kernel, %d GPUs, float sum, graph replay of %d launches, median of %d;\n"
-         "# phases (us a launch, block 0): 1 mapped, 2 copied in, 3 barrier, 4 reduced,\n"
-         "# 5 barrier 2, 6 copied out, 7 counter, 8 end\n",
-         kernel == (const void*)stage_kernel ? "its own" : "the library's", n, NODES, REPS);
+  printf(
+      "# bench_stage: %s kernel, %d GPUs, float sum, graph replay of %d launches, median of %d;\n"
+      "# phases (us a launch, block 0): 1 mapped, 2 copied in, 3 barrier, 4 reduced,\n"
+      "# 5 barrier 2, 6 copied out, 7 counter, 8 end\n",
+      kernel == (const void*)stage_kernel ? "its own" : "the library's", n, NODES, REPS);
   printf("%-8s %8s %5s %9s %9s %6s", "algo", "bytes", "parts", "us/op", "marked", "miss");
   for (int i = 1; i < NPHASES; i++) printf(" %6d", i);
   printf("\n");

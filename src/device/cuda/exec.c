@@ -217,9 +217,10 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
     struct cudaFuncAttributes attr;
     CUDA_CHECK_GOTO(cudaFuncGetAttributes(&attr, cuda_staged_kernel(t)), res, no_kernels);
     if (attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
-      WARN("CUDA executor: a staged kernel runs at most %d threads per block on device %d (%d "
-           "needed)",
-           attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
+      WARN(
+          "CUDA executor: a staged kernel runs at most %d threads per block on device %d (%d "
+          "needed)",
+          attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
       res = ncclUnhandledCudaError;
       goto fail;
     }

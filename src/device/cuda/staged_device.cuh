@@ -21,11 +21,11 @@
 
 namespace baton {
 
-/* 16-byte vectors a source and thread (stage_reduce, stage_copy_out): about 8 loads in flight a thread, whatever
- * the sources. On 4 H100s 2 a source beats 4 at every size (OneShot AllReduce 256 KiB 10.3 us
- * against 12.0, TwoShot 4 MiB 38.9 against 42.0); on 2, 4 a source beats 2 from 1 MiB (OneShot
- * 4 MiB 32.0 against 38.2). 8 a source was slower still on 4, and ptxas ran 19 min at 11 GB on
- * it for every type. bench_stage.cu's variants set STAGE_UNROLL (one depth for every count). */
+/* 16-byte vectors a source and thread (stage_reduce, stage_copy_out): about 8 loads in flight a
+ * thread, whatever the sources. On 4 H100s 2 a source beat 4 at every size (OneShot AllReduce
+ * 256 KiB 10.3 us against 12.0, TwoShot 4 MiB 38.9 against 42.0); on 2, 4 a source beat 2 from
+ * 1 MiB (OneShot 4 MiB 32.0 against 38.2). 8 a source was slower still on 4, and ptxas ran 19 min
+ * at 11 GB on it for every type. bench_stage.cu's variants set STAGE_UNROLL (one for all). */
 #ifndef STAGE_GROUP
 #define STAGE_GROUP 4 /* sources in flight together (one at a time: 2.5 us a source, now 1.1) */
 #endif
@@ -125,9 +125,8 @@ static __device__ __noinline__ void stage_reduce_u(const stage_smem_t& s, const 
 #pragma unroll
       for (int j = 0; j < STAGE_GROUP; j++) {
         const int r = g + j;
-        const uint4* src = r < it.n
-                               ? reinterpret_cast<const uint4*>(s.base[r] + STAGE_DATA_OFF + soff)
-                               : nullptr;
+        const uint4* src =
+            r < it.n ? reinterpret_cast<const uint4*>(s.base[r] + STAGE_DATA_OFF + soff) : nullptr;
 #pragma unroll
         for (int u = 0; u < U; u++) {
           const size_t v = v0 + (size_t)u * CUDA_EXEC_THREADS;
