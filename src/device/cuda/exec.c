@@ -145,6 +145,23 @@ static void progress_fini(cuda_exec_t* ex) {
   ex->d_progress = NULL;
 }
 
+/* Loads kern, a kernel launched with the narrow block (direct or staged), now rather than inside
+ * a later stream capture, and checks that it runs that many threads a block. *loaded false: its
+ * module does not load on this device (built for other architectures). */
+static ncclResult_t narrow_kernel_load(cuda_exec_t* ex, const void* kern, const char* what,
+                                       bool* loaded) {
+  struct cudaFuncAttributes attr;
+  *loaded = false;
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, kern));
+  *loaded = true;
+  if (attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
+    WARN("CUDA executor: %s runs at most %d threads per block on device %d (%d needed)", what,
+         attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 /* ---- executor_ops_t ------------------------------------------------------------------------- */
 static ncclResult_t cuda_exec_fini(void* state);
 
@@ -200,30 +217,14 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
       goto fail;
     }
   }
-  { /* the direct algorithms' kernel, loaded now too (not inside a later stream capture) */
-    struct cudaFuncAttributes attr;
+  { /* the direct algorithms' kernel and the staged ones (one a datatype), loaded now too */
+    bool loaded = true;
     ex->kern_direct = cuda_direct_kernel();
-    CUDA_CHECK_GOTO(cudaFuncGetAttributes(&attr, ex->kern_direct), res, no_kernels);
-    if (attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
-      WARN(
-          "CUDA executor: the direct kernel runs at most %d threads per block on device %d (%d "
-          "needed)",
-          attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
-      res = ncclUnhandledCudaError;
-      goto fail;
-    }
-  }
-  for (int t = 0; t < ncclNumTypes; t++) { /* the staged kernels, one a datatype, the same way */
-    struct cudaFuncAttributes attr;
-    CUDA_CHECK_GOTO(cudaFuncGetAttributes(&attr, cuda_staged_kernel(t)), res, no_kernels);
-    if (attr.maxThreadsPerBlock < CUDA_EXEC_NARROW_THREADS) {
-      WARN(
-          "CUDA executor: a staged kernel runs at most %d threads per block on device %d (%d "
-          "needed)",
-          attr.maxThreadsPerBlock, ex->device, CUDA_EXEC_NARROW_THREADS);
-      res = ncclUnhandledCudaError;
-      goto fail;
-    }
+    res = narrow_kernel_load(ex, ex->kern_direct, "the direct kernel", &loaded);
+    for (int t = 0; t < ncclNumTypes && res == ncclSuccess; t++)
+      res = narrow_kernel_load(ex, cuda_staged_kernel(t), "a staged kernel", &loaded);
+    if (!loaded) goto no_kernels;
+    if (res != ncclSuccess) goto fail;
   }
   const int64_t nt = param_int(PARAM_NTHREADS);
   ex->wide_mode = nt == CUDA_EXEC_WIDE_THREADS     ? CUDA_WIDE_ALWAYS
