@@ -30,6 +30,11 @@ static bool work_is_direct(const work_t* w) {
   return !func_is_p2p(w->func) && (w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT);
 }
 
+/* A staged direct item (device.h): it runs on the peers' staging and uses no connection. */
+static bool work_is_staged(const work_t* w) {
+  return work_is_direct(w) && w->proto == PROTO_SIMPLE;
+}
+
 /* ---- One item ----------------------------------------------------------------------------------
  */
 /* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of
@@ -232,7 +237,7 @@ static ncclResult_t b_item(cuda_exec_t* ex, builder_t* b, int c, const work_t* w
   CHECK(pack_item(ex, c, w, &ex->args.works[b->nworks], &b->net));
   b->not_simple |= w->proto != PROTO_SIMPLE;
   b->direct = work_is_direct(w);
-  const int staged = b->direct && w->proto == PROTO_SIMPLE ? (int)w->dtype : -1;
+  const int staged = work_is_staged(w) ? (int)w->dtype : -1;
   b->staged_type = b->nworks == 0 || b->staged_type == staged ? staged : -1;
   b->nworks++;
   return ncclSuccess;
@@ -450,11 +455,11 @@ ncclResult_t cuda_plan_launch(cuda_exec_t* ex, const plan_t* plan, cudaStream_t 
     total += (size_t)plan->nwork[c];
     /* the channel's entry (its connections) for the collectives that use connections: staged
      * items use none, and syncing 32 channels' entries for them cost the host 10 % of an eager
-     * 64 KiB all-reduce on 4 H100s (a sampled profile, run 86) */
+     * 64 KiB all-reduce on 4 H100s (a sampled profile) */
     bool conns = false;
     for (int i = 0; i < plan->nwork[c] && !conns; i++) {
       const work_t* w = &plan->works[c][i];
-      conns = !func_is_p2p(w->func) && !(work_is_direct(w) && w->proto == PROTO_SIMPLE);
+      conns = !func_is_p2p(w->func) && !work_is_staged(w);
     }
     if (conns) CHECK(cuda_chan_sync(ex, c));
   }
