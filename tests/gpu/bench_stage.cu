@@ -3,8 +3,8 @@
  *
  * Rank r runs on GPU r with its own stream, its own staging buffer (as the library shares it:
  * flags and round counters, then two halves) and every peer's staging mapped; each launch is one
- * float-sum AllReduce run by staged_device.cuh's own code (stage_block, kernel_staged.cu's body
- * for floats) on P blocks, block b being part b. Each configuration
+ * float-sum AllReduce run by staged_device.cuh's own code (stage_begin, stage_item, stage_end)
+ * on P blocks, block b being part b, as the library's direct kernel runs it. Each configuration
  * (OneShot or TwoShot, bytes, parts) is
  *   checked: CHECKS launches, each after every rank's input changed (in_r[i] = (7i + r) % 64 + k
  *            at launch k), each output compared on the GPU with the sum computed from that
@@ -19,8 +19,8 @@
  * Build: nvcc -O3 -arch=sm_90 -Iinclude -Isrc -std=c++17 tests/gpu/bench_stage.cu
  * Run:   bench_stage N [parts ...]  (exit status 1 when a check fails)
  * Built with -DBENCH_LIBKERNEL beside src/device/cuda/kernel_direct.cu, BENCH_LIBKERNEL=1 in the
- * environment runs the library's direct kernel (every datatype behind a switch, the LL direct
- * code beside, no marks) in the same harness instead: the kernel of launches that mix types. */
+ * environment runs the library's own direct kernel (every datatype, no marks) in the same
+ * harness instead. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,11 +67,23 @@ static __device__ __forceinline__ void phase_mark(int i) {
 
 __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
     stage_kernel(const __grid_constant__ cuda_args_small_t a) {
+  __shared__ baton::stage_smem_t s;
+  __shared__ volatile int stop;
   if (c_phases != 0 && blockIdx.x == 0 && threadIdx.x == 0) {
     g_last = gtimer();
     g_launches++;
   }
-  baton::stage_block<baton::ops_f32>(&a.hdr, a.works); /* kernel_staged.cu's float body */
+  baton::kctx_t k;
+  k.abort_flag = a.hdr.abort_flag;
+  k.status = a.hdr.status;
+  k.stop = &stop;
+  k.channel = blockIdx.x;
+  k.trace = nullptr;
+  if (threadIdx.x == 0) stop = 0;
+  const cuda_work_t* w = &a.works[a.hdr.first[blockIdx.x]];
+  baton::stage_item_t it;
+  baton::stage_begin(s, &a.hdr, w, it);
+  baton::stage_end(s, it, baton::stage_item<baton::ops_f32>(k, s, it, it.half));
   phase_mark(8);
 }
 

@@ -501,7 +501,13 @@ static __device__ void direct_block(const cuda_args_hdr_t* hdr, const cuda_work_
   __shared__ direct_smem_t d;
   __shared__ stage_smem_t s;
   __shared__ volatile int stop;
-  const kctx_t k = block_kctx(hdr, &stop);
+  kctx_t k;
+  k.abort_flag = hdr->abort_flag;
+  k.status = hdr->status;
+  k.stop = &stop;
+  k.channel = hdr->chan_id[blockIdx.x];
+  k.trace = nullptr;
+  if (threadIdx.x == 0) stop = 0;
   __syncthreads();
   const cuda_chan_t* ch = hdr->chans + k.channel;
   for (int i = hdr->first[blockIdx.x]; i < hdr->first[blockIdx.x + 1]; i++) {

@@ -8,11 +8,32 @@
 #include "device/cuda/staged_device.cuh"
 #include "device/cuda/staged_kernels.h"
 
+/* A block's items when every item of the launch is staged and of one datatype, O's (the host
+ * chose the kernel by it). */
+template <typename O>
+static __device__ void stage_block(const cuda_args_hdr_t* hdr, const cuda_work_t* works) {
+  __shared__ baton::stage_smem_t s;
+  __shared__ volatile int stop;
+  baton::kctx_t k;
+  k.abort_flag = hdr->abort_flag;
+  k.status = hdr->status;
+  k.stop = &stop;
+  k.channel = hdr->chan_id[blockIdx.x];
+  k.trace = nullptr;
+  if (threadIdx.x == 0) stop = 0;
+  for (int i = hdr->first[blockIdx.x]; i < hdr->first[blockIdx.x + 1]; i++) {
+    baton::stage_item_t it;
+    baton::stage_begin(s, hdr, &works[i], it);
+    if (!baton::stage_end(s, it, baton::stage_item<O>(k, s, it, it.half)))
+      return; /* every thread learnt it at a barrier */
+  }
+}
+
 template <typename O>
 __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
     baton_staged(const __grid_constant__ cuda_args_small_t args) {
   baton::progress_begin(&args.hdr); /* the progress watch counts these launches too */
-  baton::stage_block<O>(&args.hdr, args.works);
+  stage_block<O>(&args.hdr, args.works);
   baton::progress_end(&args.hdr);
 }
 

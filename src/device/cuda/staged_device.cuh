@@ -25,23 +25,10 @@ namespace baton {
  * thread, whatever the sources. On 4 H100s 2 a source beat 4 at every size (OneShot AllReduce
  * 256 KiB 10.3 us against 12.0, TwoShot 4 MiB 38.9 against 42.0); on 2, 4 a source beat 2 from
  * 1 MiB (OneShot 4 MiB 32.0 against 38.2). 8 a source was slower still on 4, and ptxas ran 19 min
- * at 11 GB on it for every type. */
+ * at 11 GB on it for every type. bench_stage.cu's variants set STAGE_UNROLL (one for all). */
+#ifndef STAGE_GROUP
 #define STAGE_GROUP 4 /* sources in flight together (one at a time: 2.5 us a source, now 1.1) */
-
-/* The context of this block of a direct or staged launch: its channel, the launch's abort flag
- * and status, and stop (in the caller's shared memory), cleared here for the caller's first
- * barrier to publish. */
-static __device__ __forceinline__ kctx_t block_kctx(const cuda_args_hdr_t* hdr,
-                                                    volatile int* stop) {
-  kctx_t k;
-  k.abort_flag = hdr->abort_flag;
-  k.status = hdr->status;
-  k.stop = stop;
-  k.channel = hdr->chan_id[blockIdx.x];
-  k.trace = nullptr;
-  if (threadIdx.x == 0) *stop = 0;
-  return k;
-}
+#endif
 
 /* One staged item as a block sees it (units: elements, unit bytes each). */
 struct stage_item_t {
@@ -238,16 +225,24 @@ template <typename O>
 static __device__ __forceinline__ void stage_reduce(const stage_smem_t& s, const stage_item_t& it,
                                                     size_t soff, char* dst, char* dst2,
                                                     size_t nbytes) {
+#ifdef STAGE_UNROLL
+  stage_reduce_u<O, STAGE_UNROLL>(s, it, soff, dst, dst2, nbytes);
+#else
   if (it.n <= 2)
     stage_reduce_u<O, 4>(s, it, soff, dst, dst2, nbytes);
   else
     stage_reduce_u<O, 2>(s, it, soff, dst, dst2, nbytes);
+#endif
 }
 static __device__ __forceinline__ void stage_copy_out(const stage_copies_t& c) {
+#ifdef STAGE_UNROLL
+  stage_copy_out_u<STAGE_UNROLL>(c);
+#else
   if (c.cnt <= 2)
     stage_copy_out_u<4>(c);
   else
     stage_copy_out_u<2>(c);
+#endif
 }
 
 /* Adds a copy of nbytes from rank p's staging at soff to dst to c. */
@@ -435,21 +430,6 @@ static __device__ bool stage_run(const kctx_t& k, stage_smem_t& s, const cuda_ar
   stage_item_t it;
   stage_begin(s, hdr, w, it);
   return stage_end(s, it, stage_typed(k, s, it, w->dtype, it.half));
-}
-
-/* A block's items when every item of the launch is staged and of one datatype, O's
- * (kernel_staged.cu: the host chose the kernel by it); stage_begin's barrier publishes stop. */
-template <typename O>
-static __device__ void stage_block(const cuda_args_hdr_t* hdr, const cuda_work_t* works) {
-  __shared__ stage_smem_t s;
-  __shared__ volatile int stop;
-  const kctx_t k = block_kctx(hdr, &stop);
-  for (int i = hdr->first[blockIdx.x]; i < hdr->first[blockIdx.x + 1]; i++) {
-    stage_item_t it;
-    stage_begin(s, hdr, &works[i], it);
-    if (!stage_end(s, it, stage_item<O>(k, s, it, it.half)))
-      return; /* every thread learnt it at a barrier */
-  }
 }
 
 }  // namespace baton
