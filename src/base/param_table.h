@@ -92,8 +92,8 @@ PARAM_ROW(ALGO, "NCCL_ALGO", PARAM_STR, NULL,
 PARAM_ROW(PROTO, "NCCL_PROTO", PARAM_STR, NULL,
           "Protocols allowed: list of Simple, LL, LL128; ^ excludes; per-collective form allowed")
 PARAM_ROW(NTHREADS, "NCCL_NTHREADS", PARAM_INT, "0",
-          "CUDA threads per block: 256 or 512 for every launch; 0: 512 for launches that only run "
-          "Simple, 256 for the others")
+          "CUDA threads per block: 256 or 512 for every launch; 0: 512 for launches of "
+          "collectives that only run Simple, 256 for the others (LL, LL128, point-to-point alone)")
 
 /* Transports */
 PARAM_ROW(P2P_DISABLE, "NCCL_P2P_DISABLE", PARAM_INT, "0", "Disable the P2P (CUDA IPC) transport")

@@ -237,8 +237,8 @@ static ncclResult_t cuda_exec_init(const exec_comm_t* comm, void** state_out) {
         (long long)nt, CUDA_EXEC_NARROW_THREADS, CUDA_EXEC_WIDE_THREADS);
   CHECK_GOTO(cuda_conns_init(ex), res, fail);
   INFO(NCCL_INIT,
-       "CUDA executor: rank %d on device %d, %d channels, %d threads per block (%d when every "
-       "item runs Simple), up to %d items per launch",
+       "CUDA executor: rank %d on device %d, %d channels, %d threads per block (%d when the "
+       "items run Simple and one is a collective), up to %d items per launch",
        comm->rank, ex->device, comm->nchannels, CUDA_EXEC_NARROW_THREADS, CUDA_EXEC_WIDE_THREADS,
        CUDA_LARGE_WORKS);
   *state_out = ex;
