@@ -68,7 +68,8 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
 #define COLL_ZC_MIN_BYTES_WHOLE (64 << 10)
 #define COLL_ZC_MIN_BYTES_PARTS (512 << 10)
 /* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
- * slice of D bytes is cut into chunks so the hops overlap. h hops over D/C chunks of C bytes take
+ * slice of D bytes is cut into chunks so the hops overlap (not a chain of GPUs on one host: a slot
+ * a step there, plan_chunk says why). h hops over D/C chunks of C bytes take
  * (D/C + h - 1) step times; a step costs its C bytes plus a fixed cost (waits, barriers, the
  * publishing fence), counted as the bytes a block could have moved meanwhile:
  * NCCL_BATON_PIPE_STEP_COST_BYTES (param_table.h, 48 KiB). The total D*cost/C + D + (h-1)*C is

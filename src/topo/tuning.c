@@ -12,7 +12,9 @@
  *                         all-gather)
  *   ring AllGather,
  *   ring ReduceScatter    n-1 hops, (n-1)/n * bytes per link
- *   ring Broadcast/Reduce n-1 hops (a pipelined chain), bytes per link
+ *   ring Broadcast/Reduce n-1 hops (a pipelined chain), bytes per link; Simple on one host of
+ *                         more than 2 GPUs: its own base and share of the GPU's NVLink bandwidth
+ *                         (chain_base_us, chain_bw below)
  *   (h of a ring's n links cross hosts, so h/n of its hops are inter-host)
  *   tree AllReduce        ceil(log2 n) hops up to the root and as many back down, of which
  *                         ceil(log2 h) each way cross hosts (the top levels); the whole buffer
@@ -53,6 +55,13 @@ static const double proto_bw[PROTO_COUNT] = {
     [PROTO_SIMPLE] = 0.90,
 };
 static const double tree_bw_efficiency = 0.9;
+/* A Simple chain (Broadcast, Reduce) of more than 2 GPUs on one host, a slot a step (plan.c):
+ * its fixed cost beside the hops' latency, and the share of a GPU's NVLink bandwidth
+ * (stage_read_gbs) it moves. Fitted on 4 H100s, 256 KiB-32 MiB in graph replay (within 10 %):
+ * Broadcast 13.3-116.5 us, Reduce 14.3-124.0; the all-reduce ring's constants priced these
+ * chains 2x too dear below 4 MiB, so the staged algorithms were chosen where the chain wins. */
+static const double chain_base_us[FUNC_COUNT] = {[FUNC_BROADCAST] = 8.4, [FUNC_REDUCE] = 10.5};
+static const double chain_bw[FUNC_COUNT] = {[FUNC_BROADCAST] = 0.87, [FUNC_REDUCE] = 0.82};
 /* Fixed cost of a direct (OneShot/TwoShot) LL operation: one pass of the kernel, no chain of
  * steps; and the share of the channels' bandwidth its lines reach (run 66: 5-7 us, 0.35-0.4). */
 static const double direct_base_us = 6.0;
@@ -173,6 +182,10 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
       default: /* Broadcast, Reduce */
         hops = n - 1;
         link_bytes = t->nranks > 1 ? (double)bytes : 0.0;
+        if (!multi_host && t->nranks > 2 && proto == PROTO_SIMPLE && t->stage_read_gbs > 0.0 &&
+            chain_bw[func] > 0.0)
+          return chain_base_us[func] + hops * t->intra_lat_us * proto_hop_factor[proto] +
+                 link_bytes / (t->stage_read_gbs * 1e3 * chain_bw[func]);
         break;
     }
     inter_hops = multi_host ? hops * nhosts / n : 0.0;

@@ -612,6 +612,43 @@ START_TEST(test_plan_items_decided) {
 }
 END_TEST
 
+/* A chain's steps (Broadcast, Reduce on more than 2 ranks): on GPUs of one host a slot each;
+ * on the host executor, and between hosts, the pipeline's chunk (coll_pipe_chunk_bytes). */
+START_TEST(test_plan_chain_steps) {
+  setenv("NCCL_ALGO", "Ring", 1);
+  setenv("NCCL_PROTO", "Simple", 1);
+  param_reload();
+  static float a[1 << 20], b[1 << 20];
+  const size_t slot = (4 << 20) / NCCL_STEPS;
+  for (int func = FUNC_BROADCAST; func <= FUNC_REDUCE; func++) {
+    for (int mode = 0; mode < 3; mode++) { /* host threads; GPUs of one host; GPUs on 2 hosts */
+      plan_world_t w = world_make(4, 1);
+      w.cc->pipe_cost_bytes = TEST_PIPE_COST;
+      w.cc->kernels = mode > 0;
+      w.cc->tuning.nhosts = mode == 2 ? 2 : 1;
+      coll_task_t t = task(func, ncclFloat32, (size_t)1 << 20, a, b, 0, DEV_OP_SUM);
+      ck_assert_int_eq(build(&w, &t, 1), ncclSuccess);
+      const plan_t* p = &w.cc->plan;
+      ck_assert_int_eq(p->nchannels, 4);
+      for (int c = 0; c < 4; c++) {
+        ck_assert_int_eq(p->nwork[c], 1);
+        const work_t* x = &p->works[c][0];
+        ck_assert_int_eq(x->algo, ALGO_RING);
+        const size_t want =
+            mode == 1 ? slot : coll_pipe_chunk_bytes(x->chan_count * 4, 3, slot, TEST_PIPE_COST);
+        ck_assert_msg(x->chunk * 4 == want, "mode %d channel %d: steps of %zu bytes, not %zu", mode,
+                      c, x->chunk * 4, want);
+        ck_assert_uint_lt(coll_pipe_chunk_bytes(x->chan_count * 4, 3, slot, TEST_PIPE_COST), slot);
+      }
+      world_free(&w);
+    }
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+}
+END_TEST
+
 /* Each channel's slice of a collective, against the split the planner promises, handed out here
  * channel by channel: every channel but the last takes the same share, whole 16-byte units
  * (align elements), the smallest share with which nch channels cover the count; the last takes
@@ -788,6 +825,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_model_holds_to_measurements);
   tcase_add_test(tc, test_plan_items_decided);
   tcase_add_test(tc, test_plan_channel_slices);
+  tcase_add_test(tc, test_plan_chain_steps);
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);
   tcase_add_test(tc, test_direct_all_or_none);
