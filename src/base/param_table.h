@@ -186,7 +186,7 @@ PARAM_ROW(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", PARAM_STR, NULL,
           "may pick algorithm, protocol and channels. Default: libnccl-tuner.so, else the net "
           "plugin's library")
 PARAM_ROW(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", PARAM_STR, NULL,
-          "Profiler plugin (ncclProfiler_v5 .. _v1): group, collective, point-to-point and API "
+          "Profiler plugin (ncclProfiler_v7 .. _v1): group, collective, point-to-point and API "
           "events, kernel launches, and channel events on the host executor. Default: "
           "libnccl-profiler.so, else the net plugin's library")
 
