@@ -165,16 +165,34 @@ typedef struct prof_net_plugin {
   void* data;
 } prof_net_plugin_t;
 
-/* The v5 event descriptor: Baton builds this one and adapts it for older plugins. */
+typedef struct prof_kernel_ch { /* v4 on (v3's has the channel only) */
+  uint8_t channel;
+  uint64_t ptimer; /* start time: the GPU's globaltimer */
+} prof_kernel_ch_t;
+
+typedef struct prof_group_api { /* v5 on */
+  bool graph_captured;
+  int group_depth;
+} prof_group_api_t;
+
+typedef struct prof_ce_sync { /* v6 on */
+  bool is_complete;
+  int nranks;
+} prof_ce_sync_t;
+
+typedef struct prof_ce_batch { /* v6 on */
+  int nops;
+  size_t total_bytes;
+  bool use_intra_sync;
+} prof_ce_batch_t;
+
+/* The v5 event descriptor (v6's is it with three more members). */
 typedef struct prof_descr_v5 {
   uint64_t type; /* one PROF_* bit */
   void* parent;  /* the parent event's handle, or NULL */
   int rank;
   union {
-    struct {
-      bool graph_captured;
-      int group_depth;
-    } group_api;
+    prof_group_api_t group_api;
     struct {
       const char* func;
       size_t count;
@@ -220,11 +238,7 @@ typedef struct prof_descr_v5 {
     struct {
       int step;
     } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t
-          ptimer; /* start time: the GPU's globaltimer (the host clock for the host executor) */
-    } kernel_ch;
+    prof_kernel_ch_t kernel_ch; /* ptimer: the host clock on the host executor */
     prof_net_plugin_t net_plugin;
   };
 } prof_descr_v5_t;
@@ -265,10 +279,7 @@ typedef struct prof_descr_v7 {
   void* parent;  /* the parent event's handle, or NULL */
   int rank;
   union {
-    struct {
-      bool graph_captured;
-      int group_depth;
-    } group_api;
+    prof_group_api_t group_api;
     struct {
       const char* func;
       size_t count;
@@ -320,10 +331,7 @@ typedef struct prof_descr_v7 {
     struct {
       int step;
     } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t ptimer;
-    } kernel_ch;
+    prof_kernel_ch_t kernel_ch;
     prof_net_plugin_t net_plugin;
     struct {
       uint64_t seq;
@@ -341,15 +349,8 @@ typedef struct prof_descr_v7 {
       void* stream;
       uint64_t user_tag;
     } ce_coll;
-    struct {
-      bool is_complete;
-      int nranks;
-    } ce_sync;
-    struct {
-      int nops;
-      size_t total_bytes;
-      bool use_intra_sync;
-    } ce_batch;
+    prof_ce_sync_t ce_sync;
+    prof_ce_batch_t ce_batch;
     struct {
       uint8_t channel;
       uint8_t phase; /* 0 initial sync, 1 compute, 2 final sync */
@@ -385,15 +386,8 @@ typedef struct prof_descr_v6 {
           uint32_t ce_seq;
           void* stream;
         } ce_coll;
-        struct {
-          bool is_complete;
-          int nranks;
-        } ce_sync;
-        struct {
-          int nops;
-          size_t total_bytes;
-          bool use_intra_sync;
-        } ce_batch;
+        prof_ce_sync_t ce_sync;
+        prof_ce_batch_t ce_batch;
       };
     } ce;
   };
@@ -451,10 +445,7 @@ typedef struct prof_descr_v4 {
     struct {
       int step;
     } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t ptimer;
-    } kernel_ch;
+    prof_kernel_ch_t kernel_ch;
     prof_net_plugin_t net_plugin;
   };
 } prof_descr_v4_t;
@@ -634,11 +625,7 @@ _Static_assert(offsetof(prof_descr_v7_t, coll.parent_group) ==
                    offsetof(prof_descr_v7_t, p2p_api.graph_captured) ==
                        offsetof(prof_descr_v5_t, p2p_api.graph_captured) &&
                    offsetof(prof_descr_v7_t, p2p.parent_group) ==
-                       offsetof(prof_descr_v5_t, p2p.parent_group) &&
-                   offsetof(prof_descr_v7_t, kernel_ch.ptimer) ==
-                       offsetof(prof_descr_v5_t, kernel_ch.ptimer) &&
-                   offsetof(prof_descr_v7_t, group_api.group_depth) ==
-                       offsetof(prof_descr_v5_t, group_api.group_depth),
+                       offsetof(prof_descr_v5_t, p2p.parent_group),
                "v7's members begin as v5's");
 _Static_assert(sizeof(prof_descr_v6_t) == 112 && offsetof(prof_descr_v6_t, ce.ce_coll) == 24,
                "ncclProfilerEventDescr_v6_t");

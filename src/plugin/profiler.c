@@ -124,9 +124,9 @@ static uint8_t profiler_proto_number(const char* s) {
 }
 
 /* ---- Adapting descriptors -------------------------------------------------------------------- */
-/* v6 and v5: each v7 member begins with its v5 namesake (plugin_abi.h checks the offsets), so the
- * older member is the first bytes of the newer one. Copy-engine and KernelPhase events never get
- * here: Baton emits neither. */
+/* v6 and v5: each v7 member is its v5 namesake (a shared type) or begins with its fields
+ * (plugin_abi.h checks the offsets), so the older member is the first bytes of the newer one.
+ * Copy-engine and KernelPhase events never get here: Baton emits neither. */
 static void profiler_to_v5(const prof_descr_v7_t* d, prof_descr_v5_t* o) {
   memset(o, 0, sizeof(*o));
   o->type = d->type;
@@ -134,7 +134,7 @@ static void profiler_to_v5(const prof_descr_v7_t* d, prof_descr_v5_t* o) {
   o->rank = d->rank;
   switch (d->type) {
     case PROF_GROUP_API:
-      memcpy(&o->group_api, &d->group_api, sizeof(o->group_api));
+      o->group_api = d->group_api;
       break;
     case PROF_COLL_API:
       memcpy(&o->coll_api, &d->coll_api, sizeof(o->coll_api));
@@ -158,7 +158,7 @@ static void profiler_to_v5(const prof_descr_v7_t* d, prof_descr_v5_t* o) {
       o->proxy_step.step = d->proxy_step.step;
       break;
     case PROF_KERNEL_CH:
-      memcpy(&o->kernel_ch, &d->kernel_ch, sizeof(o->kernel_ch));
+      o->kernel_ch = d->kernel_ch;
       break;
     case PROF_NET_PLUGIN:
       o->net_plugin = d->net_plugin;
@@ -204,8 +204,7 @@ static void profiler_to_v4(const prof_descr_v5_t* d, prof_descr_v4_t* o) {
       o->proxy_step.step = d->proxy_step.step;
       break;
     case PROF_KERNEL_CH:
-      o->kernel_ch.channel = d->kernel_ch.channel;
-      o->kernel_ch.ptimer = d->kernel_ch.ptimer;
+      o->kernel_ch = d->kernel_ch;
       break;
     case PROF_NET_PLUGIN:
       o->net_plugin = d->net_plugin;

@@ -417,10 +417,15 @@ static void check_v5_events(int version, bool tagged) {
   free_lines(lines);
 }
 
-START_TEST(test_profiler_v5) {
-  setenv("NCCL_PROFILER_PLUGIN", plugin_path("libnccl-profiler-testv5.so"), 1);
+/* Runs body on 2 ranks with the profiler plugin `plugin` (a path, or a name's suffix). */
+static void profiler_run(const char* plugin, itest_body_t body) {
+  setenv("NCCL_PROFILER_PLUGIN", plugin, 1);
   itest_opts_t o = {.nranks = 2, .timeout_s = 120};
-  ck_assert_int_eq(itest_run(&o, profiler_body, NULL), 0);
+  ck_assert_int_eq(itest_run(&o, body, NULL), 0);
+}
+
+START_TEST(test_profiler_v5) {
+  profiler_run(plugin_path("libnccl-profiler-testv5.so"), profiler_body);
   check_v5_events(5, false);
 }
 END_TEST
@@ -428,25 +433,19 @@ END_TEST
 /* Libraries exporting only ncclProfiler_v6 / _v7 are loaded (the newest symbol first, as stock);
  * v6 gets v5's events in its descriptor, v7 the user tags too. */
 START_TEST(test_profiler_v6) {
-  setenv("NCCL_PROFILER_PLUGIN", "testv6", 1);
-  itest_opts_t o = {.nranks = 2, .timeout_s = 120};
-  ck_assert_int_eq(itest_run(&o, profiler_tagged_body, NULL), 0);
+  profiler_run("testv6", profiler_tagged_body);
   check_v5_events(6, true);
 }
 END_TEST
 
 START_TEST(test_profiler_v7) {
-  setenv("NCCL_PROFILER_PLUGIN", plugin_path("libnccl-profiler-testv7.so"), 1);
-  itest_opts_t o = {.nranks = 2, .timeout_s = 120};
-  ck_assert_int_eq(itest_run(&o, profiler_tagged_body, NULL), 0);
+  profiler_run(plugin_path("libnccl-profiler-testv7.so"), profiler_tagged_body);
   check_v5_events(7, true);
 }
 END_TEST
 
 START_TEST(test_profiler_v1) {
-  setenv("NCCL_PROFILER_PLUGIN", "testv1", 1);
-  itest_opts_t o = {.nranks = 2, .timeout_s = 120};
-  ck_assert_int_eq(itest_run(&o, profiler_body, NULL), 0);
+  profiler_run("testv1", profiler_body);
   int n;
   char** lines = read_lines(&n);
   int pids[4];
