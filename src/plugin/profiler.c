@@ -84,6 +84,9 @@ ncclResult_t profiler_open(const profiler_comm_info_t* info, profiler_t** out) {
     return ncclSuccess;
   }
   p->mask = mask & profiler_version_types(version);
+  /* As stock: a KernelPhase is a KernelCh's child, so asking for one turns the other on (Baton
+   * emits no KernelPhase, but the plugin gets the KernelCh events stock would give it). */
+  if (p->mask & PROF_KERNEL_PHASE) p->mask |= PROF_KERNEL_CH;
   INFO(NCCL_INIT, "PROFILER/Plugin: %s (%s) asks for events 0x%x", *(const char* const*)table,
        profiler_symbols[version], mask);
   *out = p;

@@ -444,6 +444,36 @@ START_TEST(test_profiler_v7) {
 }
 END_TEST
 
+/* A v7 plugin asking for KernelPhase only gets KernelCh events (stock turns them on with it;
+ * Baton emits no KernelPhase), each with its stop state; a v6 plugin asking the same gets none
+ * (v6 has no KernelPhase). */
+START_TEST(test_profiler_kernel_phase_mask) {
+  char ask[16];
+  snprintf(ask, sizeof(ask), "%d", PROF_KERNEL_PHASE);
+  setenv("BATON_TEST_PROFILER_MASK", ask, 1);
+  profiler_run("testv7", profiler_body);
+  profiler_run("testv6", profiler_body);
+  int n;
+  char** lines = read_lines(&n);
+  int pids7[4], pids6[4];
+  ck_assert_int_eq(plugin_pids(lines, "prof init v7 nranks 2", pids7, 4), 2);
+  ck_assert_int_eq(plugin_pids(lines, "prof init v6 nranks 2", pids6, 4), 2);
+  for (int k = 0; k < 2; k++) {
+    prof_event_t ev[256];
+    int ne = parse_events(lines, pids7[k], ev, 256);
+    ck_assert_int_ge(ne, 3); /* the AllReduce's channel(s), the send's and the receive's */
+    ck_assert_int_eq(count_type(ev, ne, PROF_KERNEL_CH), ne);
+    for (int i = 0; i < ne; i++)
+      ck_assert_msg(ev[i].stops == 1 && ev[i].nstates == 1 &&
+                        ev[i].states[0] == PROF_STATE_KERNEL_CH_STOP && ev[i].parent == 0,
+                    "KernelCh %d: %d stops, %d states, parent %d", ev[i].id, ev[i].stops,
+                    ev[i].nstates, ev[i].parent);
+    ck_assert_int_eq(parse_events(lines, pids6[k], ev, 256), 0);
+  }
+  free_lines(lines);
+}
+END_TEST
+
 START_TEST(test_profiler_v1) {
   profiler_run("testv1", profiler_body);
   int n;
@@ -487,6 +517,7 @@ static Suite* plugins_suite(void) {
   tcase_add_test(tc, test_profiler_v5);
   tcase_add_test(tc, test_profiler_v6);
   tcase_add_test(tc, test_profiler_v7);
+  tcase_add_test(tc, test_profiler_kernel_phase_mask);
   tcase_add_test(tc, test_profiler_v1);
   suite_add_tcase(s, tc);
   return s;
