@@ -8,8 +8,8 @@
  * excludes; profiler v5, and v6 and v7 from libraries exporting only that symbol: API, group,
  * collective, point-to-point, launch and channel events, each parented as stock does it, started
  * after its parent and stopped once (a Coll or P2p before its Group); v7 also the user tag of a
- * *Config call on its API and Coll events, 0 elsewhere; v1: numbers instead of names, no newer
- * event types.
+ * *Config call on its API and Coll events, 0 elsewhere, and KernelCh events when it asks for
+ * KernelPhase; v1: numbers instead of names, no newer event types.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
