@@ -178,15 +178,15 @@ PARAM_ROW(P2P_PXN_LEVEL, "NCCL_P2P_PXN_LEVEL", PARAM_INT, "2",
 
 /* Plugins: a library name, a path, or a suffix (libnccl-<kind>-<suffix>.so); none disables */
 PARAM_ROW(ENV_PLUGIN, "NCCL_ENV_PLUGIN", PARAM_STR, NULL,
-          "Environment plugin (ncclEnvPlugin_v1): Baton reads every NCCL_* variable through its "
+          "Environment plugin (ncclEnvPlugin_v2, _v1): Baton reads every NCCL_* variable through its "
           "getEnv; itself read from the process environment. Default: libnccl-env.so if present")
 
 PARAM_ROW(TUNER_PLUGIN, "NCCL_TUNER_PLUGIN", PARAM_STR, NULL,
-          "Tuner plugin (ncclTunerPlugin_v5 .. _v2): sees the cost table of every collective and "
+          "Tuner plugin (ncclTunerPlugin_v6 .. _v2): sees the cost table of every collective and "
           "may pick algorithm, protocol and channels. Default: libnccl-tuner.so, else the net "
           "plugin's library")
 PARAM_ROW(PROFILER_PLUGIN, "NCCL_PROFILER_PLUGIN", PARAM_STR, NULL,
-          "Profiler plugin (ncclProfiler_v5 .. _v1): group, collective, point-to-point and API "
+          "Profiler plugin (ncclProfiler_v7 .. _v1): group, collective, point-to-point and API "
           "events, kernel launches, and channel events on the host executor. Default: "
           "libnccl-profiler.so, else the net plugin's library")
 

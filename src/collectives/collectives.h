@@ -119,9 +119,11 @@ typedef struct coll_task {
   int nchannels;
   bool forced;
   double model_us;
-  /* Profiler plugin handles (NULL without one): the call's API event, the task's event. */
+  /* Profiler plugin handles (NULL without one): the call's API event, the task's event; the
+   * call's userProfilerTag (0: none). */
   void* prof_api;
   void* prof_event;
+  uint64_t prof_tag;
 } coll_task_t;
 
 typedef struct coll_task_list {
@@ -332,7 +334,7 @@ void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* a
                       const char** why);
 /* A call's CollApi / P2pApi event (starting this thread's GroupApi event if none runs). */
 void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
-                          ncclDataType_t dtype, int root, cudaStream_t stream);
+                          ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag);
 void coll_prof_api_end(struct coll_comm* cc, void* handle);
 /* The outermost ncclGroupEnd starts, and returns. */
 void coll_prof_group_end_begin(void);

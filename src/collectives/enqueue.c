@@ -17,6 +17,7 @@ typedef struct coll_args {
   cudaStream_t stream;
   void* prof_api; /* the call's profiler API event (plugins.c), NULL without one */
   const ncclCollConfig_t* config; /* a *Config call's, NULL otherwise */
+  uint64_t prof_tag;              /* from config: its userProfilerTag */
   uint16_t select;                /* from config: coll_task_t.select, select_forced, min_ch, */
   bool select_forced;             /* max_ch */
   int16_t min_ch, max_ch;
@@ -116,9 +117,9 @@ static ncclResult_t enqueue_check_size(const coll_args_t* a) {
  * later fields read as the initializer's): algSelection into a->select (an invalid or
  * unsatisfiable one is an error with forceAlgSelection 1, automatic selection with 0), CTA bounds
  * into a->min_ch / max_ch (out of 1..64 ignored, as stock; bounds of AlltoAll, Gather and Scatter,
- * which are point-to-point, are ignored too). cgaClusterSize, nvlsCTAs, CTAPolicy,
- * userProfilerTag and vendor extensions change nothing in Baton; a launchCompletionEvent is
- * refused (not built). */
+ * which are point-to-point, are ignored too), userProfilerTag into a->prof_tag (for profiler
+ * plugins). cgaClusterSize, nvlsCTAs, CTAPolicy and vendor extensions change nothing in Baton; a
+ * launchCompletionEvent is refused (not built). */
 #define ENQUEUE_MAX_CTAS 64
 static ncclResult_t enqueue_config(coll_args_t* a) {
   const ncclCollConfig_t defaults = NCCL_COLLCONFIG_INITIALIZER;
@@ -149,6 +150,7 @@ static ncclResult_t enqueue_config(coll_args_t* a) {
          "an event on the stream after the call", a->api);
     return ncclInvalidUsage;
   }
+  a->prof_tag = c.userProfilerTag;
   bool p2p = a->func >= FUNC_COUNT;
   int lo = c.minCTAs >= 1 && c.minCTAs <= ENQUEUE_MAX_CTAS ? c.minCTAs : 0;
   int hi = c.maxCTAs >= 1 && c.maxCTAs <= ENQUEUE_MAX_CTAS ? c.maxCTAs : 0;
@@ -244,7 +246,8 @@ static ncclResult_t enqueue_task(const coll_args_t* a, int func, const void* sen
                    .select_forced = a->select_forced,
                    .min_ch = a->min_ch,
                    .max_ch = a->max_ch,
-                   .prof_api = a->prof_api};
+                   .prof_api = a->prof_api,
+                   .prof_tag = a->prof_tag};
   return coll_task_append(coll_of(a->comm), &t);
 }
 
@@ -348,8 +351,8 @@ static ncclResult_t enqueue_call(coll_args_t* a, bool* held) {
   bool implicit = coll_group_depth() == 0;
   if (implicit) coll_group_start();
   bool p2p = a->func == FUNC_SEND || a->func == FUNC_RECV || a->func >= FUNC_COUNT;
-  a->prof_api =
-      coll_prof_api_begin(cc, p2p, enqueue_name(a->func), a->count, a->dtype, a->root, a->stream);
+  a->prof_api = coll_prof_api_begin(cc, p2p, enqueue_name(a->func), a->count, a->dtype, a->root,
+                                    a->stream, a->prof_tag);
   res = enqueue_tasks(a, &op);
   coll_prof_api_end(cc, a->prof_api);
   coll_group_set_error(res);

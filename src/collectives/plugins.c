@@ -15,8 +15,13 @@
  *     they stop when the host executor has finished, or once the CUDA executor has launched;
  *   the host executor: KernelCh per task and channel, around the channel's list, with the host
  *     clock in ns where a GPU kernel would give its globaltimer.
+ * v7's user tag (a *Config call's userProfilerTag, 0 otherwise) rides on the API, Coll and P2p
+ * events of the call and of every task it made.
  * Not emitted: ProxyOp / ProxyStep / ProxyCtrl and net plugin events (the proxy moves FIFO slots
- * and knows no operations), and KernelCh for GPU kernels (they record no timestamps). */
+ * and knows no operations), KernelCh for GPU kernels (they record no timestamps), v6's copy-engine
+ * events (Baton runs no collective on copy engines) and v7's KernelPhase (the barrier phases of
+ * stock's symmetric kernels; Baton has none, so a Coll's kernel_variant stays NULL and
+ * is_sym_coll false). */
 #include <stdlib.h>
 #include <time.h>
 
@@ -130,30 +135,32 @@ static __thread void* prof_group_api;
 static __thread bool prof_group_end_recorded;
 
 void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
-                          ncclDataType_t dtype, int root, cudaStream_t stream) {
+                          ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag) {
   profiler_t* p = cc->prof;
   if (p == NULL) return NULL;
   if (prof_group_api == NULL && (profiler_mask(p) & PROF_GROUP_API)) {
-    prof_descr_v5_t g = {.type = PROF_GROUP_API, .rank = cc->rank};
+    prof_descr_v7_t g = {.type = PROF_GROUP_API, .rank = cc->rank};
     g.group_api.group_depth = coll_group_depth();
     prof_group_api = profiler_start(p, &g);
     prof_group_owner = p;
     prof_group_end_recorded = false;
     profiler_record(p, prof_group_api, PROF_STATE_GROUP_START_API_STOP, NULL);
   }
-  prof_descr_v5_t d = {
+  prof_descr_v7_t d = {
       .type = p2p ? PROF_P2P_API : PROF_COLL_API, .parent = prof_group_api, .rank = cc->rank};
   if (p2p) {
     d.p2p_api.func = func;
     d.p2p_api.count = count;
     d.p2p_api.datatype = datatype_name(dtype);
     d.p2p_api.stream = stream;
+    d.p2p_api.user_tag = tag;
   } else {
     d.coll_api.func = func;
     d.coll_api.count = count;
     d.coll_api.datatype = datatype_name(dtype);
     d.coll_api.root = root;
     d.coll_api.stream = stream;
+    d.coll_api.user_tag = tag;
   }
   return profiler_start(p, &d);
 }
@@ -193,14 +200,14 @@ void coll_prof_run_begin(struct coll_comm* cc) {
   if (p == NULL) return;
   int mask = profiler_mask(p);
   if (mask & (PROF_GROUP | PROF_COLL | PROF_P2P | PROF_KERNEL_CH)) {
-    prof_descr_v5_t g = {.type = PROF_GROUP, .rank = cc->rank};
+    prof_descr_v7_t g = {.type = PROF_GROUP, .rank = cc->rank};
     cc->prof_group = profiler_start(p, &g);
   }
   for (int i = 0; i < cc->running.n; i++) {
     coll_task_t* t = &cc->running.items[i];
     t->prof_event = NULL;
     bool p2p = t->func == FUNC_SEND || t->func == FUNC_RECV;
-    prof_descr_v5_t d = {
+    prof_descr_v7_t d = {
         .type = p2p ? PROF_P2P : PROF_COLL, .parent = t->prof_api, .rank = cc->rank};
     if (p2p) {
       d.p2p.func = coll_func_name(t->func);
@@ -211,6 +218,7 @@ void coll_prof_run_begin(struct coll_comm* cc) {
       d.p2p.nchannels = (uint8_t)coll_p2p_nchannels(t->count * datatype_size(t->dtype), cc->nranks,
                                                     cc->nchannels, cc->min_channels);
       d.p2p.parent_group = cc->prof_group;
+      d.p2p.user_tag = t->prof_tag;
     } else {
       d.coll.seq = cc->prof_seq[t->func]++;
       d.coll.func = coll_func_name(t->func);
@@ -224,6 +232,8 @@ void coll_prof_run_begin(struct coll_comm* cc) {
       d.coll.algo = coll_prof_algo(t->algo);
       d.coll.proto = coll_prof_proto(t->proto);
       d.coll.parent_group = cc->prof_group;
+      d.coll.user_tag = t->prof_tag; /* kernel_variant NULL, is_sym_coll false: no symmetric
+                                      * kernels */
     }
     t->prof_event = profiler_start(p, &d);
   }
@@ -231,7 +241,7 @@ void coll_prof_run_begin(struct coll_comm* cc) {
 
 void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream) {
   if (cc->prof == NULL) return NULL;
-  prof_descr_v5_t d = {.type = PROF_KERNEL_LAUNCH, .parent = prof_group_api, .rank = cc->rank};
+  prof_descr_v7_t d = {.type = PROF_KERNEL_LAUNCH, .parent = prof_group_api, .rank = cc->rank};
   d.kernel_launch.stream = stream;
   return profiler_start(cc->prof, &d);
 }
@@ -279,7 +289,7 @@ static void coll_prof_channel(void* arg, int channel, int start) {
     void** slot = &cc->prof_ch[base + (size_t)i];
     if (start) {
       coll_task_t* t = coll_prof_task_of(cc, &plan->works[channel][i]);
-      prof_descr_v5_t d = {
+      prof_descr_v7_t d = {
           .type = PROF_KERNEL_CH, .parent = t ? t->prof_event : NULL, .rank = cc->rank};
       d.kernel_ch.channel = (uint8_t)channel;
       d.kernel_ch.ptimer = now;

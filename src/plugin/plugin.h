@@ -1,7 +1,7 @@
 /* Baton plugin layer: stock NCCL's tuner and profiler plugins (NCCL_TUNER_PLUGIN,
- * NCCL_PROFILER_PLUGIN), every version 2.28 loads, behind one small interface each. It sits just
- * above base (the environment plugin lives in base: every variable is read through it) and knows
- * nothing of communicators: callers pass plain values. The ABIs are in plugin_abi.h.
+ * NCCL_PROFILER_PLUGIN), every version stock 2.32 loads, behind one small interface each. It sits
+ * just above base (the environment plugin lives in base: every variable is read through it) and
+ * knows nothing of communicators: callers pass plain values. The ABIs are in plugin_abi.h.
  *
  * A library is loaded once per process, on the first communicator that asks, and closed when the
  * last one lets go. Nothing here is on the hot path unless a plugin is loaded. */
@@ -48,9 +48,9 @@ typedef struct profiler_comm_info {
 ncclResult_t profiler_open(const profiler_comm_info_t* info, profiler_t** out);
 /* The event types the plugin asked for (PROF_* bits); 0 for NULL. */
 int profiler_mask(const profiler_t* p);
-/* Starts an event of a type the plugin asked for (v5 descriptor, adapted for older plugins; a
+/* Starts an event of a type the plugin asked for (v7 descriptor, adapted for older plugins; a
  * type the plugin's version lacks is not sent); returns its handle, NULL when none. */
-void* profiler_start(profiler_t* p, prof_descr_v5_t* d);
+void* profiler_start(profiler_t* p, prof_descr_v7_t* d);
 void profiler_record(profiler_t* p, void* handle, int state, prof_state_args_v5_t* args);
 void profiler_stop(profiler_t* p, void* handle); /* NULL handle: nothing */
 void profiler_close(profiler_t* p);              /* NULL is fine */

@@ -1,5 +1,5 @@
 /* The binary interfaces of stock NCCL's tuner plugins (ncclTunerPlugin_v2 .. _v6) and
- * profiler plugins (ncclProfiler_v1 .. _v5), as Baton loads them. Written here from the layouts
+ * profiler plugins (ncclProfiler_v1 .. _v7), as Baton loads them. Written here from the layouts
  * stock's headers define; the _Static_asserts hold sizes and offsets measured on x86-64 with a
  * probe compiled against stock's own headers, so a slip in a field shows at build time.
  * Plain C11: tests/unit plugins include it too. */
@@ -120,6 +120,10 @@ enum {
   PROF_COLL_API = 1 << 9,       /* v5 */
   PROF_P2P_API = 1 << 10,       /* v5 */
   PROF_KERNEL_LAUNCH = 1 << 11, /* v5 */
+  PROF_CE_COLL = 1 << 12,       /* v6: copy-engine collectives */
+  PROF_CE_SYNC = 1 << 13,       /* v6 */
+  PROF_CE_BATCH = 1 << 14,      /* v6 */
+  PROF_KERNEL_PHASE = 1 << 15,  /* v7: a phase of a kernel channel (stock's symmetric kernels) */
 };
 
 /* Event states (one numbering for every version). */
@@ -141,6 +145,9 @@ enum {
   PROF_STATE_KERNEL_CH_STOP = 22,
   PROF_STATE_GROUP_START_API_STOP = 23,
   PROF_STATE_GROUP_END_API_START = 24,
+  PROF_STATE_CE_COLL_START = 25, /* v6: 25 .. 30 start and complete CE coll, sync and batch */
+  PROF_STATE_CE_BATCH_COMPLETE = 30,
+  PROF_STATE_KERNEL_PHASE_STOP = 31, /* v7 */
 };
 
 /* Parts every version shares. */
@@ -158,16 +165,34 @@ typedef struct prof_net_plugin {
   void* data;
 } prof_net_plugin_t;
 
-/* The v5 event descriptor: Baton builds this one and adapts it for older plugins. */
+typedef struct prof_kernel_ch { /* v4 on (v3's has the channel only) */
+  uint8_t channel;
+  uint64_t ptimer; /* start time: the GPU's globaltimer */
+} prof_kernel_ch_t;
+
+typedef struct prof_group_api { /* v5 on */
+  bool graph_captured;
+  int group_depth;
+} prof_group_api_t;
+
+typedef struct prof_ce_sync { /* v6 on */
+  bool is_complete;
+  int nranks;
+} prof_ce_sync_t;
+
+typedef struct prof_ce_batch { /* v6 on */
+  int nops;
+  size_t total_bytes;
+  bool use_intra_sync;
+} prof_ce_batch_t;
+
+/* The v5 event descriptor (v6's is it with three more members). */
 typedef struct prof_descr_v5 {
   uint64_t type; /* one PROF_* bit */
   void* parent;  /* the parent event's handle, or NULL */
   int rank;
   union {
-    struct {
-      bool graph_captured;
-      int group_depth;
-    } group_api;
+    prof_group_api_t group_api;
     struct {
       const char* func;
       size_t count;
@@ -213,11 +238,7 @@ typedef struct prof_descr_v5 {
     struct {
       int step;
     } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t
-          ptimer; /* start time: the GPU's globaltimer (the host clock for the host executor) */
-    } kernel_ch;
+    prof_kernel_ch_t kernel_ch; /* ptimer: the host clock on the host executor */
     prof_net_plugin_t net_plugin;
   };
 } prof_descr_v5_t;
@@ -246,6 +267,152 @@ typedef struct profiler_v5 {
   ncclResult_t (*record_state)(void* handle, int state, prof_state_args_v5_t* args);
   ncclResult_t (*finalize)(void* ctx);
 } profiler_v5_t;
+
+/* ---- v7 and v6 ----
+ * v7 (stock 2.31): v6's events, a user tag (ncclCollConfig_t.userProfilerTag, 0 when untagged)
+ * appended to the API, collective, point-to-point and CE collective events, the collective's
+ * kernel variant and symmetric flag after its parent group, and the KernelPhase event. Each
+ * member begins with its v5/v6 namesake's fields, at the same offsets (checked below). Baton
+ * builds this descriptor and adapts it for older plugins. */
+typedef struct prof_descr_v7 {
+  uint64_t type; /* one PROF_* bit */
+  void* parent;  /* the parent event's handle, or NULL */
+  int rank;
+  union {
+    prof_group_api_t group_api;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      int root;
+      void* stream;
+      bool graph_captured;
+      uint64_t user_tag;
+    } coll_api;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      void* stream;
+      bool graph_captured;
+      uint64_t user_tag;
+    } p2p_api;
+    struct {
+      void* stream;
+    } kernel_launch;
+    struct {
+      uint64_t seq;
+      const char* func;
+      const void* sendbuff;
+      void* recvbuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      uint8_t nchannels;
+      uint8_t nwarps;
+      const char* algo;
+      const char* proto;
+      void* parent_group;
+      const char* kernel_variant; /* stock: a symmetric kernel's name, else NULL */
+      bool is_sym_coll;
+      uint64_t user_tag;
+    } coll;
+    struct {
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+      uint8_t nchannels;
+      void* parent_group;
+      uint64_t user_tag;
+    } p2p;
+    prof_proxy_op_t proxy_op;
+    struct {
+      int step;
+    } proxy_step;
+    prof_kernel_ch_t kernel_ch;
+    prof_net_plugin_t net_plugin;
+    struct {
+      uint64_t seq;
+      const char* func;
+      const void* sendbuff;
+      void* recvbuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      const char* sync_strategy;
+      bool intra_batch_sync;
+      uint32_t batch_size;
+      uint32_t nbatches;
+      uint32_t ce_seq;
+      void* stream;
+      uint64_t user_tag;
+    } ce_coll;
+    prof_ce_sync_t ce_sync;
+    prof_ce_batch_t ce_batch;
+    struct {
+      uint8_t channel;
+      uint8_t phase; /* 0 initial sync, 1 compute, 2 final sync */
+      const char* phase_name;
+      uint64_t ptimer;
+    } kernel_phase;
+  };
+} prof_descr_v7_t;
+
+/* v6 (stock 2.29): v5's events and the copy-engine ones, each as in v7 less its user tag.
+ * A v6 descriptor is a v5 descriptor with three more union members: `ce` views its header and
+ * those members. */
+typedef struct prof_descr_v6 {
+  union {
+    prof_descr_v5_t v5;
+    struct {
+      uint64_t type;
+      void* parent;
+      int rank;
+      union {
+        struct {
+          uint64_t seq;
+          const char* func;
+          const void* sendbuff;
+          void* recvbuff;
+          size_t count;
+          int root;
+          const char* datatype;
+          const char* sync_strategy;
+          bool intra_batch_sync;
+          uint32_t batch_size;
+          uint32_t nbatches;
+          uint32_t ce_seq;
+          void* stream;
+        } ce_coll;
+        prof_ce_sync_t ce_sync;
+        prof_ce_batch_t ce_batch;
+      };
+    } ce;
+  };
+} prof_descr_v6_t;
+
+/* v5's state arguments serve v6 and v7 (KernelPhase's stop time is kernel_ch.ptimer). */
+typedef struct profiler_v7 {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t comm_id, int* mask, const char* comm_name, int nnodes,
+                       int nranks, int rank, plugin_logger_t log);
+  ncclResult_t (*start_event)(void* ctx, void** handle, prof_descr_v7_t* d);
+  ncclResult_t (*stop_event)(void* handle);
+  ncclResult_t (*record_state)(void* handle, int state, prof_state_args_v5_t* args);
+  ncclResult_t (*finalize)(void* ctx);
+} profiler_v7_t;
+
+typedef struct profiler_v6 {
+  const char* name;
+  ncclResult_t (*init)(void** ctx, uint64_t comm_id, int* mask, const char* comm_name, int nnodes,
+                       int nranks, int rank, plugin_logger_t log);
+  ncclResult_t (*start_event)(void* ctx, void** handle, prof_descr_v6_t* d);
+  ncclResult_t (*stop_event)(void* handle);
+  ncclResult_t (*record_state)(void* handle, int state, prof_state_args_v5_t* args);
+  ncclResult_t (*finalize)(void* ctx);
+} profiler_v6_t;
 
 /* v4: no API events; coll/p2p parent is the Group event; 8-bit type; init's arguments differ. */
 typedef struct prof_descr_v4 {
@@ -278,10 +445,7 @@ typedef struct prof_descr_v4 {
     struct {
       int step;
     } proxy_step;
-    struct {
-      uint8_t channel;
-      uint64_t ptimer;
-    } kernel_ch;
+    prof_kernel_ch_t kernel_ch;
     prof_net_plugin_t net_plugin;
   };
 } prof_descr_v4_t;
@@ -442,6 +606,33 @@ _Static_assert(sizeof(tuner_nvl_domain_v5_t) == 12, "ncclNvlDomainInfo_v5_t");
 _Static_assert(sizeof(tuner_v5_t) == 32 && sizeof(tuner_v2_t) == 32, "ncclTuner_v5_t");
 _Static_assert(sizeof(tuner_v6_t) == 40 && offsetof(tuner_v6_t, get_chunk_size) == 32,
                "ncclTuner_v6_t: v5's table and getChunkSize");
+/* v7 and v6: computed from stock's declarations (2.31's profiler_v7.h, 2.29's profiler_v6.h)
+ * by the x86-64 rules, and v7's members checked to begin as v5's (the adapter relies on it). */
+_Static_assert(sizeof(prof_descr_v7_t) == 136, "ncclProfilerEventDescr_v7_t");
+_Static_assert(offsetof(prof_descr_v7_t, coll_api.user_tag) == 72, "v7 collApi.userTag");
+_Static_assert(offsetof(prof_descr_v7_t, p2p_api.user_tag) == 64, "v7 p2pApi.userTag");
+_Static_assert(offsetof(prof_descr_v7_t, coll.kernel_variant) == 112, "v7 coll.kernelVariant");
+_Static_assert(offsetof(prof_descr_v7_t, coll.is_sym_coll) == 120, "v7 coll.isSymColl");
+_Static_assert(offsetof(prof_descr_v7_t, coll.user_tag) == 128, "v7 coll.userTag");
+_Static_assert(offsetof(prof_descr_v7_t, p2p.user_tag) == 72, "v7 p2p.userTag");
+_Static_assert(offsetof(prof_descr_v7_t, ce_coll.stream) == 104, "v7 ceColl.stream");
+_Static_assert(offsetof(prof_descr_v7_t, ce_coll.user_tag) == 112, "v7 ceColl.userTag");
+_Static_assert(offsetof(prof_descr_v7_t, kernel_phase.ptimer) == 40, "v7 kernelPhase.pTimer");
+_Static_assert(offsetof(prof_descr_v7_t, coll.parent_group) ==
+                       offsetof(prof_descr_v5_t, coll.parent_group) &&
+                   offsetof(prof_descr_v7_t, coll_api.graph_captured) ==
+                       offsetof(prof_descr_v5_t, coll_api.graph_captured) &&
+                   offsetof(prof_descr_v7_t, p2p_api.graph_captured) ==
+                       offsetof(prof_descr_v5_t, p2p_api.graph_captured) &&
+                   offsetof(prof_descr_v7_t, p2p.parent_group) ==
+                       offsetof(prof_descr_v5_t, p2p.parent_group),
+               "v7's members begin as v5's");
+_Static_assert(sizeof(prof_descr_v6_t) == 112 && offsetof(prof_descr_v6_t, ce.ce_coll) == 24,
+               "ncclProfilerEventDescr_v6_t");
+_Static_assert(offsetof(prof_descr_v6_t, ce.ce_coll.stream) == 104 &&
+                   offsetof(prof_descr_v6_t, ce.ce_batch.use_intra_sync) == 40,
+               "v6 ceColl.stream, ceCollBatch.useIntraSync");
+_Static_assert(sizeof(profiler_v7_t) == 48 && sizeof(profiler_v6_t) == 48, "ncclProfiler_v7_t");
 _Static_assert(sizeof(prof_descr_v5_t) == 112, "ncclProfilerEventDescr_v5_t");
 _Static_assert(offsetof(prof_descr_v5_t, rank) == 16, "v5 rank");
 _Static_assert(offsetof(prof_descr_v5_t, coll.seq) == 24, "v5 coll.seqNumber");

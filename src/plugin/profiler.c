@@ -1,28 +1,30 @@
-/* Profiler plugins: ncclProfiler_v5 .. _v1 behind profiler_open / _start / _record / _stop.
- * Callers build v5 descriptors; an older plugin gets its own version's descriptor, and events its
- * version does not define (the API and kernel-launch events before v5, kernel-channel and net
- * events before v3) are not sent to it. Before v5 a collective's or point-to-point's parent is the
- * Group event (v5 keeps that in parent_group and points parent at the API event). v1 gets numbers
- * where later versions get names. */
+/* Profiler plugins: ncclProfiler_v7 .. _v1 behind profiler_open / _start / _record / _stop.
+ * Callers build v7 descriptors; an older plugin gets its own version's descriptor (v7's user tags
+ * and kernel variant dropped), and events its version does not define (KernelPhase before v7, the
+ * copy-engine events before v6, the API and kernel-launch events before v5, kernel-channel and
+ * net events before v3) are not sent to it. Before v5 a collective's or point-to-point's parent
+ * is the Group event (v5 keeps that in parent_group and points parent at the API event). v1 gets
+ * numbers where later versions get names. */
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "plugin/loader.h"
 
 static const char* const profiler_symbols[] = {
-    "ncclProfiler_v5", "ncclProfiler_v4", "ncclProfiler_v3", "ncclProfiler_v2", "ncclProfiler_v1"};
-enum { PROF_V5 = 0, PROF_V4, PROF_V3, PROF_V2, PROF_V1 };
+    "ncclProfiler_v7", "ncclProfiler_v6", "ncclProfiler_v5", "ncclProfiler_v4",
+    "ncclProfiler_v3", "ncclProfiler_v2", "ncclProfiler_v1"};
+enum { PROF_V7 = 0, PROF_V6, PROF_V5, PROF_V4, PROF_V3, PROF_V2, PROF_V1, PROF_VERSIONS };
 
 static plugin_slot_t profiler_slot = {.kind = PLUGIN_PROFILER,
                                       .param = PARAM_PROFILER_PLUGIN,
                                       .tag = "PROFILER",
                                       .what = "profiler",
                                       .symbols = profiler_symbols,
-                                      .nsymbols = 5,
+                                      .nsymbols = PROF_VERSIONS,
                                       .lock = PTHREAD_MUTEX_INITIALIZER};
 
 struct profiler {
-  int version; /* PROF_V5 .. PROF_V1 */
+  int version; /* PROF_V7 .. PROF_V1 */
   const void* table;
   void* ctx;
   int mask; /* what the plugin asked for, less what its version cannot receive */
@@ -34,8 +36,11 @@ struct profiler {
 static int profiler_version_types(int version) {
   int v2 = PROF_GROUP | PROF_COLL | PROF_P2P | PROF_PROXY_OP | PROF_PROXY_STEP | PROF_PROXY_CTRL;
   int v4 = v2 | PROF_KERNEL_CH | PROF_NET_PLUGIN;
-  if (version == PROF_V5)
-    return v4 | PROF_GROUP_API | PROF_COLL_API | PROF_P2P_API | PROF_KERNEL_LAUNCH;
+  int v5 = v4 | PROF_GROUP_API | PROF_COLL_API | PROF_P2P_API | PROF_KERNEL_LAUNCH;
+  int v6 = v5 | PROF_CE_COLL | PROF_CE_SYNC | PROF_CE_BATCH;
+  if (version == PROF_V7) return v6 | PROF_KERNEL_PHASE;
+  if (version == PROF_V6) return v6;
+  if (version == PROF_V5) return v5;
   if (version == PROF_V4 || version == PROF_V3) return v4;
   return v2;
 }
@@ -59,7 +64,7 @@ ncclResult_t profiler_open(const profiler_comm_info_t* info, profiler_t** out) {
   plugin_logger_t log = (plugin_logger_t)log_emit;
   int mask = 0;
   ncclResult_t res;
-  if (version == PROF_V5)
+  if (version <= PROF_V5) /* v5, v6 and v7 share init */
     res = ((const profiler_v5_t*)table)
               ->init(&p->ctx, info->comm_hash, &mask, info->comm_name, info->nnodes, info->nranks,
                      info->rank, log);
@@ -79,6 +84,9 @@ ncclResult_t profiler_open(const profiler_comm_info_t* info, profiler_t** out) {
     return ncclSuccess;
   }
   p->mask = mask & profiler_version_types(version);
+  /* As stock: a KernelPhase is a KernelCh's child, so asking for one turns the other on (Baton
+   * emits no KernelPhase, but the plugin gets the KernelCh events stock would give it). */
+  if (p->mask & PROF_KERNEL_PHASE) p->mask |= PROF_KERNEL_CH;
   INFO(NCCL_INIT, "PROFILER/Plugin: %s (%s) asks for events 0x%x", *(const char* const*)table,
        profiler_symbols[version], mask);
   *out = p;
@@ -119,6 +127,50 @@ static uint8_t profiler_proto_number(const char* s) {
 }
 
 /* ---- Adapting descriptors -------------------------------------------------------------------- */
+/* v6 and v5: each v7 member is its v5 namesake (a shared type) or begins with its fields
+ * (plugin_abi.h checks the offsets), so the older member is the first bytes of the newer one.
+ * Copy-engine and KernelPhase events never get here: Baton emits neither. */
+static void profiler_to_v5(const prof_descr_v7_t* d, prof_descr_v5_t* o) {
+  memset(o, 0, sizeof(*o));
+  o->type = d->type;
+  o->parent = d->parent;
+  o->rank = d->rank;
+  switch (d->type) {
+    case PROF_GROUP_API:
+      o->group_api = d->group_api;
+      break;
+    case PROF_COLL_API:
+      memcpy(&o->coll_api, &d->coll_api, sizeof(o->coll_api));
+      break;
+    case PROF_P2P_API:
+      memcpy(&o->p2p_api, &d->p2p_api, sizeof(o->p2p_api));
+      break;
+    case PROF_KERNEL_LAUNCH:
+      o->kernel_launch.stream = d->kernel_launch.stream;
+      break;
+    case PROF_COLL:
+      memcpy(&o->coll, &d->coll, sizeof(o->coll));
+      break;
+    case PROF_P2P:
+      memcpy(&o->p2p, &d->p2p, sizeof(o->p2p));
+      break;
+    case PROF_PROXY_OP:
+      o->proxy_op = d->proxy_op;
+      break;
+    case PROF_PROXY_STEP:
+      o->proxy_step.step = d->proxy_step.step;
+      break;
+    case PROF_KERNEL_CH:
+      o->kernel_ch = d->kernel_ch;
+      break;
+    case PROF_NET_PLUGIN:
+      o->net_plugin = d->net_plugin;
+      break;
+    default:
+      break;
+  }
+}
+
 static void profiler_to_v4(const prof_descr_v5_t* d, prof_descr_v4_t* o) {
   memset(o, 0, sizeof(*o));
   o->type = (uint8_t)d->type;
@@ -155,8 +207,7 @@ static void profiler_to_v4(const prof_descr_v5_t* d, prof_descr_v4_t* o) {
       o->proxy_step.step = d->proxy_step.step;
       break;
     case PROF_KERNEL_CH:
-      o->kernel_ch.channel = d->kernel_ch.channel;
-      o->kernel_ch.ptimer = d->kernel_ch.ptimer;
+      o->kernel_ch = d->kernel_ch;
       break;
     case PROF_NET_PLUGIN:
       o->net_plugin = d->net_plugin;
@@ -276,11 +327,20 @@ static void profiler_to_v1(const profiler_t* p, const prof_descr_v5_t* d, prof_d
 }
 
 /* ---- Events ---------------------------------------------------------------------------------- */
-void* profiler_start(profiler_t* p, prof_descr_v5_t* d) {
-  if (p == NULL || (p->mask & (int)d->type) == 0) return NULL;
+void* profiler_start(profiler_t* p, prof_descr_v7_t* d7) {
+  if (p == NULL || (p->mask & (int)d7->type) == 0) return NULL;
   void* handle = NULL;
   ncclResult_t res;
-  if (p->version == PROF_V5) {
+  if (p->version == PROF_V7)
+    return ((const profiler_v7_t*)p->table)->start_event(p->ctx, &handle, d7) == ncclSuccess
+               ? handle
+               : NULL;
+  prof_descr_v6_t v6;
+  prof_descr_v5_t* d = &v6.v5;
+  profiler_to_v5(d7, d);
+  if (p->version == PROF_V6) {
+    res = ((const profiler_v6_t*)p->table)->start_event(p->ctx, &handle, &v6);
+  } else if (p->version == PROF_V5) {
     res = ((const profiler_v5_t*)p->table)->start_event(p->ctx, &handle, d);
   } else if (p->version == PROF_V4) {
     prof_descr_v4_t v4;
@@ -305,7 +365,7 @@ void* profiler_start(profiler_t* p, prof_descr_v5_t* d) {
 void profiler_record(profiler_t* p, void* handle, int state, prof_state_args_v5_t* args) {
   if (p == NULL || handle == NULL) return;
   if (p->version <= PROF_V4) {
-    /* v4 and v5 share the state arguments. */
+    /* v4 .. v7 share the state arguments (and Baton records no v6/v7 state). */
     (void)((const profiler_v5_t*)p->table)->record_state(handle, state, args);
     return;
   }

@@ -5,8 +5,11 @@
  *     (NCCL_BUFFSIZE 123456; v2's 654321);
  *   tuner v6 (taken before v5), v5 and v2: stock's cost table (Baton's pairs priced, the others
  * -1), and the tuner's choice (Tree/LL on one channel) is what runs; NCCL_ALGO vetoes what it
- * excludes; profiler v5: API, group, collective, point-to-point, launch and channel events, each
- * parented as stock does it and stopped once; v1: numbers instead of names, no newer event types.
+ * excludes; profiler v5, and v6 and v7 from libraries exporting only that symbol: API, group,
+ * collective, point-to-point, launch and channel events, each parented as stock does it, started
+ * after its parent and stopped once (a Coll or P2p before its Group); v7 also the user tag of a
+ * *Config call on its API and Coll events, 0 elsewhere, and KernelCh events when it asks for
+ * KernelPhase; v1: numbers instead of names, no newer event types.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -242,10 +245,28 @@ static int profiler_body(itest_rank_t* r, void* arg) {
   return 0;
 }
 
+/* profiler_body, then an AllReduce of PROF_TAG_COUNT int32 through ncclAllReduceConfig with
+ * userProfilerTag PROF_TAG (each rank gives rank + i; the sum is checked). */
+#define PROF_TAG 0xba7042ull
+#define PROF_TAG_COUNT 96
+static int profiler_tagged_body(itest_rank_t* r, void* arg) {
+  if (profiler_body(r, arg)) return 1;
+  int in[PROF_TAG_COUNT], out[PROF_TAG_COUNT];
+  for (int i = 0; i < PROF_TAG_COUNT; i++) in[i] = r->rank + i;
+  ncclCollConfig_t cfg = NCCL_COLLCONFIG_INITIALIZER;
+  cfg.userProfilerTag = PROF_TAG;
+  IT_NCCL(
+      ncclAllReduceConfig(in, out, PROF_TAG_COUNT, ncclInt32, ncclSum, r->comms[0], NULL, &cfg));
+  for (int i = 0; i < PROF_TAG_COUNT; i++)
+    IT_EXPECT(out[i] == 1 + 2 * i, "out[%d] = %d", i, out[i]); /* ranks 0 and 1 */
+  return 0;
+}
+
 typedef struct prof_event {
   int pid, id, type, parent;
   char text[256];
   int stops, states[4], nstates;
+  int start_line, stop_line; /* where in the log */
   unsigned long long ptimer_start, ptimer_stop;
 } prof_event_t;
 
@@ -258,7 +279,8 @@ static int parse_events(char** lines, int pid, prof_event_t* ev, int cap) {
             4 &&
         lpid == pid) {
       ck_assert_int_lt(n, cap);
-      ev[n] = (prof_event_t){.pid = pid, .id = id, .type = type, .parent = parent};
+      ev[n] = (prof_event_t){
+          .pid = pid, .id = id, .type = type, .parent = parent, .start_line = (int)(l - lines)};
       snprintf(ev[n].text, sizeof(ev[n].text), "%s", *l + off);
       const char* pt = strstr(*l, "ptimer ");
       if (pt) ev[n].ptimer_start = strtoull(pt + 7, NULL, 10);
@@ -274,6 +296,7 @@ static int parse_events(char** lines, int pid, prof_event_t* ev, int cap) {
     ck_assert_msg(e != NULL, "state or stop of an event never started: %s", *l);
     if (is_stop) {
       e->stops++;
+      e->stop_line = (int)(l - lines);
     } else {
       if (e->nstates < 4) e->states[e->nstates++] = state;
       const char* pt = strstr(*l, "ptimer ");
@@ -305,24 +328,32 @@ static int plugin_pids(char** lines, const char* init, int* pids, int cap) {
   return n;
 }
 
-START_TEST(test_profiler_v5) {
-  setenv("NCCL_PROFILER_PLUGIN", plugin_path("libnccl-profiler-testv5.so"), 1);
-  itest_opts_t o = {.nranks = 2, .timeout_s = 120};
-  ck_assert_int_eq(itest_run(&o, profiler_body, NULL), 0);
+/* The events of profiler_body (tagged: profiler_tagged_body) as a v5, v6 or v7 plugin logs
+ * them, one rank's after the other's; version 7's lines carry user tags. */
+static void check_v5_events(int version, bool tagged) {
   int n;
   char** lines = read_lines(&n);
   int pids[4];
-  ck_assert_int_eq(plugin_pids(lines, "prof init v5 nranks 2", pids, 4), 2);
+  char init[64];
+  snprintf(init, sizeof(init), "prof init v%d nranks 2", version);
+  ck_assert_int_eq(plugin_pids(lines, init, pids, 4), 2);
   ck_assert_int_eq(count_lines(lines, "prof finalize ctx 7"), 2);
   for (int k = 0; k < 2; k++) {
     prof_event_t ev[256];
     int ne = parse_events(lines, pids[k], ev, 256);
-    for (int i = 0; i < ne; i++)
+    for (int i = 0; i < ne; i++) {
       ck_assert_msg(ev[i].stops == 1, "event %d (%s) stopped %d times", ev[i].id, ev[i].text,
                     ev[i].stops);
+      ck_assert_msg(ev[i].type <= PROF_KERNEL_LAUNCH,
+                    "event type %d: Baton emits no CE or KernelPhase events", ev[i].type);
+      const prof_event_t* parent = find_event(ev, ne, ev[i].parent);
+      ck_assert_msg(ev[i].parent == 0 || (parent && parent->start_line < ev[i].start_line),
+                    "event %d (%s) started before its parent %d", ev[i].id, ev[i].text,
+                    ev[i].parent);
+    }
     ck_assert_int_ge(count_type(ev, ne, PROF_GROUP_API), 2);
     ck_assert_int_ge(count_type(ev, ne, PROF_KERNEL_LAUNCH), 2);
-    int colls = 0, p2ps = 0, chans = 0;
+    int colls = 0, p2ps = 0, chans = 0, tagged_colls = 0;
     for (int i = 0; i < ne; i++) {
       const prof_event_t* e = &ev[i];
       const prof_event_t* parent = find_event(ev, ne, e->parent);
@@ -337,21 +368,37 @@ START_TEST(test_profiler_v5) {
       } else if (e->type == PROF_COLL) {
         colls++;
         ck_assert_msg(parent && parent->type == PROF_COLL_API, "Coll parent %d", e->parent);
-        ck_assert_msg(strstr(parent->text, "func AllReduce count 1000 type ncclFloat32 root -1"),
-                      "CollApi: %s", parent->text);
-        ck_assert_msg(strstr(e->text, "func AllReduce count 1000 type ncclFloat32 seq 0 algo "),
-                      "Coll: %s", e->text);
+        /* The tagged call is the second AllReduce: seq 1, its own count and type. */
+        bool second = strstr(e->text, "seq 1 ") != NULL;
+        tagged_colls += second;
+        const char* api = second ? "func AllReduce count 96 type ncclInt32 root -1"
+                                 : "func AllReduce count 1000 type ncclFloat32 root -1";
+        const char* coll = second ? "func AllReduce count 96 type ncclInt32 seq 1 algo "
+                                  : "func AllReduce count 1000 type ncclFloat32 seq 0 algo ";
+        ck_assert_msg(strstr(parent->text, api), "CollApi: %s", parent->text);
+        ck_assert_msg(strstr(e->text, coll), "Coll: %s", e->text);
         ck_assert_msg(strstr(e->text, "algo RING") || strstr(e->text, "algo TREE"), "%s", e->text);
+        if (version == 7) {
+          char tag[32];
+          snprintf(tag, sizeof(tag), "tag %llu", second ? PROF_TAG : 0ull);
+          ck_assert_msg(strstr(e->text, tag) && strstr(e->text, "variant none sym 0"), "Coll: %s",
+                        e->text);
+          ck_assert_msg(strstr(parent->text, tag), "CollApi: %s", parent->text);
+        }
         int group;
         const char* g = strstr(e->text, "group ");
         ck_assert(g && sscanf(g, "group %d", &group) == 1);
         const prof_event_t* ge = find_event(ev, ne, group);
         ck_assert_msg(ge && ge->type == PROF_GROUP, "Coll's group %d", group);
+        ck_assert_msg(ge->stop_line > e->stop_line, "Group %d stopped before its Coll", group);
       } else if (e->type == PROF_P2P) {
         p2ps++;
         ck_assert_msg(parent && parent->type == PROF_P2P_API, "P2p parent %d", e->parent);
         ck_assert_msg(strstr(e->text, "count 64 peer ") && strstr(parent->text, "count 64"),
                       "P2p: %s / %s", e->text, parent->text);
+        if (version == 7)
+          ck_assert_msg(strstr(e->text, "tag 0") && strstr(parent->text, "tag 0"),
+                        "untagged P2p: %s / %s", e->text, parent->text);
       } else if (e->type == PROF_KERNEL_CH) {
         chans++;
         ck_assert_msg(parent && (parent->type == PROF_COLL || parent->type == PROF_P2P),
@@ -362,18 +409,73 @@ START_TEST(test_profiler_v5) {
                       "KernelCh times %llu .. %llu", e->ptimer_start, e->ptimer_stop);
       }
     }
-    ck_assert_int_eq(colls, 1);
+    ck_assert_int_eq(colls, tagged ? 2 : 1);
+    ck_assert_int_eq(tagged_colls, tagged ? 1 : 0);
     ck_assert_int_eq(p2ps, 2);
     ck_assert_int_ge(chans, 3); /* the AllReduce's channel(s), the send's and the receive's */
+  }
+  free_lines(lines);
+}
+
+/* Runs body on 2 ranks with the profiler plugin `plugin` (a path, or a name's suffix). */
+static void profiler_run(const char* plugin, itest_body_t body) {
+  setenv("NCCL_PROFILER_PLUGIN", plugin, 1);
+  itest_opts_t o = {.nranks = 2, .timeout_s = 120};
+  ck_assert_int_eq(itest_run(&o, body, NULL), 0);
+}
+
+START_TEST(test_profiler_v5) {
+  profiler_run(plugin_path("libnccl-profiler-testv5.so"), profiler_body);
+  check_v5_events(5, false);
+}
+END_TEST
+
+/* Libraries exporting only ncclProfiler_v6 / _v7 are loaded (the newest symbol first, as stock);
+ * v6 gets v5's events in its descriptor, v7 the user tags too. */
+START_TEST(test_profiler_v6) {
+  profiler_run("testv6", profiler_tagged_body);
+  check_v5_events(6, true);
+}
+END_TEST
+
+START_TEST(test_profiler_v7) {
+  profiler_run(plugin_path("libnccl-profiler-testv7.so"), profiler_tagged_body);
+  check_v5_events(7, true);
+}
+END_TEST
+
+/* A v7 plugin asking for KernelPhase only gets KernelCh events (stock turns them on with it;
+ * Baton emits no KernelPhase), each with its stop state; a v6 plugin asking the same gets none
+ * (v6 has no KernelPhase). */
+START_TEST(test_profiler_kernel_phase_mask) {
+  char ask[16];
+  snprintf(ask, sizeof(ask), "%d", PROF_KERNEL_PHASE);
+  setenv("BATON_TEST_PROFILER_MASK", ask, 1);
+  profiler_run("testv7", profiler_body);
+  profiler_run("testv6", profiler_body);
+  int n;
+  char** lines = read_lines(&n);
+  int pids7[4], pids6[4];
+  ck_assert_int_eq(plugin_pids(lines, "prof init v7 nranks 2", pids7, 4), 2);
+  ck_assert_int_eq(plugin_pids(lines, "prof init v6 nranks 2", pids6, 4), 2);
+  for (int k = 0; k < 2; k++) {
+    prof_event_t ev[256];
+    int ne = parse_events(lines, pids7[k], ev, 256);
+    ck_assert_int_ge(ne, 3); /* the AllReduce's channel(s), the send's and the receive's */
+    ck_assert_int_eq(count_type(ev, ne, PROF_KERNEL_CH), ne);
+    for (int i = 0; i < ne; i++)
+      ck_assert_msg(ev[i].stops == 1 && ev[i].nstates == 1 &&
+                        ev[i].states[0] == PROF_STATE_KERNEL_CH_STOP && ev[i].parent == 0,
+                    "KernelCh %d: %d stops, %d states, parent %d", ev[i].id, ev[i].stops,
+                    ev[i].nstates, ev[i].parent);
+    ck_assert_int_eq(parse_events(lines, pids6[k], ev, 256), 0);
   }
   free_lines(lines);
 }
 END_TEST
 
 START_TEST(test_profiler_v1) {
-  setenv("NCCL_PROFILER_PLUGIN", "testv1", 1);
-  itest_opts_t o = {.nranks = 2, .timeout_s = 120};
-  ck_assert_int_eq(itest_run(&o, profiler_body, NULL), 0);
+  profiler_run("testv1", profiler_body);
   int n;
   char** lines = read_lines(&n);
   int pids[4];
@@ -413,6 +515,9 @@ static Suite* plugins_suite(void) {
   tcase_add_test(tc, test_tuner_vetoed_by_nccl_algo);
   tcase_add_test(tc, test_tuner_v2);
   tcase_add_test(tc, test_profiler_v5);
+  tcase_add_test(tc, test_profiler_v6);
+  tcase_add_test(tc, test_profiler_v7);
+  tcase_add_test(tc, test_profiler_kernel_phase_mask);
   tcase_add_test(tc, test_profiler_v1);
   suite_add_tcase(s, tc);
   return s;
