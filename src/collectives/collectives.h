@@ -177,7 +177,8 @@ struct coll_comm {
   int nuser_ops;
   struct ncclWindow_vidmem** regs; /* mem.c: registrations (buffers and windows) of this comm */
   int nregs, regs_cap;
-  uint32_t win_seq; /* windows registered so far: numbers them alike on every rank (from 1) */
+  uint64_t regs_gen; /* bumped (under lock) whenever regs or a window's sharing changes */
+  uint32_t win_seq;  /* windows registered so far: numbers them alike on every rank (from 1) */
 
   /* Group scheduler. */
   coll_task_list_t pending; /* posted in the open group (the posting thread only) */
@@ -196,8 +197,15 @@ struct coll_comm {
   int nlocal, locals_cap;
   uint8_t* conn_mark; /* nchannels * nranks * 2 */
   plan_t plan;
-  bool planned;           /* cc->plan holds the running group's plan (group.c planned it already) */
-  int plan_nreqs;         /* and its connection requests in cc->reqs */
+  bool planned;   /* cc->plan holds the running group's plan (group.c planned it already) */
+  int plan_nreqs; /* and its connection requests in cc->reqs */
+  /* The last plan built, kept for a next group of the same tasks (coll_plan_reuse): its tasks as
+   * the planner filled them in, the choice it recorded and the registrations it saw. */
+  coll_task_list_t kept;
+  coll_choice_t kept_last;
+  uint64_t kept_regs_gen;
+  bool kept_valid;
+  uint64_t plan_reuses;   /* groups that ran a kept plan (tests) */
   ncclResult_t group_res; /* group.c: the result of planning this comm's part of the group */
 
   /* The running group's streams, its first task's first (the executor joins the others to it). */
@@ -294,6 +302,16 @@ size_t coll_pipe_chunk_bytes(size_t slice_bytes, int hops, size_t slot_bytes, si
 size_t coll_pipe_hidden_bytes(size_t cost_bytes, double cost_gbs, double push_gbs, double net_gbs);
 /* Bytes the tuning model is given for a task (the largest buffer of the operation). */
 size_t coll_task_bytes(const coll_task_t* t, int nranks);
+/* The last plan (cc->plan, cc->reqs) again for tasks equal to those it was built from, in the same
+ * order (function, type, count, operation and its scalar, buffers, root or peer, a *Config call's
+ * choices), while no registration changed and no tuner plugin chooses: the planner's choices
+ * copied into tasks, true. Else false (coll_plan_build, then coll_plan_keep). */
+bool coll_plan_reuse(struct coll_comm* cc, coll_task_list_t* tasks);
+/* Keeps the plan just built from tasks for coll_plan_reuse (or forgets it when it cannot); gen:
+ * coll_regs_gen before the build began. */
+void coll_plan_keep(struct coll_comm* cc, const coll_task_list_t* tasks, uint64_t gen);
+void coll_plan_forget(struct coll_comm* cc);
+uint64_t coll_regs_gen(struct coll_comm* cc);
 /* The model's time (us) of t as algo/proto on bytes, -1 when this build cannot run that pair for
  * t's function or NCCL_ALGO / NCCL_PROTO rule it out (the tuner plugin's cost table). */
 double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,

@@ -67,6 +67,7 @@ ncclResult_t coll_comm_free(struct ncclComm* comm) {
   coll_regs_free(cc);
   free(cc->pending.items);
   free(cc->running.items);
+  free(cc->kept.items);
   free(cc->works);
   free(cc->reqs);
   free(cc->order);
@@ -100,11 +101,18 @@ struct coll_comm* coll_of(ncclComm_t comm) {
 
 ncclResult_t coll_comm_plan(struct coll_comm* cc) {
   cc->planned = false;
+  if (coll_plan_reuse(cc, &cc->running)) {
+    cc->planned = true;
+    return ncclSuccess;
+  }
+  const uint64_t gen = coll_regs_gen(cc);
+  coll_plan_forget(cc); /* the build overwrites the kept plan */
   ncclResult_t res = coll_plan_build(cc, &cc->running, &cc->plan_nreqs);
   if (res != ncclSuccess) {
     cc->running.n = 0;
     return res;
   }
+  coll_plan_keep(cc, &cc->running, gen);
   cc->planned = true;
   return ncclSuccess;
 }

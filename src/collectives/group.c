@@ -404,6 +404,7 @@ static double group_simulate_comm(struct coll_comm* cc) {
   coll_choice_t last = cc->last;
   int nreqs = 0;
   double us = -1;
+  coll_plan_forget(cc); /* the build below overwrites the kept plan */
   if (coll_plan_build(cc, &cc->pending, &nreqs) == ncclSuccess)
     us = comm_res_estimate_us(cc->comm, &cc->plan);
   cc->last = last;

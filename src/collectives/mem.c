@@ -327,6 +327,7 @@ static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buf
   if (res == ncclSuccess) {
     cc->regs[cc->nregs++] = reg;
     if (kind == MEM_REG_WINDOW) reg->seq = ++cc->win_seq;
+    __atomic_add_fetch(&cc->regs_gen, 1, __ATOMIC_RELEASE); /* kept plans are stale */
   }
   pthread_mutex_unlock(&cc->lock);
   if (res != ncclSuccess) {
@@ -348,6 +349,7 @@ static bool reg_remove(struct coll_comm* cc, const void* handle, mem_reg_kind_t 
     comm_window_unshare(cc->comm, cc->regs[i]->shared);
     free(cc->regs[i]);
     cc->regs[i] = cc->regs[--cc->nregs];
+    __atomic_add_fetch(&cc->regs_gen, 1, __ATOMIC_RELEASE);
     found = true;
     break;
   }
@@ -470,6 +472,7 @@ static ncclResult_t win_share(struct coll_comm* cc, struct ncclWindow_vidmem* w,
   pthread_mutex_lock(&cc->lock);
   w->slot = slot;
   w->shared = shared;
+  __atomic_add_fetch(&cc->regs_gen, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&cc->lock);
   INFO(NCCL_REG, "Window %p: buff %p size %zu flags 0x%x (%s)", (void*)w, w->buff, w->size,
        (unsigned)w->flags,

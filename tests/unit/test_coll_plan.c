@@ -404,6 +404,7 @@ static void world_free(plan_world_t* w) {
   free(cc->order);
   free(cc->locals);
   free(cc->conn_mark);
+  free(cc->kept.items);
   free(cc);
   free(w->rings);
   free(w->ch);
@@ -609,6 +610,107 @@ START_TEST(test_plan_items_decided) {
     ck_assert_uint_eq(covered[1], 1001);
     world_free(&w);
   }
+}
+END_TEST
+
+/* The kept plan (coll_plan_reuse) serves only tasks equal to those it was built from in every
+ * field the planner reads, with no registration since and no tuner plugin; a hit hands back the
+ * planner's choices. */
+START_TEST(test_plan_reuse_key) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static float a[4096], b[4096], other[4096];
+  static const double scalar = 2.0;
+  plan_world_t w = world_make(4, 1);
+  struct coll_comm* cc = w.cc;
+  const coll_task_t base = task(FUNC_BROADCAST, ncclFloat32, 4096, a, b, 0, DEV_OP_SUM);
+  coll_task_t built = base;
+  coll_task_list_t one = {.items = &built, .n = 1, .cap = 1};
+  int nreqs = -1;
+  const uint64_t gen = coll_regs_gen(cc);
+  ck_assert_int_eq(coll_plan_build(cc, &one, &nreqs), ncclSuccess);
+  coll_plan_keep(cc, &one, gen);
+
+  coll_task_t t = base; /* as posted: the planner's fields empty */
+  coll_task_list_t list = {.items = &t, .n = 1, .cap = 1};
+  ck_assert(coll_plan_reuse(cc, &list));
+  ck_assert_int_eq(t.algo, built.algo);
+  ck_assert_int_eq(t.proto, built.proto);
+  ck_assert_int_eq(t.nchannels, built.nchannels);
+  ck_assert_int_gt(t.nchannels, 0);
+  t.stream = (cudaStream_t)&t; /* the stream is not the plan's: still equal */
+  t.prof_tag = 7;
+  ck_assert(coll_plan_reuse(cc, &list));
+
+  for (int k = 0; k < 15; k++) {
+    t = base;
+    switch (k) {
+      case 0:
+        t.func = FUNC_REDUCE;
+        break;
+      case 1:
+        t.dtype = ncclInt32;
+        break;
+      case 2:
+        t.root = 1;
+        break;
+      case 3:
+        t.count = 4095;
+        break;
+      case 4:
+        t.sendbuff = other;
+        break;
+      case 5:
+        t.recvbuff = other;
+        break;
+      case 6:
+        t.op.kind = DEV_OP_MAX;
+        break;
+      case 7:
+        t.op.scalar = 1;
+        break;
+      case 8:
+        t.op.scalar_ptr = &scalar;
+        break;
+      case 9:
+        t.op.scalar_on_device = 1;
+        break;
+      case 10:
+        t.select = 1;
+        break;
+      case 11:
+        t.select_forced = true;
+        break;
+      case 12:
+        t.min_ch = 2;
+        break;
+      case 13:
+        t.max_ch = 2;
+        break;
+      default:
+        break;
+    }
+    if (k == 14) { /* a second task */
+      coll_task_t two[2] = {base, base};
+      coll_task_list_t l2 = {.items = two, .n = 2, .cap = 2};
+      ck_assert_msg(!coll_plan_reuse(cc, &l2), "two tasks took the plan of one");
+      continue;
+    }
+    ck_assert_msg(!coll_plan_reuse(cc, &list), "field %d changed, the kept plan was reused", k);
+  }
+  t = base;
+  __atomic_add_fetch(&cc->regs_gen, 1, __ATOMIC_RELEASE); /* as mem.c does on a registration */
+  ck_assert(!coll_plan_reuse(cc, &list));
+  coll_plan_keep(cc, &one, coll_regs_gen(cc));
+  ck_assert(coll_plan_reuse(cc, &list));
+  coll_plan_forget(cc);
+  ck_assert(!coll_plan_reuse(cc, &list));
+  cc->tuner = (tuner_t*)&t; /* a tuner plugin answers anew each time: nothing is kept */
+  coll_plan_keep(cc, &one, coll_regs_gen(cc));
+  cc->tuner = NULL;
+  ck_assert(!coll_plan_reuse(cc, &list));
+  world_free(&w);
 }
 END_TEST
 
@@ -826,6 +928,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_plan_items_decided);
   tcase_add_test(tc, test_plan_channel_slices);
   tcase_add_test(tc, test_plan_chain_steps);
+  tcase_add_test(tc, test_plan_reuse_key);
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);
   tcase_add_test(tc, test_direct_all_or_none);
