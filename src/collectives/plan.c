@@ -822,6 +822,15 @@ bool coll_plan_reuse(struct coll_comm* cc, coll_task_list_t* tasks) {
     t->forced = k->forced;
     t->model_us = k->model_us;
   }
+  /* Its connection requests, less those made since (the first run of a plan makes them): with
+   * none left the group launches on the calling thread. */
+  int n = 0;
+  for (int k = 0; k < cc->plan_nreqs; k++) {
+    const conn_request_t r = cc->reqs[k];
+    const dev_channel_t* ch = &cc->channels[r.channel];
+    if ((r.is_send ? ch->send : ch->recv)[r.peer] == NULL) cc->reqs[n++] = r;
+  }
+  cc->plan_nreqs = n;
   cc->last = cc->kept_last;
   cc->plan_reuses++;
   return true;

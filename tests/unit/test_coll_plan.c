@@ -627,14 +627,30 @@ START_TEST(test_plan_reuse_key) {
   const coll_task_t base = task(FUNC_BROADCAST, ncclFloat32, 4096, a, b, 0, DEV_OP_SUM);
   coll_task_t built = base;
   coll_task_list_t one = {.items = &built, .n = 1, .cap = 1};
-  int nreqs = -1;
   const uint64_t gen = coll_regs_gen(cc);
-  ck_assert_int_eq(coll_plan_build(cc, &one, &nreqs), ncclSuccess);
+  ck_assert_int_eq(coll_plan_build(cc, &one, &cc->plan_nreqs), ncclSuccess);
   coll_plan_keep(cc, &one, gen);
+  const int nreqs = cc->plan_nreqs; /* nothing is connected in this world */
+  ck_assert_int_gt(nreqs, 1);
 
   coll_task_t t = base; /* as posted: the planner's fields empty */
   coll_task_list_t list = {.items = &t, .n = 1, .cap = 1};
   ck_assert(coll_plan_reuse(cc, &list));
+  ck_assert_int_eq(cc->plan_nreqs, nreqs); /* still none connected: every request again */
+  /* the first run connected them, but for the first request: only it is asked for again */
+  static conn_fifo_t made;
+  const conn_request_t left = cc->reqs[0];
+  for (int k = 1; k < nreqs; k++) {
+    const conn_request_t r = cc->reqs[k];
+    (r.is_send ? w.ch[r.channel].send : w.ch[r.channel].recv)[r.peer] = &made;
+  }
+  ck_assert(coll_plan_reuse(cc, &list));
+  ck_assert_int_eq(cc->plan_nreqs, 1);
+  ck_assert(cc->reqs[0].channel == left.channel && cc->reqs[0].peer == left.peer &&
+            cc->reqs[0].is_send == left.is_send);
+  (left.is_send ? w.ch[left.channel].send : w.ch[left.channel].recv)[left.peer] = &made;
+  ck_assert(coll_plan_reuse(cc, &list));
+  ck_assert_int_eq(cc->plan_nreqs, 0); /* all made: the group launches on its own thread */
   ck_assert_int_eq(t.algo, built.algo);
   ck_assert_int_eq(t.proto, built.proto);
   ck_assert_int_eq(t.nchannels, built.nchannels);
