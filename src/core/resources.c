@@ -82,9 +82,9 @@ static ncclResult_t comm_rings_init(comm_res_t* cc) {
   return ncclSuccess;
 }
 
-/* This rank's tree on every channel: over every NIC when the rings are (topo_tree_rails: each
- * channel's layout computed once, for the channels that share it), else the double binary tree
- * over ranks (topo_dbtree). */
+/* This rank's tree on every channel: over every NIC when the rings are (topo_tree_rails, one
+ * layout per channel: their roots move from channel to channel), else the double binary tree over
+ * ranks (topo_dbtree, the same every other channel). */
 static ncclResult_t comm_trees_init(comm_res_t* cc) {
   int n = cc->nranks;
   int *scratch = NULL, *up = NULL, *down = NULL;
@@ -98,7 +98,7 @@ static ncclResult_t comm_trees_init(comm_res_t* cc) {
       return ncclSystemError;
     }
   }
-  int period = rails ? 2 * cc->nrings : 2; /* the double trees alternate too */
+  int period = rails ? cc->nchannels : 2; /* the double trees alternate */
   for (int l = 0; l < period && l < cc->nchannels; l++) {
     int my_up = -1, my_down[TOPO_TREE_MAX_CHILDREN];
     if (rails && topo_tree_rails(n, cc->host_of, cc->rank_nics, l, scratch, up, down)) {
@@ -235,8 +235,8 @@ static ncclResult_t comm_graph_dump(const comm_res_t* cc, const peer_info_t* pee
         inter = cc->rank_nics[r].path[k];
     }
     /* channel c's tree, as comm_trees_init lays it (its head is the ring's end on that NIC) */
-    if (!topo_tree_rails(n, cc->host_of, cc->rank_nics, c % (2 * cc->nrings), scratch,
-                         up + (size_t)c * n, down + (size_t)c * n * TOPO_TREE_MAX_CHILDREN))
+    if (!topo_tree_rails(n, cc->host_of, cc->rank_nics, c, scratch, up + (size_t)c * n,
+                         down + (size_t)c * n * TOPO_TREE_MAX_CHILDREN))
       trees = false;
   }
   topo_graph_dump_t d = {.nranks = n,

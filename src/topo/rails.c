@@ -206,10 +206,11 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
  * a host that is an inner node of one is a leaf of the other), and every hop between hosts joins
  * two hosts' ends of channel c's ring on one rail (topo_ring_rails: end A beside the channel's
  * rail u, end B beside rail v). A host's first child host is entered at its A from the parent's
- * A (rail u), its second at its B from the parent's B (rail v); the root host is entered at A.
- * Inside a host the rank entered (E) has the other end (O) as its child, and the host's other
- * ranks hang below, breadth first, so that no rank has more than two children: E sends to O and
- * to the child host on its rail, O to the child host on its rail and to the first of the others.
+ * A (rail u), its second at its B from the parent's B (rail v); the root host is laid out as if
+ * entered on the rail of its only child. Inside a host the rank entered (E) has the other end (O)
+ * as its child, and the host's other ranks hang below, breadth first, so that no rank has more than
+ * two children: E sends to O and to the child host on its rail, O to the child host on its rail and
+ * to the first of the others.
  *
  * Why: a tree AllReduce is a pipeline up and down again, and a rank that sends every step to
  * three peers splits its block's pushes three ways. The layout before this one headed each host
@@ -217,7 +218,12 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
  * that head's down steps were slower than its NIC's share, on every channel (docs/sim.md). The
  * price is a hop over NVLink (E to O) on the way to one child host, and one level more inside a
  * host: at most 2 + log2(k - 2) deep for k ranks. Over m channels every NIC is rail u once and
- * rail v once, so every NIC enters its host, and carries, the same share. */
+ * rail v once, so every NIC enters its host, and carries, the same share.
+ *
+ * The roots (host_tree_of below): a tree's root host has one child host and no parent, so it
+ * sends and receives one channel's bytes where an inner host does three; with the same root on
+ * every channel of a tree, the two roots' NICs carried half the mean. So the root moves from
+ * channel to channel: on each, one of the tree's inner hosts trades places with the root. */
 static void tree_link(int* up_out, int* down_out, int parent, int child) {
   up_out[child] = parent;
   int* d = down_out + (size_t)parent * TOPO_TREE_MAX_CHILDREN;
@@ -234,24 +240,104 @@ static void host_ends(const int* order, int start, int k, int h, int* a, int* b)
   *b = h % 2 == 0 ? last : first;
 }
 
-/* The i-th rank of a host's tree in breadth-first order: E, O, then the host's other ranks in
- * rank order from E on, round. E moves to the next GPU with the channel's rails, and every place
- * of the host's tree with it, so over the channels every GPU has each place (and its NVLink
- * carries the same share). */
-static int host_member(const int* order, int start, int k, int e, int o, int nranks, int i) {
-  if (i == 0) return e;
-  if (i == 1) return o;
-  for (int j = 0; j < k; j++) {
-    const int r = order[start + j], key = (r - e + nranks) % nranks;
-    if (r == e || r == o) continue;
-    int before = 0; /* others that come before r, counting from E */
-    for (int x = 0; x < k; x++) {
-      const int q = order[start + x];
-      before += q != e && q != o && (q - e + nranks) % nranks < key;
-    }
-    if (before == i - 2) return r;
+/* A host's tree in breadth-first order: E, O, then the host's other ranks in rank order from E
+ * on, round. E moves to the next GPU with the channel's rails, and every place of the host's tree
+ * with it, so over the channels every GPU has each place (and its NVLink carries the same share).
+ * The ring's layout keeps the others in rank order between the ends, or the other way round
+ * (host_layout: an odd host's part), so the i-th of them is a count away. */
+typedef struct {
+  const int* others; /* the k - 2 others, ascending (step 1) or descending (step -1) */
+  int n, step, from, e, o;
+} host_members_t;
+
+static host_members_t host_members(const int* order, int start, int k, int e, int o) {
+  const bool up = k < 4 || order[start + 1] < order[start + k - 2];
+  host_members_t m = {.n = k > 2 ? k - 2 : 0, .step = up ? 1 : -1, .e = e, .o = o};
+  m.others = up ? order + start + 1 : order + start + k - 2;
+  for (int j = 0; j < m.n; j++) m.from += m.others[j * m.step] < e; /* those before E come last */
+  return m;
+}
+
+static int host_member(const host_members_t* m, int i) {
+  if (i < 2) return i == 0 ? m->e : m->o;
+  return m->others[((m->from + i - 2) % m->n) * m->step];
+}
+
+/* Channel c's tree over hosts: the double binary tree `tree` (topo_dbtree) with host `swap` in
+ * the place of host `root` and the other way round, and with `flip` the root's only child hanging
+ * second (from the root's end B, rail v) instead of first (end A, rail u). */
+typedef struct {
+  int nhosts, tree, root, swap;
+  bool flip;
+} host_tree_t;
+
+static int host_tree_swapped(const host_tree_t* t, int h) {
+  return h == t->root ? t->swap : h == t->swap ? t->root : h;
+}
+
+/* Host h's parent and children (-1: none) on the channel's tree. */
+static void host_tree_node(const host_tree_t* t, int h, int* up, int* down) {
+  topo_dbtree(t->nhosts, host_tree_swapped(t, h), t->tree, up, down);
+  if (t->flip && *up < 0) {
+    down[1] = down[0];
+    down[0] = -1;
   }
-  return -1;
+  *up = *up >= 0 ? host_tree_swapped(t, *up) : -1;
+  for (int i = 0; i < TOPO_TREE_MAX_CHILDREN; i++)
+    if (down[i] >= 0) down[i] = host_tree_swapped(t, down[i]);
+}
+
+/* Whether host h (on the tree without a swap) may be the root on a channel of t's kind: moving
+ * it there must take at most one channel's bytes off each of the channel's two NICs. A host with
+ * children that its parent hangs first sends and receives on rail u twice (its parent, its first
+ * child) and on rail v once or not at all (its second child); as the root with its only child on
+ * rail u it keeps one on u and none on v. So the first children are the candidates where the
+ * root's child hangs first, the second children where it hangs second. The root's own child is
+ * a first child on the one kind and a second child on the other: it is a candidate of the
+ * second, and the root itself of the first, so that every inner host is a candidate once. The
+ * other tree's root is none: it is short there already. */
+static bool host_tree_candidate(const host_tree_t* t, int h) {
+  int up, down[TOPO_TREE_MAX_CHILDREN];
+  host_tree_node(t, h, &up, down);
+  if (up < 0) return !t->flip;
+  if (down[0] < 0 && down[1] < 0) return false; /* a leaf */
+  int other_up, other_down[TOPO_TREE_MAX_CHILDREN];
+  topo_dbtree(t->nhosts, h, 1 - t->tree, &other_up, other_down);
+  if (other_up < 0) return false;
+  int pup, pdown[TOPO_TREE_MAX_CHILDREN];
+  host_tree_node(t, up, &pup, pdown);
+  return pdown[t->flip ? 1 : 0] == h && (t->flip || pup >= 0);
+}
+
+/* The tree over nhosts hosts of channel c (hosts of at most `most` rails). The channels of a
+ * tree come in groups of `most` (one channel per rail u), and the groups alternate between the
+ * two kinds (the root's child first, second); the channels of a kind take its candidates in
+ * turn. */
+static host_tree_t host_tree_of(int nhosts, int most, int channel) {
+  host_tree_t t = {.nhosts = nhosts, .tree = (channel / most) % 2, .root = -1, .swap = -1};
+  const int group = channel / (2 * most); /* the tree's group */
+  t.flip = group % 2 != 0;
+  for (int h = 0; h < nhosts && t.root < 0; h++) {
+    int up, down[TOPO_TREE_MAX_CHILDREN];
+    host_tree_node(&t, h, &up, down);
+    if (up < 0) t.root = t.swap = h;
+  }
+  /* A root that is a leaf of the other tree is short of its share on both (with an odd number
+   * of hosts, tree 0's root is an inner host of tree 1 and carries its share already). */
+  int up, down[TOPO_TREE_MAX_CHILDREN];
+  topo_dbtree(nhosts, t.root, 1 - t.tree, &up, down);
+  if (down[0] >= 0 || down[1] >= 0) return t;
+  int n = 0;
+  for (int h = 0; h < nhosts; h++) n += host_tree_candidate(&t, h);
+  if (n == 0) return t;
+  int pick = (group / 2 * most + channel % most) % n; /* the channel's turn among its kind's */
+  for (int h = 0; h < nhosts; h++) {
+    if (host_tree_candidate(&t, h) && pick-- == 0) {
+      t.swap = h;
+      break;
+    }
+  }
+  return t;
 }
 
 bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics, int channel,
@@ -274,19 +360,22 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
     first[nhosts++] = start;
   }
   if (nhosts < 2) return false;
-  const int tree = (channel / most) % 2;
+  const host_tree_t tree = host_tree_of(nhosts, most, channel);
   for (int h = 0; h < nhosts; h++) {
     const int s = first[h], kh = (h + 1 < nhosts ? first[h + 1] : nranks) - s;
     int a, b, hup, hdown[TOPO_TREE_MAX_CHILDREN];
     host_ends(order, s, kh, h, &a, &b);
-    topo_dbtree(nhosts, h, tree, &hup, hdown);
-    /* entered at A from the parent's A as its first child, at B from its B as its second */
-    int e = a, o = b;
+    host_tree_node(&tree, h, &hup, hdown);
+    /* entered at A from the parent's A as its first child, at B from its B as its second; the
+     * root host as if it were entered on the rail of its only child (A when it hangs first, B
+     * second), and it keeps places for two child hosts as an inner host does: whichever host is
+     * the root, its GPUs keep the places (and NVLink flows) they have where it is not */
+    int e = tree.flip && hup < 0 ? b : a, o = e == a ? b : a;
     if (hup >= 0) {
       int pa, pb, pu, pd[TOPO_TREE_MAX_CHILDREN];
       const int ps = first[hup], pk = (hup + 1 < nhosts ? first[hup + 1] : nranks) - ps;
       host_ends(order, ps, pk, hup, &pa, &pb);
-      topo_dbtree(nhosts, hup, tree, &pu, pd);
+      host_tree_node(&tree, hup, &pu, pd);
       const bool second = pd[1] == h;
       if (second) {
         e = b;
@@ -299,16 +388,16 @@ bool topo_tree_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
     /* the others, in the ring's order, below E and O breadth first: E keeps a place for the
      * child host on its rail, O for the one on its own (their links are made as each child
      * host is laid out) */
-    const bool e_child = (e == a ? hdown[0] : hdown[1]) >= 0;
-    const bool o_child = (o == a ? hdown[0] : hdown[1]) >= 0;
+    const bool e_child = hup < 0 || (e == a ? hdown[0] : hdown[1]) >= 0;
+    const bool o_child = hup < 0 || (o == a ? hdown[0] : hdown[1]) >= 0;
+    const host_members_t members = host_members(order, s, kh, e, o);
     int parent = 0, left = 1 - (int)e_child; /* places left at the parent (list index) */
     for (int i = 2; i < kh; i++) {
       while (left <= 0) {
         parent++;
         left = parent == 1 ? 2 - (int)o_child : 2;
       }
-      tree_link(up_out, down_out, host_member(order, s, kh, e, o, nranks, parent),
-                host_member(order, s, kh, e, o, nranks, i));
+      tree_link(up_out, down_out, host_member(&members, parent), host_member(&members, i));
       left--;
     }
   }

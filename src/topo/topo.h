@@ -239,8 +239,9 @@ bool topo_ring_rails(int nranks, const int* hosts, const topo_rank_nics_t* nics,
  * rail u (topo_ring_rails), its second from its end beside rail v, so every hop between hosts
  * joins two ranks beside NICs of one index that the ring uses; inside a host the rank entered
  * from the parent host has the other end as its child, and the host's other ranks hang below
- * breadth first (2 + log2(k - 2) deep for k ranks). No rank has more than two children.
- * Channels c and c + 2 * period (topo_ring_rails_period) get the same tree. up_out[r]: rank r's
+ * breadth first (2 + log2(k - 2) deep for k ranks). No rank has more than two children. The
+ * root host moves from channel to channel (an inner host of the tree trades places with it), so
+ * that no host's NICs carry a root's lighter load on every channel. up_out[r]: rank r's
  * parent (-1 at the root), down_out[r * TOPO_TREE_MAX_CHILDREN ...]: its children (-1 unused).
  * false when no layout applies (as topo_ring_rails): the outputs are then all -1. scratch:
  * 2 * nranks ints. */

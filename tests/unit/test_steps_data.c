@@ -392,13 +392,14 @@ START_TEST(test_tree_allreduce_data) {
 END_TEST
 
 /* Tree AllReduce over the trees between hosts that GPU communicators lay out over every NIC
- * (topo_tree_rails): 2-5 hosts of 8 ranks with a NIC beside each (GPU g beside NIC g), 3 hosts of
- * 3 ranks sharing 2 NICs, and 4 hosts of one rank, every channel of a period (both trees, every
- * rail): every rank's output is the sum of every input. */
+ * (topo_tree_rails): 2, 3, 5 and 8 hosts of 8 ranks with a NIC beside each (GPU g beside NIC g),
+ * 3 hosts of 3 ranks sharing 2 NICs, and 4 hosts of one rank, every channel of four periods (both
+ * trees, every rail, the roots that move from channel to channel): every rank's output is the sum
+ * of every input. */
 START_TEST(test_tree_rails_allreduce_data) {
   const struct {
     int nhosts, k, nnics;
-  } shapes[] = {{2, 8, 8}, {3, 8, 8}, {5, 8, 8}, {3, 3, 2}, {4, 1, 1}};
+  } shapes[] = {{2, 8, 8}, {3, 8, 8}, {5, 8, 8}, {3, 3, 2}, {4, 1, 1}, {8, 8, 8}};
   for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
     const int n = shapes[si].nhosts * shapes[si].k, nnics = shapes[si].nnics;
     int hosts[MAXT], scratch[2 * MAXT], parent[MAXT], kids[MAXT * TOPO_TREE_MAX_CHILDREN];
@@ -419,7 +420,7 @@ START_TEST(test_tree_rails_allreduce_data) {
     int32_t* send[MAXT];
     int32_t* recv[MAXT];
     tree_bufs(n, count, send, recv);
-    for (int c = 0; c < period; c++) {
+    for (int c = 0; c < 4 * period; c++) {
       ck_assert(topo_tree_rails(n, hosts, nics, c, scratch, parent, kids));
       for (int r = 0; r < n; r++)
         for (size_t i = 0; i < count; i++) recv[r][i] = SENTINEL;
