@@ -24,9 +24,10 @@ static int shm_mapped(int rank, uint64_t* all, uint64_t* own) {
     unsigned long lo, hi;
     const char* name = strstr(line, "/baton-shm-");
     if (name == NULL || sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
-    /* /baton-shm-<hash>-c<channel>-<peer>-<owner>-<nonce> */
+    /* /baton-shm-<hash>-c<channel>-<peer>-<owner>-<nonce>; the hash is hex with no dash, but may
+     * itself begin with "c": the channel's field is the first dash after it */
     int channel = -1, peer = -1, owner = -1;
-    const char* c = strstr(name, "-c");
+    const char* c = strchr(name + strlen("/baton-shm-"), '-');
     if (c == NULL || sscanf(c, "-c%d-%d-%d-", &channel, &peer, &owner) != 3) continue;
     *all += hi - lo;
     if (owner == rank) *own += hi - lo;
