@@ -177,82 +177,55 @@ static bool cc_is_send(int i) {
          (i >= CUDA_CC_PEER_SEND && i < CUDA_CC_PEER_RECV);
 }
 
+/* The peer behind entry i of a channel's table (the CUDA_CC_* order), -1 for none: the ring's
+ * neighbours, the tree's parent, its children packed in order and, for the direct algorithms,
+ * the other ranks in rank order. */
+static int entry_peer(const exec_comm_t* comm, const dev_channel_t* dc, int i) {
+  if (comm->nranks < 2) return -1;
+  switch (i) {
+    case CUDA_CC_RING_SEND:
+      return dc->ring_next;
+    case CUDA_CC_RING_RECV:
+      return dc->ring_prev;
+    case CUDA_CC_UP_SEND:
+    case CUDA_CC_UP_RECV:
+      return dc->tree_up;
+    default:
+      break;
+  }
+  if (i < CUDA_CC_PEER_SEND) { /* DOWN_RECV = DOWN_SEND + TREE_MAX_CHILDREN */
+    int k = (i - CUDA_CC_DOWN_SEND) % TREE_MAX_CHILDREN;
+    for (int j = 0; j < TREE_MAX_CHILDREN; j++)
+      if (dc->tree_down[j] >= 0 && k-- == 0) return dc->tree_down[j];
+    return -1;
+  }
+  const int k = (i - CUDA_CC_PEER_SEND) % DIRECT_MAX_PEERS; /* PEER_RECV = PEER_SEND + that */
+  if (comm->nranks > DIRECT_MAX_RANKS || k >= comm->nranks - 1) return -1;
+  return k < comm->rank ? k : k + 1;
+}
+
+static const conn_fifo_t* entry_conn(const exec_comm_t* comm, const dev_channel_t* dc, int i,
+                                     int peer) {
+  return peer >= 0 && peer != comm->rank ? chan_conn(dc, peer, cc_is_send(i)) : NULL;
+}
+
 /* The connections the entry of channel c should point at now, and their peers. */
 static void chan_current(const exec_comm_t* comm, int c, const conn_fifo_t** cur, int* peer) {
   const dev_channel_t* dc = &comm->channels[c];
   for (int i = 0; i < CUDA_CC_COUNT; i++) {
-    cur[i] = NULL;
-    peer[i] = -1;
+    peer[i] = entry_peer(comm, dc, i);
+    cur[i] = entry_conn(comm, dc, i, peer[i]);
   }
-  if (comm->nranks < 2) return;
-  peer[CUDA_CC_RING_SEND] = dc->ring_next;
-  peer[CUDA_CC_RING_RECV] = dc->ring_prev;
-  peer[CUDA_CC_UP_SEND] = peer[CUDA_CC_UP_RECV] = dc->tree_up;
-  int k = 0;
-  for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
-    if (dc->tree_down[j] < 0) continue;
-    peer[CUDA_CC_DOWN_SEND + k] = peer[CUDA_CC_DOWN_RECV + k] = dc->tree_down[j];
-    k++;
-  }
-  if (comm->nranks <= DIRECT_MAX_RANKS) { /* direct algorithms: the other ranks, in rank order */
-    k = 0;
-    for (int p = 0; p < comm->nranks; p++) {
-      if (p == comm->rank) continue;
-      peer[CUDA_CC_PEER_SEND + k] = peer[CUDA_CC_PEER_RECV + k] = p;
-      k++;
-    }
-  }
-  for (int i = 0; i < CUDA_CC_COUNT; i++)
-    if (peer[i] >= 0 && peer[i] != comm->rank) cur[i] = chan_conn(dc, peer[i], cc_is_send(i));
 }
 
-/* Whether channel c's entry still mirrors what chan_current gives, compared in place (the launch
- * path: building the arrays for 48 channels was 15 % of the launching thread of an eager 4-GPU
- * ring Reduce, a sampled profile). */
-static bool entry_is(const exec_comm_t* comm, const dev_channel_t* dc, const conn_fifo_t* had,
-                     int peer, bool is_send) {
-  return (peer >= 0 && peer != comm->rank ? chan_conn(dc, peer, is_send) : NULL) == had;
-}
-
+/* Whether channel c's entry still mirrors what chan_current gives, compared entry by entry with
+ * no table built (the launch path: building them for 48 channels was 15 % of the launching
+ * thread of an eager 4-GPU ring Reduce, a sampled profile). */
 static bool chan_unchanged(const exec_comm_t* comm, int c, const cuda_chan_host_t* h) {
   const dev_channel_t* dc = &comm->channels[c];
   if (!h->written || dc->ring_ranks != h->ring_src) return false;
-  const conn_fifo_t* const* s = h->src;
-  int i = 0;
-  if (comm->nranks >= 2) {
-    if (!entry_is(comm, dc, s[CUDA_CC_RING_SEND], dc->ring_next, true) ||
-        !entry_is(comm, dc, s[CUDA_CC_RING_RECV], dc->ring_prev, false) ||
-        !entry_is(comm, dc, s[CUDA_CC_UP_SEND], dc->tree_up, true) ||
-        !entry_is(comm, dc, s[CUDA_CC_UP_RECV], dc->tree_up, false))
-      return false;
-    int k = 0;
-    for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
-      const int p = dc->tree_down[j];
-      if (p < 0) continue;
-      if (!entry_is(comm, dc, s[CUDA_CC_DOWN_SEND + k], p, true) ||
-          !entry_is(comm, dc, s[CUDA_CC_DOWN_RECV + k], p, false))
-        return false;
-      k++;
-    }
-    for (; k < TREE_MAX_CHILDREN; k++)
-      if (s[CUDA_CC_DOWN_SEND + k] != NULL || s[CUDA_CC_DOWN_RECV + k] != NULL) return false;
-    i = CUDA_CC_PEER_SEND; /* the direct peers below; every entry before them checked */
-    if (comm->nranks <= DIRECT_MAX_RANKS) {
-      k = 0;
-      for (int p = 0; p < comm->nranks; p++) {
-        if (p == comm->rank) continue;
-        if (!entry_is(comm, dc, s[CUDA_CC_PEER_SEND + k], p, true) ||
-            !entry_is(comm, dc, s[CUDA_CC_PEER_RECV + k], p, false))
-          return false;
-        k++;
-      }
-      for (; k < DIRECT_MAX_PEERS; k++)
-        if (s[CUDA_CC_PEER_SEND + k] != NULL || s[CUDA_CC_PEER_RECV + k] != NULL) return false;
-      return true;
-    }
-  }
-  for (; i < CUDA_CC_COUNT; i++)
-    if (s[i] != NULL) return false;
+  for (int i = 0; i < CUDA_CC_COUNT; i++)
+    if (entry_conn(comm, dc, i, entry_peer(comm, dc, i)) != h->src[i]) return false;
   return true;
 }
 
