@@ -200,9 +200,8 @@ struct coll_comm {
   bool planned;   /* cc->plan holds the running group's plan (group.c planned it already) */
   int plan_nreqs; /* and its connection requests in cc->reqs */
   /* The last plan built, kept for a next group of the same tasks (coll_plan_reuse): its tasks as
-   * the planner filled them in, the choice it recorded and the registrations it saw. */
+   * the planner filled them in and the registrations it saw. */
   coll_task_list_t kept;
-  coll_choice_t kept_last;
   uint64_t kept_regs_gen;
   bool kept_valid;
   uint64_t plan_reuses;   /* groups that ran a kept plan (tests) */

@@ -314,12 +314,16 @@ static int plan_p2p_proto(const struct coll_comm* cc, size_t bytes) {
 
 /* ---- Connections ------------------------------------------------------------------------------
  */
+static bool plan_conn_made(const struct coll_comm* cc, int channel, int peer, int is_send) {
+  const dev_channel_t* ch = &cc->channels[channel];
+  return (is_send ? ch->send : ch->recv)[peer] != NULL;
+}
+
 static void plan_req_add(struct coll_comm* cc, int channel, int peer, int is_send, int* nreqs) {
   if (peer < 0 || peer == cc->rank) return;
   size_t key = ((size_t)channel * (size_t)cc->nranks + (size_t)peer) * 2 + (size_t)is_send;
   if (cc->conn_mark[key]) return;
-  const dev_channel_t* ch = &cc->channels[channel];
-  if ((is_send ? ch->send : ch->recv)[peer] != NULL) return; /* connected already */
+  if (plan_conn_made(cc, channel, peer, is_send)) return;
   cc->conn_mark[key] = 1;
   cc->reqs[(*nreqs)++] = (conn_request_t){.channel = channel, .peer = peer, .is_send = is_send};
 }
@@ -827,12 +831,10 @@ bool coll_plan_reuse(struct coll_comm* cc, coll_task_list_t* tasks) {
   int n = 0;
   for (int k = 0; k < cc->plan_nreqs; k++) {
     const conn_request_t r = cc->reqs[k];
-    const dev_channel_t* ch = &cc->channels[r.channel];
-    if ((r.is_send ? ch->send : ch->recv)[r.peer] == NULL) cc->reqs[n++] = r;
+    if (!plan_conn_made(cc, r.channel, r.peer, r.is_send)) cc->reqs[n++] = r;
   }
   cc->plan_nreqs = n;
-  cc->last = cc->kept_last;
-  cc->plan_reuses++;
+  cc->plan_reuses++; /* cc->last is still the kept plan's: the build of it set it last */
   return true;
 }
 
@@ -847,7 +849,6 @@ void coll_plan_keep(struct coll_comm* cc, const coll_task_list_t* tasks, uint64_
   }
   memcpy(cc->kept.items, tasks->items, (size_t)tasks->n * sizeof(*tasks->items));
   cc->kept.n = tasks->n;
-  cc->kept_last = cc->last;
   cc->kept_regs_gen = gen;
   cc->kept_valid = true;
 }
