@@ -333,6 +333,12 @@ typedef struct cu_driver {
    * the allocation (or mapping) holding a device pointer: sharing a user's buffer (windows). */
   CUresult (*mem_retain_allocation_handle)(CUmemGenericAllocationHandle* handle, void* addr);
   CUresult (*mem_get_address_range)(CUdeviceptr* base, size_t* size, CUdeviceptr ptr);
+  /* A launch whose parameter buffer is given with its size (CU_LAUNCH_PARAM_BUFFER_SIZE): the
+   * driver copies only the bytes in use, where the runtime's launch copies the whole declared
+   * parameter block. */
+  CUresult (*launch_kernel)(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+                            CUstream stream, void** params, void** extra);
 } cu_driver_t;
 
 /* The process's driver table (loaded on first call), NULL when the driver is unusable. */

@@ -38,6 +38,7 @@ static const cu_sym_t cu_syms[] = {
     CU_SYM(mem_get_handle_for_address_range, "cuMemGetHandleForAddressRange"),
     CU_SYM(mem_retain_allocation_handle, "cuMemRetainAllocationHandle"),
     CU_SYM(mem_get_address_range, "cuMemGetAddressRange_v2"),
+    CU_SYM(launch_kernel, "cuLaunchKernel"),
 };
 #define CU_NSYMS ((int)(sizeof(cu_syms) / sizeof(cu_syms[0])))
 

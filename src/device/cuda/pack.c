@@ -17,6 +17,7 @@
  *    ranks, and each direction's items appear in key order. A launch takes every item whose key
  *    is in a range [k0, k1), all channels together: an item then waits only for items with smaller
  *    keys, on any rank, and by induction on the key nothing waits forever. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "device/cuda/cuda_exec.h"
@@ -256,6 +257,84 @@ static void b_close(cuda_exec_t* ex, builder_t* b, int c) {
   b->nblocks++;
 }
 
+/* ---- The launch ------------------------------------------------------------------------------
+ */
+/* The runtime's cudaLaunchKernel copies a kernel's whole declared parameter block, used or not: an
+ * 8 KiB block cost the launching thread about 5 us a launch (a memory copy inside the driver: 30 %
+ * of an eager 4-GPU AllToAll's thread at 4 MiB, against 1 % for stock). The driver's
+ * cuLaunchKernel takes the buffer and the bytes in use (the header and the items), as stock
+ * launches. The kernels' driver handles are looked up once per device. */
+#define LAUNCH_FUNCS 64
+static struct {
+  int device;
+  const void* kern;
+  CUfunction fn;
+} launch_funcs[LAUNCH_FUNCS];
+static int launch_nfuncs;
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUfunction launch_find(int n, int device, const void* kern) {
+  for (int i = 0; i < n; i++)
+    if (launch_funcs[i].kern == kern && launch_funcs[i].device == device)
+      return __atomic_load_n(&launch_funcs[i].fn, __ATOMIC_RELAXED);
+  return NULL;
+}
+
+/* A kernel's handle belongs to the device's context: looked up with the device current (the
+ * launch's caller made it so), once per device and kernel, again when stale is given (the
+ * context was made anew: a handle from the old one is refused). NULL: the runtime launches it. */
+static CUfunction launch_func(int device, const void* kern, CUfunction stale) {
+  CUfunction fn = launch_find(__atomic_load_n(&launch_nfuncs, __ATOMIC_ACQUIRE), device, kern);
+  if (fn != NULL && fn != stale) return fn;
+  pthread_mutex_lock(&launch_lock);
+  int n = launch_nfuncs, at = n;
+  for (int i = 0; i < n; i++)
+    if (launch_funcs[i].kern == kern && launch_funcs[i].device == device) at = i;
+  fn = at < n ? launch_funcs[at].fn : NULL;
+  cudaFunction_t f;
+  if ((fn == NULL || fn == stale) && at < LAUNCH_FUNCS) {
+    fn = NULL;
+    if (cudaGetFuncBySymbol(&f, kern) == cudaSuccess) {
+      fn = (CUfunction)f;
+      launch_funcs[at].device = device;
+      launch_funcs[at].kern = kern;
+      __atomic_store_n(&launch_funcs[at].fn, fn, __ATOMIC_RELAXED);
+      if (at == n) __atomic_store_n(&launch_nfuncs, n + 1, __ATOMIC_RELEASE);
+    } else {
+      (void)cudaGetLastError(); /* the runtime's launch reports what is wrong */
+    }
+  }
+  pthread_mutex_unlock(&launch_lock);
+  return fn;
+}
+
+static ncclResult_t launch_sized(int device, const void* kern, dim3 grid, dim3 block, void* args,
+                                 size_t bytes, size_t smem, cudaStream_t stream) {
+  const cu_driver_t* d = cu_driver();
+  CUfunction fn = d != NULL ? launch_func(device, kern, NULL) : NULL;
+  if (fn == NULL) { /* no driver table: the runtime's launch, whole block */
+    void* params[] = {args};
+    CUDA_CHECK(cudaLaunchKernel(kern, grid, block, params, smem, stream));
+    return ncclSuccess;
+  }
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &bytes,
+                   CU_LAUNCH_PARAM_END};
+  CUresult r = d->launch_kernel(fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                (unsigned int)smem, (CUstream)stream, NULL, extra);
+  if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT) {
+    CUfunction again = launch_func(device, kern, fn);
+    if (again != NULL && again != fn)
+      r = d->launch_kernel(again, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                           (unsigned int)smem, (CUstream)stream, NULL, extra);
+  }
+  if (r != CUDA_SUCCESS) {
+    WARN("CUDA executor: cuLaunchKernel of %zu parameter bytes failed: %s", bytes,
+         cu_error_text(r));
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
 static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream) {
   if (b->nblocks == 0) return ncclSuccess;
   cuda_args_hdr_t* h = &ex->args.hdr;
@@ -276,7 +355,6 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
                     : b->nworks <= CUDA_SMALL_WORKS  ? CUDA_KERN_SMALL
                     : b->nworks <= CUDA_MEDIUM_WORKS ? CUDA_KERN_MEDIUM
                                                      : CUDA_KERN_LARGE;
-  void* params[] = {&ex->args};
   const bool wide = ex->wide_mode == CUDA_WIDE_ALWAYS ||
                     (ex->wide_mode == CUDA_WIDE_AUTO && !b->not_simple && b->coll);
   dim3 grid = {(unsigned)b->nblocks, 1, 1};
@@ -293,7 +371,8 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
     block.x = CUDA_EXEC_NARROW_THREADS;
     smem = 0;
   }
-  CUDA_CHECK(cudaLaunchKernel(kern, grid, block, params, smem, stream));
+  const size_t bytes = offsetof(cuda_args_large_t, works) + (size_t)b->nworks * sizeof(cuda_work_t);
+  CHECK(launch_sized(ex->device, kern, grid, block, &ex->args, bytes, smem, stream));
   __atomic_store_n(&ex->launched, ex->launched + 1, __ATOMIC_RELAXED); /* read by other threads */
   b_reset(b);
   return ncclSuccess;
