@@ -56,7 +56,10 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * items were queued one after the other on most channels (a block runs its items in order), and
  * the operation took three times a single message's time. Larger messages keep every channel
  * (bandwidth, not latency, then decides). Run 47's A/B against no limit kept it; it is no longer
- * a build knob. */
+ * a build knob. Tried on 4 H100s and dropped: the spread at every size (AllToAll 512 MiB 1563 ->
+ * 1266 us, but a lone SendRecv of 256 MiB 822 -> 911 on a third of the channels); shares of
+ * nchannels / (nranks - 1), leaving none idle for the copy to self (graph within 5 % either way,
+ * eager AllToAll 256 KiB-16 MiB 50 -> 68 us: more items to pack and launch). */
 #define COLL_P2P_SPREAD_MAX_BYTES (16 << 20)
 /* Direct algorithms (device.h's ALGO_ONESHOT, ALGO_TWOSHOT): the tuning model may choose them up
  * to this size (NCCL_ALGO forces them at any size), on at most this many channels (each channel
