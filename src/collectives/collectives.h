@@ -194,7 +194,7 @@ struct coll_comm {
   size_t works_cap;
   conn_request_t* reqs;
   int reqs_cap;
-  int* order;
+  uint64_t* order; /* point-to-point tasks by distance: distance << 32 | task index */
   int order_cap;
   local_op_t* locals; /* the plan's work without peers (plan.local) */
   int nlocal, locals_cap;

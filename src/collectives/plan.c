@@ -377,7 +377,7 @@ static ncclResult_t plan_reserve(struct coll_comm* cc, int ntasks) {
     cc->reqs_cap = nreqs;
   }
   if (ntasks > cc->order_cap) {
-    int* o = realloc(cc->order, (size_t)ntasks * sizeof(*o));
+    uint64_t* o = realloc(cc->order, (size_t)ntasks * sizeof(*o));
     if (o == NULL) {
       WARN("Planner: out of memory ordering %d tasks", ntasks);
       return ncclSystemError;
@@ -702,6 +702,12 @@ static bool plan_is_p2p(const struct coll_comm* cc, const coll_task_t* t) {
   return (t->func == FUNC_SEND || t->func == FUNC_RECV) && t->count > 0 && t->root != cc->rank;
 }
 
+/* Point-to-point tasks by distance, then by posting order (keys of plan.order: never equal). */
+static int plan_order_cmp(const void* a, const void* b) {
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return (x > y) - (x < y);
+}
+
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs_out) {
   int nranks = cc->nranks;
   int nreqs = 0;
@@ -766,14 +772,11 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
    * is kept within a step (several messages to one peer arrive in the order they were posted). */
   CHECK_GOTO(plan_self_pairs(cc, tasks), res, out);
   int norder = 0;
-  for (int d = 1; d < nranks; d++) {
-    for (int i = 0; i < tasks->n; i++) {
-      coll_task_t* t = &tasks->items[i];
-      if (!plan_is_p2p(cc, t)) continue;
-      if (plan_p2p_distance(cc, t) == d) cc->order[norder++] = i;
-    }
-  }
-  for (int k = 0; k < norder; k++) plan_p2p(cc, &tasks->items[cc->order[k]], &nreqs);
+  for (int i = 0; i < tasks->n; i++)
+    if (plan_is_p2p(cc, &tasks->items[i]))
+      cc->order[norder++] = (uint64_t)plan_p2p_distance(cc, &tasks->items[i]) << 32 | (uint32_t)i;
+  qsort(cc->order, (size_t)norder, sizeof(*cc->order), plan_order_cmp);
+  for (int k = 0; k < norder; k++) plan_p2p(cc, &tasks->items[(uint32_t)cc->order[k]], &nreqs);
   plan->nlocal = cc->nlocal;
   plan->local = cc->locals;
 

@@ -194,9 +194,8 @@ bool topo_nic_describe(const char* sysfs_path, topo_nic_t* out) {
 topo_path_t topo_gpu_nic_path(const topo_gpu_t* gpu, const topo_nic_t* nic) {
   if (gpu == NULL || nic == NULL || gpu->bus_id < 0 || nic->bus_id < 0) return TOPO_PATH_SYS;
   /* The rules of a GPU pair; a NIC has no NVLinks. */
-  topo_gpu_t as_gpu = {.bus_id = nic->bus_id, .numa = nic->numa};
-  snprintf(as_gpu.pci_path, sizeof(as_gpu.pci_path), "%s", nic->pci_path);
-  return topo_gpu_pair_path(gpu, &as_gpu, 0);
+  if (gpu->bus_id == nic->bus_id) return TOPO_PATH_LOC;
+  return topo_pci_pair_path(gpu->pci_path, gpu->numa, nic->pci_path, nic->numa);
 }
 
 const topo_gpu_t* topo_system_gpu_info(const topo_system_t* sys, int64_t bus_id) {

@@ -92,15 +92,19 @@ static int pci_common(const char* a, const char* b) {
   return n;
 }
 
+topo_path_t topo_pci_pair_path(const char* path_a, int numa_a, const char* path_b, int numa_b) {
+  int common = pci_common(path_a, path_b);
+  if (common > 0) {
+    int da = pci_depth(path_a) - common, db = pci_depth(path_b) - common;
+    return da <= 1 && db <= 1 ? TOPO_PATH_PIX : TOPO_PATH_PXB;
+  }
+  return numa_a == numa_b ? TOPO_PATH_PHB : TOPO_PATH_SYS;
+}
+
 topo_path_t topo_gpu_pair_path(const topo_gpu_t* a, const topo_gpu_t* b, int nvlinks) {
   if (a->bus_id == b->bus_id) return TOPO_PATH_LOC;
   if (nvlinks > 0 || (a->nvswitch_links > 0 && b->nvswitch_links > 0)) return TOPO_PATH_NVL;
-  int common = pci_common(a->pci_path, b->pci_path);
-  if (common > 0) {
-    int da = pci_depth(a->pci_path) - common, db = pci_depth(b->pci_path) - common;
-    return da <= 1 && db <= 1 ? TOPO_PATH_PIX : TOPO_PATH_PXB;
-  }
-  return a->numa == b->numa ? TOPO_PATH_PHB : TOPO_PATH_SYS;
+  return topo_pci_pair_path(a->pci_path, a->numa, b->pci_path, b->numa);
 }
 
 static double nvlink_gbs(int sm) {

@@ -28,6 +28,9 @@ ncclResult_t topo_system_build(const topo_gpu_t* gpus, int n, const topo_link_t*
                                const char* what, topo_system_t** out);
 /* Path and bandwidth between two GPUs joined by nvlinks direct NVLinks (pure). */
 topo_path_t topo_gpu_pair_path(const topo_gpu_t* a, const topo_gpu_t* b, int nvlinks);
+/* The PCI part of it: two functions by their bridges (pci_path) and NUMA nodes (PIX, PXB, PHB or
+ * SYS). */
+topo_path_t topo_pci_pair_path(const char* path_a, int numa_a, const char* path_b, int numa_b);
 double topo_gpu_pair_bw(const topo_gpu_t* a, const topo_gpu_t* b, int nvlinks, topo_path_t path);
 
 /* The first line of a small file (sysfs, /proc) without its newline; "" when unreadable. */

@@ -17,10 +17,10 @@
 # And the INFO lines (NCCL_DEBUG_SUBSYS=GRAPH) that name a channel's NIC between two ranks must
 # each match a NET flow between those ranks on that NIC.
 # At 128 nodes (1024 ranks) the simulation takes seconds a run: CI runs that scale with NICS="1 8",
-# OPS="allreduce allgather reducescatter" (an alltoall of 1024 ranks is a million flows). The
-# all-reduce there is a tree: its NICs are held to the same 10 % (the trees' roots move from
-# channel to channel, topo_tree_rails). SHARE, the all-reduce's floor as a share of NICs x 50
-# GB/s, is 0.8 unless set.
+# OPS="allreduce allgather reducescatter", and the alltoall (a million point-to-point flows, about
+# 15 s a run) as a test of its own with every NIC count. The all-reduce there is a tree: its NICs
+# are held to the same 10 % (the trees' roots move from channel to channel, topo_tree_rails).
+# SHARE, the all-reduce's floor as a share of NICs x 50 GB/s, is 0.8 unless set.
 #   [NICS=...] [OPS=...] [SHARE=...] check_sim_nics.sh BATON_SIM [NODES [SOURCE_DIR]]
 set -u
 sim=$1

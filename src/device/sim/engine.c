@@ -824,40 +824,55 @@ static ncclResult_t trace_collect(engine_t* e, const int* rep, sim_result_t* out
   return ncclSuccess;
 }
 
+static int u64_cmp(const void* a, const void* b) {
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return (x > y) - (x < y);
+}
+
+/* Each rank's distinct (peer, direction) pairs of its point-to-point lanes (npeers[nranks]): the
+ * lanes' (rank, direction, peer) keys sorted, then counted once each. */
+static ncclResult_t p2p_peer_counts(const engine_t* e, int* npeers) {
+  size_t n = 0;
+  uint64_t* key = NULL;
+  for (int i = 0; i < e->nlanes; i++)
+    n += e->lanes[i].geo.kind == LANE_SEND || e->lanes[i].geo.kind == LANE_RECV;
+  CHECK(MEM_CALLOC(&key, n > 0 ? n : 1));
+  n = 0;
+  for (int i = 0; i < e->nlanes; i++) {
+    const eng_lane_t* l = &e->lanes[i];
+    if (l->geo.kind != LANE_SEND && l->geo.kind != LANE_RECV) continue;
+    bool send = l->geo.kind == LANE_SEND;
+    const eng_conn_t* c =
+        &e->conns[send ? l->conn_send[STEP_ROLE_P2P_PEER] : l->conn_recv[STEP_ROLE_P2P_PEER]];
+    key[n++] =
+        ((uint64_t)l->rank << 32) | ((uint64_t)send << 31) | (uint64_t)(send ? c->dst : c->src);
+  }
+  qsort(key, n, sizeof(*key), u64_cmp);
+  for (size_t i = 0; i < n; i++)
+    if (i == 0 || key[i] != key[i - 1]) npeers[key[i] >> 32]++;
+  free(key);
+  return ncclSuccess;
+}
+
 /* Iteration it begins: rank r's host issues it after its process's earlier launches (a process
  * launches for per_process ranks, one after another, host_issue_us each); it reaches the GPU
  * launch_us later, starts when the GPU has finished the previous one, and its blocks take
  * start_us + start_ch_us per channel before the first step (starting, loading connections), and
- * p2p_peer_us per point-to-point peer and direction (the kernel sets up each one's transfers).
- * Lanes start over; connections keep their positions. */
-static ncclResult_t iteration_start(engine_t* e, const int* rep, int it, const double* end) {
+ * p2p_peer_us per point-to-point peer and direction (the kernel sets up each one's transfers:
+ * npeers, p2p_peer_counts). Lanes start over; connections keep their positions. */
+static ncclResult_t iteration_start(engine_t* e, const int* rep, const int* npeers, int it,
+                                    const double* end) {
   const sim_view_t* v = e->v;
   const int ex = exec_of(v);
   const int per = v->per_process > 0 ? v->per_process : 1;
   for (int r = 0; r < v->nranks; r++) {
     int nch = 0;
     for (int c = 0; c < e->nch; c++) nch += e->chans[(size_t)r * e->nch + c].n > 0;
-    int npeers = 0; /* distinct (peer, direction) of its point-to-point items */
-    for (int i = 0; i < e->nlanes; i++) {
-      const eng_lane_t* l = &e->lanes[i];
-      if (l->rank != r || (l->geo.kind != LANE_SEND && l->geo.kind != LANE_RECV)) continue;
-      int ci = l->geo.kind == LANE_SEND ? l->conn_send[STEP_ROLE_P2P_PEER]
-                                        : l->conn_recv[STEP_ROLE_P2P_PEER];
-      bool seen = false;
-      for (int j = 0; j < i && !seen; j++) {
-        const eng_lane_t* m = &e->lanes[j];
-        if (m->rank != r || m->geo.kind != l->geo.kind) continue;
-        int cj = m->geo.kind == LANE_SEND ? m->conn_send[STEP_ROLE_P2P_PEER]
-                                          : m->conn_recv[STEP_ROLE_P2P_PEER];
-        seen = e->conns[cj].src == e->conns[ci].src && e->conns[cj].dst == e->conns[ci].dst;
-      }
-      npeers += !seen;
-    }
     double issue = (double)(it * per + v->ranks[r].local + 1) * sim_calib.host_issue_us[ex];
     double start = issue + sim_calib.launch_us[ex];
     if (it > 0) start = max2(start, end[r]);
     start += sim_calib.start_us[ex] + sim_calib.start_ch_us[ex] * nch +
-             sim_calib.p2p_peer_us[ex] * npeers;
+             sim_calib.p2p_peer_us[ex] * npeers[r];
     for (int c = 0; c < e->nch; c++) {
       if (rep[c] != c) continue;
       eng_chan_t* ec = &e->chans[(size_t)r * e->nch + c];
@@ -878,6 +893,7 @@ ncclResult_t sim_engine_run(const sim_view_t* v, sim_result_t* out) {
   engine_t e = {.v = v};
   int* rep = NULL;
   double* end = NULL; /* each rank's end of the last iteration */
+  int* npeers = NULL; /* each rank's point-to-point peers and directions */
   memset(out, 0, sizeof(*out));
   out->func = out->algo = out->proto = -1;
   for (int r = 0; r < v->nranks; r++)
@@ -900,8 +916,10 @@ ncclResult_t sim_engine_run(const sim_view_t* v, sim_result_t* out) {
    * channels until every lane is done. */
   int iters = v->iters > 1 ? v->iters : 1;
   CHECK_GOTO(MEM_CALLOC(&end, (size_t)v->nranks), res, out);
+  CHECK_GOTO(MEM_CALLOC(&npeers, (size_t)v->nranks), res, out);
+  CHECK_GOTO(p2p_peer_counts(&e, npeers), res, out);
   for (int it = 0; it < iters; it++) {
-    CHECK_GOTO(iteration_start(&e, rep, it, end), res, out);
+    CHECK_GOTO(iteration_start(&e, rep, npeers, it, end), res, out);
     for (;;) {
       uint64_t moved = 0;
       bool left = false;
@@ -957,6 +975,7 @@ ncclResult_t sim_engine_run(const sim_view_t* v, sim_result_t* out) {
   }
   CHECK_GOTO(flows_report(&e, rep, out), res, out);
 out:
+  free(npeers);
   free(end);
   free(rep);
   engine_free(&e);
