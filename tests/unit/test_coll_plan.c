@@ -491,7 +491,7 @@ START_TEST(test_staged_items) {
 }
 END_TEST
 
-/* The tuning model against Baton's own recorded GPU times (tests/data/tuning, run 70 on H100s,
+/* The tuning model against Baton's own recorded GPU times (tests/data/tuning, run 110 on H100s,
  * CUDA-graph replay, the library choosing): for each point the planner chooses as a communicator of
  * those GPUs would (res_gpu.c's inputs: 18 NVLinks of 20.6 GB/s a pair over 62 channels, 0.8 us
  * a hop, LL128, the direct algorithms and 2 x 8 MiB of staging), and the model's time for what it
