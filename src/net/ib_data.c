@@ -309,6 +309,48 @@ ncclResult_t ib_iflush(void* recv_comm, int n, void** data, int* sizes, void** m
   return ncclSuccess;
 }
 
+/* A one-sided write: plain RDMA WRITE (no immediate: the peer posts nothing and sees no
+ * completion) on QP 0, whose remote end is the peer's first port, so dst->rkeys[0] is its key. */
+ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhandle,
+                     const net_rma_key_t* dst, uint64_t dst_off, void** request) {
+  ib_comm_t* c = send_comm;
+  const ib_mhandle_t* mh = mhandle;
+  *request = NULL;
+  if (!c->is_send || bytes == 0 || bytes > IB_MAX_MSG || mh == NULL || mh->ndevs < 1) {
+    WARN("NET/IB: a one-sided write of %zu bytes to %s: needs a send comm, a registration and 1 "
+         "to %llu bytes",
+         bytes, c->peer, (unsigned long long)IB_MAX_MSG);
+    return ncclInternalError;
+  }
+  CHECK(ib_comm_alive(c));
+  ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
+  if (r == NULL) return ncclSuccess;
+  r->size = bytes;
+  struct ibv_sge sge = {
+      .addr = (uintptr_t)data, .length = (uint32_t)bytes, .lkey = mh->mrs[0]->lkey};
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = ib_wr_id(c, r, IB_WR_PUT);
+  wr.wr.rdma.remote_addr = dst->addr + dst_off;
+  wr.wr.rdma.rkey = dst->rkeys[0];
+  ncclResult_t res = ib_post_send(c, c->qps[0], &wr, "a one-sided write");
+  if (res != ncclSuccess) {
+    r->type = IB_REQ_FREE;
+    return res;
+  }
+  r->events = 1;
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t ib_check(void* comm) {
+  return ib_comm_alive(comm);
+}
+
 /* ---- Completions -------------------------------------------------------------------------------
  */
 static const char* ib_wr_kind_text(int kind) {
@@ -321,6 +363,8 @@ static const char* ib_wr_kind_text(int kind) {
       return "telling its receive buffer to";
     case IB_WR_FLUSH:
       return "flushing data received from";
+    case IB_WR_PUT:
+      return "writing one-sided data to";
     default:
       return "talking to";
   }

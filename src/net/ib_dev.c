@@ -612,6 +612,23 @@ const ncclNet_t* net_builtin_ib(void) {
   return &net_ib;
 }
 
+static ncclResult_t ib_rma_key(void* mhandle, const void* data, size_t bytes, net_rma_key_t* out) {
+  const ib_mhandle_t* mh = mhandle;
+  memset(out, 0, sizeof(*out));
+  out->addr = (uint64_t)(uintptr_t)data;
+  out->bytes = bytes;
+  for (int i = 0; i < mh->ndevs; i++) out->rkeys[i] = mh->mrs[i]->rkey;
+  return ncclSuccess;
+}
+
+_Static_assert(NET_RMA_MAX_KEYS >= IB_DEVS_PER_VDEV, "a key holds every port's rkey");
+static const net_rma_ops_t ib_rma_ops = {
+    .key = ib_rma_key, .iput = ib_iput, .check = ib_check, .max_put = IB_MAX_MSG};
+
+const net_rma_ops_t* net_rma_ops(const ncclNet_t* net) {
+  return net != NULL && net == &net_ib ? &ib_rma_ops : NULL;
+}
+
 #else /* !BATON_HAVE_VERBS: built without rdma-core's header */
 #include "net/net.h"
 
@@ -619,6 +636,10 @@ const ncclNet_t* net_builtin_ib(void) {
   INFO(NCCL_INIT | NCCL_NET,
        "NET/IB: this Baton was built without infiniband/verbs.h (libibverbs-dev); the IB network "
        "is off");
+  return NULL;
+}
+
+const net_rma_ops_t* net_rma_ops(const ncclNet_t* net) {
   return NULL;
 }
 #endif /* BATON_HAVE_VERBS */
