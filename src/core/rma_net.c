@@ -43,10 +43,10 @@ struct rma_net {
   int dev;
   int nranks, me, nsigs; /* nsigs: nctx x nsig */
   void* listen;
-  void** send;   /* nranks: the comm that writes to each peer; NULL: not over the network */
-  void** recv;   /* the peers' comms into this rank, kept open */
+  void** send; /* nranks: the comm that writes to each peer; NULL: not over the network */
+  void** recv; /* the peers' comms into this rank, kept open */
   int nrecv;
-  void* reg;     /* the comm registrations are made on (every comm here shares the device) */
+  void* reg;       /* the comm registrations are made on (every comm here shares the device) */
   uint64_t* words; /* nranks x nsigs, written by the peers */
   void* words_mh;
   uint64_t* sent; /* nranks x nsigs: what this rank raised at each peer (the writes' source) */
@@ -94,8 +94,10 @@ static bool rma_net_listen(ncclComm_t comm, struct rma_net* rn, char* handle) {
   comm_res_t* r = comm->resources;
   if (r->dev_tables || r->simulated) return false; /* GPU memory: the bootstrap path (see docs) */
   if (transport_net_context(&r->tctx, &rn->net, &rn->net_ctx, &rn->dev) != ncclSuccess) {
-    INFO(NCCL_NET, "RMA: rank %d has no network; one-sided operations between hosts take the "
-         "bootstrap", comm->rank);
+    INFO(NCCL_NET,
+         "RMA: rank %d has no network; one-sided operations between hosts take the "
+         "bootstrap",
+         comm->rank);
     return false;
   }
   rn->ops = net_rma_ops(rn->net);
@@ -141,9 +143,10 @@ static ncclResult_t rma_net_connect(ncclComm_t comm, struct rma_net* rn, rma_net
       return ncclInternalError;
     }
     if (clock_ns() > deadline) {
-      WARN("RMA: rank %d made %d of %d one-sided connections and accepted %d in %llu ms "
-           "(NCCL_BOOTSTRAP_TIMEOUT_MS)",
-           comm->rank, nconnected, nwant, rn->nrecv, (unsigned long long)limit_ms);
+      WARN(
+          "RMA: rank %d made %d of %d one-sided connections and accepted %d in %llu ms "
+          "(NCCL_BOOTSTRAP_TIMEOUT_MS)",
+          comm->rank, nconnected, nwant, rn->nrecv, (unsigned long long)limit_ms);
       return ncclRemoteError;
     }
     struct timespec nap = {.tv_sec = 0, .tv_nsec = 200000};
@@ -325,9 +328,10 @@ ncclResult_t rma_net_put(ncclComm_t comm, const struct rma_net_win* w, int peer,
   if (bytes > 0) {
     size_t have = 0;
     if (!rma_net_window_peer(w, peer, &have)) {
-      WARN("ncclPutSignal: rank %d's window could not be registered with NET/%s (see its log); "
-           "no one-sided write into it is possible",
-           peer, rn->net->name);
+      WARN(
+          "ncclPutSignal: rank %d's window could not be registered with NET/%s (see its log); "
+          "no one-sided write into it is possible",
+          peer, rn->net->name);
       return ncclInvalidUsage;
     }
     if (off > have || bytes > have - off) {
@@ -375,11 +379,12 @@ ncclResult_t rma_net_wait(ncclComm_t comm, int peer, int sig, uint64_t count) {
       next_check = now + RMA_NET_CHECK_NS;
       ncclResult_t res = rn->ops->check(rn->send[peer]);
       if (res != ncclSuccess) {
-        WARN("ncclWaitSignal: rank %d waits for signals from rank %d (%llu of %llu arrived), "
-             "which is gone",
-             comm->rank, peer,
-             (unsigned long long)(__atomic_load_n(&rn->words[k], __ATOMIC_ACQUIRE) - rn->taken[k]),
-             (unsigned long long)count);
+        WARN(
+            "ncclWaitSignal: rank %d waits for signals from rank %d (%llu of %llu arrived), "
+            "which is gone",
+            comm->rank, peer,
+            (unsigned long long)(__atomic_load_n(&rn->words[k], __ATOMIC_ACQUIRE) - rn->taken[k]),
+            (unsigned long long)count);
         return res;
       }
     }

@@ -20,8 +20,8 @@ struct comm_window {
   int* slots; /* nranks: each rank's slot for this window */
   void* buff; /* this rank's buffer */
   share_export_t exp;
-  share_map_t* maps; /* nranks: the peers' buffers mapped here */
-  size_t* bytes;     /* nranks: the length of each rank's buffer */
+  share_map_t* maps;       /* nranks: the peers' buffers mapped here */
+  size_t* bytes;           /* nranks: the length of each rank's buffer */
   struct rma_net_win* net; /* across hosts: the network's registrations (slot -1, nothing mapped) */
 };
 

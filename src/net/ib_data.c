@@ -317,9 +317,10 @@ ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhan
   const ib_mhandle_t* mh = mhandle;
   *request = NULL;
   if (!c->is_send || bytes == 0 || bytes > IB_MAX_MSG || mh == NULL || mh->ndevs < 1) {
-    WARN("NET/IB: a one-sided write of %zu bytes to %s: needs a send comm, a registration and 1 "
-         "to %llu bytes",
-         bytes, c->peer, (unsigned long long)IB_MAX_MSG);
+    WARN(
+        "NET/IB: a one-sided write of %zu bytes to %s: needs a send comm, a registration and 1 "
+        "to %llu bytes",
+        bytes, c->peer, (unsigned long long)IB_MAX_MSG);
     return ncclInternalError;
   }
   CHECK(ib_comm_alive(c));

@@ -36,7 +36,7 @@
 
 typedef struct rma_cfg {
   int nhosts;
-  size_t large; /* bytes of the large put */
+  size_t large;      /* bytes of the large put */
   uint64_t* counted; /* shared: the counters' growth rank 0 measured, and what it expected */
 } rma_cfg_t;
 
@@ -52,8 +52,8 @@ static int host_of(const rma_cfg_t* c, int rank, int nranks) {
 
 /* The byte rank `from` puts at offset o of its region in rank `to`'s window, round rd. */
 static uint8_t pattern(int from, int to, size_t o, int rd) {
-  uint64_t x = (uint64_t)o * 0x9e3779b97f4a7c15ull ^ ((uint64_t)from << 40) ^
-               ((uint64_t)to << 48) ^ ((uint64_t)rd << 56);
+  uint64_t x = (uint64_t)o * 0x9e3779b97f4a7c15ull ^ ((uint64_t)from << 40) ^ ((uint64_t)to << 48) ^
+               ((uint64_t)rd << 56);
   x ^= x >> 29;
   x *= 0xbf58476d1ce4e5b9ull;
   x ^= x >> 32;
@@ -123,9 +123,9 @@ static int bad_input(ncclComm_t comm, const rma_cfg_t* c, int me, int n, ncclWin
   for (int p = 0; p < n && other < 0; p++)
     if (host_of(c, p, n) != host_of(c, me, n)) other = p;
   IT_EXPECT(other >= 0, "no peer on another host");
-  if (expect_error(ncclPutSignal(src, 4, ncclInt8, other, (ncclWindow_t)src, 0, 0, 0, 0, comm,
-                                 NULL),
-                   ncclInvalidArgument, comm, "a pointer that is no window", "not a window"))
+  if (expect_error(
+          ncclPutSignal(src, 4, ncclInt8, other, (ncclWindow_t)src, 0, 0, 0, 0, comm, NULL),
+          ncclInvalidArgument, comm, "a pointer that is no window", "not a window"))
     return 1;
   if (expect_error(ncclPutSignal(src, 4, ncclInt8, n, win, 0, 0, 0, 0, comm, NULL),
                    ncclInvalidArgument, comm, "peer out of range", "peer"))
@@ -276,8 +276,8 @@ static int body(itest_rank_t* r, void* arg) {
     double latest = put_start;
     IT_NCCL(ncclAllReduce(&put_start, &latest, 1, ncclFloat64, ncclMax, comm, NULL));
     IT_EXPECT(rd == 0 || returned > latest,
-              "round %d: the wait returned at %.6f, before the late rank began to put at %.6f",
-              rd, returned, latest);
+              "round %d: the wait returned at %.6f, before the late rank began to put at %.6f", rd,
+              returned, latest);
   }
   if (me == 0) {
     long long pkts = port_counter("rcvd_pkts"), data = port_counter("port_rcv_data");
@@ -299,8 +299,7 @@ static int body(itest_rank_t* r, void* arg) {
 }
 
 static void run(int nranks, int nhosts, size_t large) {
-  uint64_t* counted =
-      mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  uint64_t* counted = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ck_assert_ptr_ne(counted, MAP_FAILED);
   memset(counted, 0, 4096);
   char logdir[] = "/tmp/baton-ibrma-XXXXXX";
@@ -308,12 +307,12 @@ static void run(int nranks, int nhosts, size_t large) {
   char logfile[128];
   snprintf(logfile, sizeof(logfile), "NCCL_DEBUG_FILE=%s/rank.%%p", logdir);
   rma_cfg_t cfg = {.nhosts = nhosts, .large = large, .counted = counted};
-  itest_opts_t o = {.nranks = nranks,
-                    .nhosts = nhosts,
-                    .no_init = true,
-                    .timeout_s = 600,
-                    .env = {"NCCL_NET=IB", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET,REG",
-                            logfile}};
+  itest_opts_t o = {
+      .nranks = nranks,
+      .nhosts = nhosts,
+      .no_init = true,
+      .timeout_s = 600,
+      .env = {"NCCL_NET=IB", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET,REG", logfile}};
   double t0 = itest_now();
   ck_assert_int_eq(itest_run(&o, body, &cfg), 0);
   fprintf(stderr, "%d ranks on %d hosts: %.1f s\n", nranks, nhosts, itest_now() - t0);
