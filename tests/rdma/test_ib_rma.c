@@ -11,8 +11,8 @@
  * taken too early would show. Windows differ in length per rank, so a put that fits the peer's
  * window but not this rank's goes through (the length comes from the peer's registration) and one
  * beyond the peer's is refused. The port counters of the RDMA devices must grow by at least what
- * went between hosts: the data did not travel in bootstrap (TCP) messages. Without an RDMA device:
- * SKIP. */
+ * went between hosts: the data did not travel in bootstrap (TCP) messages. A peer that exits
+ * makes a wait on it fail within seconds. Without an RDMA device: SKIP. */
 #include <check.h>
 #include <dirent.h>
 #include <stdlib.h>
@@ -332,6 +332,42 @@ static void run(int nranks, int nhosts, size_t large) {
   munmap(counted, 4096);
 }
 
+/* Rank 1 exits without a word once the window exists: rank 0's wait for its signal and a put to
+ * it fail within seconds, naming it, instead of waiting forever. */
+static int body_gone(itest_rank_t* r, void* arg) {
+  ncclComm_t comm = r->comms[0];
+  char* buf = calloc(1, 65536);
+  IT_EXPECT(buf != NULL, "no memory");
+  ncclWindow_t win = NULL;
+  IT_NCCL(ncclCommWindowRegister(comm, buf, 65536, &win, NCCL_WIN_DEFAULT));
+  if (r->rank == 1) _exit(0);
+  ncclWaitSignalDesc_t d = {.opCnt = 1, .peer = 1, .sigIdx = 0, .ctx = 0};
+  double t0 = itest_now();
+  ncclResult_t res = ncclWaitSignal(1, &d, comm, NULL);
+  double waited = itest_now() - t0;
+  IT_EXPECT(res == ncclRemoteError, "the wait on a rank that exited returned %s",
+            ncclGetErrorString(res));
+  IT_EXPECT(waited < 30, "the wait took %.1f s to notice", waited);
+  const char* last = ncclGetLastError(comm);
+  IT_EXPECT(last != NULL && strstr(last, "rank 1") != NULL, "last error \"%s\" names no rank 1",
+            last ? last : "(null)");
+  res = ncclPutSignal(buf, 64, ncclInt8, 1, win, 0, 0, 0, 0, comm, NULL);
+  IT_EXPECT(res != ncclSuccess, "a put to a rank that exited succeeded");
+  fprintf(stderr, "rank 0: the wait failed after %.2f s: %s\n", waited, last);
+  IT_NCCL(ncclCommAbort(comm));
+  r->comms[0] = NULL;
+  free(buf);
+  (void)arg;
+  return 0;
+}
+
+START_TEST(peer_gone) {
+  itest_opts_t o = {
+      .nranks = 2, .nhosts = 2, .timeout_s = 120, .may_die = 1u << 1, .env = {"NCCL_NET=IB"}};
+  ck_assert_int_eq(itest_run(&o, body_gone, NULL), 0);
+}
+END_TEST
+
 START_TEST(two_hosts) {
   run(2, 2, (9u << 20) + 1236); /* the large put: 3 network writes */
 }
@@ -355,6 +391,7 @@ int main(void) {
   tcase_add_test(tc, two_hosts);
   tcase_add_test(tc, three_hosts);
   tcase_add_test(tc, four_ranks_two_hosts);
+  tcase_add_test(tc, peer_gone);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }
