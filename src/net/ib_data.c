@@ -327,18 +327,9 @@ ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhan
   ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
   if (r == NULL) return ncclSuccess;
   r->size = bytes;
-  struct ibv_sge sge = {
-      .addr = (uintptr_t)data, .length = (uint32_t)bytes, .lkey = mh->mrs[0]->lkey};
-  struct ibv_send_wr wr;
-  memset(&wr, 0, sizeof(wr));
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = ib_wr_id(c, r, IB_WR_PUT);
-  wr.wr.rdma.remote_addr = dst->addr + dst_off;
-  wr.wr.rdma.rkey = dst->rkeys[0];
-  ncclResult_t res = ib_post_send(c, c->qps[0], &wr, "a one-sided write");
+  ncclResult_t res = ib_post_rdma(c, c->qps[0], IBV_WR_RDMA_WRITE, (void*)data, (uint32_t)bytes,
+                                  mh->mrs[0]->lkey, dst->addr + dst_off, dst->rkeys[0],
+                                  ib_wr_id(c, r, IB_WR_PUT), "a one-sided write");
   if (res != ncclSuccess) {
     r->type = IB_REQ_FREE;
     return res;
