@@ -1,23 +1,24 @@
 /* One-sided operations between hosts over the network: a put is an RDMA write into the peer's
- * registered window, its signal an RDMA write of a counter into the peer's signal words, both on
- * one connection (net.h, net_rma_ops_t: the built-in IB network), so the signal lands after the
- * data.
+ * registered window, its signal an RDMA atomic add to the peer's signal word, both on one
+ * connection (net.h, net_rma_ops_t: the built-in IB network), so the signal lands after the data
+ * (an atomic is not passed by earlier writes, even with PCIe relaxed ordering).
  *
  * Made collectively at the first window registration of a communicator that spans hosts
  * (comm_window_share calls rma_net_window_open on every rank, in the same order):
  *   1. each rank offers a listen handle when it can (host executor, a network with one-sided
- *      writes); the offers are allgathered, and every pair of offering ranks on different hosts
- *      connects both ways (this rank's send comm writes to the peer; the peer's comes in through
- *      the listen comm and is only kept open);
+ *      writes and adds on its device); the offers are allgathered, and every pair of offering ranks
+ * on different hosts connects both ways (this rank's send comm writes to the peer; the peer's comes
+ * in through the listen comm and is only kept open);
  *   2. each rank registers its signal words (nranks x nctx x nsig counters: row p is what rank p
- *      raised here, written only by p) and the counters it writes from, and allgathers the words'
- *      key and whether every connection came up; a pair uses the network only when both say so.
+ *      raised here, added to only by p) and a word the adds' old values land in, and allgathers
+ *      the words' key and whether every connection came up; a pair uses the network only when
+ *      both say so.
  * Every window registration then registers the buffer and allgathers its key, so a put knows the
  * peer's address, key and length. A pair that does not use the network (same host, no offer, a
  * failed connection) keeps the bootstrap path of rma.c.
  *
- * Counting: rank s raising sig k at rank d writes its new total for (d, k) into d's word (s, k);
- * a wait on (s, k) for n signals returns once the word reaches what waits took before plus n.
+ * Counting: rank s raising sig k at rank d adds 1 to d's word (s, k); a wait on (s, k) for n
+ * signals returns once the word reaches what waits took before plus n.
  * A put returns once its writes completed (the source may be reused; the host executor's calls
  * finish before they return). */
 #include <stdlib.h>
@@ -47,10 +48,10 @@ struct rma_net {
   void** recv; /* the peers' comms into this rank, kept open */
   int nrecv;
   void* reg;       /* the comm registrations are made on (every comm here shares the device) */
-  uint64_t* words; /* nranks x nsigs, written by the peers */
+  uint64_t* words; /* nranks x nsigs, added to by the peers */
   void* words_mh;
-  uint64_t* sent; /* nranks x nsigs: what this rank raised at each peer (the writes' source) */
-  void* sent_mh;
+  uint64_t* scratch; /* where an add's old value lands (one add in flight at a time) */
+  void* scratch_mh;
   uint64_t* taken;          /* nranks x nsigs: signals the waits have taken */
   net_rma_key_t* word_keys; /* nranks: each peer's words */
 };
@@ -70,7 +71,7 @@ bool rma_net_pair(const struct rma_net* rn, int peer) {
 static void rma_net_release(struct rma_net* rn) {
   if (rn == NULL) return;
   if (rn->words_mh != NULL) rn->net->deregMr(rn->reg, rn->words_mh);
-  if (rn->sent_mh != NULL) rn->net->deregMr(rn->reg, rn->sent_mh);
+  if (rn->scratch_mh != NULL) rn->net->deregMr(rn->reg, rn->scratch_mh);
   for (int p = 0; rn->send != NULL && p < rn->nranks; p++)
     if (rn->send[p] != NULL) rn->net->closeSend(rn->send[p]);
   for (int i = 0; i < rn->nrecv; i++) rn->net->closeRecv(rn->recv[i]);
@@ -78,7 +79,7 @@ static void rma_net_release(struct rma_net* rn) {
   free(rn->send);
   free(rn->recv);
   free(rn->words);
-  free(rn->sent);
+  free(rn->scratch);
   free(rn->taken);
   free(rn->word_keys);
   free(rn);
@@ -101,10 +102,10 @@ static bool rma_net_listen(ncclComm_t comm, struct rma_net* rn, char* handle) {
     return false;
   }
   rn->ops = net_rma_ops(rn->net);
-  if (rn->ops == NULL) {
+  if (rn->ops == NULL || !rn->ops->can_add(rn->dev)) {
     INFO(NCCL_NET,
-         "RMA: network %s has no one-sided writes; one-sided operations between hosts take the "
-         "bootstrap",
+         "RMA: network %s has no one-sided writes and adds (RDMA atomics) here; one-sided "
+         "operations between hosts take the bootstrap",
          rn->net->name);
     return false;
   }
@@ -155,11 +156,11 @@ static ncclResult_t rma_net_connect(ncclComm_t comm, struct rma_net* rn, rma_net
   return ncclSuccess;
 }
 
-/* The signal words and counters, registered; key gets the words' key. */
+/* The signal words and the adds' scratch word, registered; key gets the words' key. */
 static ncclResult_t rma_net_words(struct rma_net* rn, net_rma_key_t* key) {
   size_t bytes = (size_t)rn->nranks * (size_t)rn->nsigs * sizeof(uint64_t);
   CHECK(rn->net->regMr(rn->reg, rn->words, bytes, NCCL_PTR_HOST, &rn->words_mh));
-  CHECK(rn->net->regMr(rn->reg, rn->sent, bytes, NCCL_PTR_HOST, &rn->sent_mh));
+  CHECK(rn->net->regMr(rn->reg, rn->scratch, sizeof(uint64_t), NCCL_PTR_HOST, &rn->scratch_mh));
   return rn->ops->key(rn->words_mh, rn->words, bytes, key);
 }
 
@@ -181,7 +182,7 @@ static ncclResult_t rma_net_setup(ncclComm_t comm, struct rma_net** out) {
   CHECK_GOTO(MEM_CALLOC(&rn->send, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&rn->recv, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&rn->words, nw), res, fail);
-  CHECK_GOTO(MEM_CALLOC(&rn->sent, nw), res, fail);
+  CHECK_GOTO(MEM_CALLOC(&rn->scratch, 1), res, fail);
   CHECK_GOTO(MEM_CALLOC(&rn->taken, nw), res, fail);
   CHECK_GOTO(MEM_CALLOC(&rn->word_keys, (size_t)n), res, fail);
   CHECK_GOTO(MEM_CALLOC(&offers, (size_t)n), res, fail);
@@ -298,7 +299,8 @@ static ncclResult_t rma_net_drain(ncclComm_t comm, struct rma_net* rn, void** re
   return ncclSuccess;
 }
 
-/* One write, posted once the network takes it (earlier ones are waited for meanwhile). */
+/* One write of bytes at data, or (data NULL) an add of 1 to a word, posted once the network takes
+ * it (earlier ones are waited for meanwhile). */
 static ncclResult_t rma_net_post(ncclComm_t comm, struct rma_net* rn, int peer, const void* data,
                                  size_t bytes, void* mh, const net_rma_key_t* dst, uint64_t off,
                                  void** reqs, int* nreqs) {
@@ -308,7 +310,10 @@ static ncclResult_t rma_net_post(ncclComm_t comm, struct rma_net* rn, int peer, 
   }
   for (;;) {
     void* req = NULL;
-    CHECK(rn->ops->iput(rn->send[peer], data, bytes, mh, dst, off, &req));
+    if (data != NULL)
+      CHECK(rn->ops->iput(rn->send[peer], data, bytes, mh, dst, off, &req));
+    else
+      CHECK(rn->ops->iadd(rn->send[peer], rn->scratch, rn->scratch_mh, dst, off, 1, &req));
     if (req != NULL) {
       reqs[(*nreqs)++] = req;
       return ncclSuccess;
@@ -347,20 +352,16 @@ ncclResult_t rma_net_put(ncclComm_t comm, const struct rma_net_win* w, int peer,
                          off + done, reqs, &nreqs);
     }
   }
-  /* The signal: this rank's new total for (peer, sig) into the peer's word, after the data. */
-  size_t k = (size_t)peer * (size_t)rn->nsigs + (size_t)sig;
+  /* The signal: 1 added to the peer's word for (this rank, sig), after the data. */
   size_t word = ((size_t)rn->me * (size_t)rn->nsigs + (size_t)sig) * sizeof(uint64_t);
-  if (res == ncclSuccess) {
-    rn->sent[k]++;
-    res = rma_net_post(comm, rn, peer, &rn->sent[k], sizeof(uint64_t), rn->sent_mh,
-                       &rn->word_keys[peer], word, reqs, &nreqs);
-  }
+  if (res == ncclSuccess)
+    res = rma_net_post(comm, rn, peer, NULL, 0, NULL, &rn->word_keys[peer], word, reqs, &nreqs);
   ncclResult_t drained = rma_net_drain(comm, rn, reqs, nreqs);
   if (res == ncclSuccess) res = drained;
   if (mh != NULL) rn->net->deregMr(rn->send[peer], mh);
   if (res == ncclSuccess)
-    TRACE(NCCL_NET, "RMA: %zu bytes and signal %llu (index %d) written to rank %d over NET/%s",
-          bytes, (unsigned long long)rn->sent[k], sig, peer, rn->net->name);
+    TRACE(NCCL_NET, "RMA: %zu bytes and signal index %d written to rank %d over NET/%s", bytes, sig,
+          peer, rn->net->name);
   return res;
 }
 

@@ -339,6 +339,48 @@ ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhan
   return ncclSuccess;
 }
 
+/* A one-sided add: RDMA ATOMIC_FETCH_AND_ADD on QP 0 (the old value lands in scratch). An atomic
+ * is a non-posted request at the peer's PCIe root: no earlier write of the QP can be passed by it,
+ * relaxed ordering or not, so the data a signal follows is in memory when its count shows. */
+ncclResult_t ib_iadd(void* send_comm, uint64_t* scratch, void* mhandle, const net_rma_key_t* dst,
+                     uint64_t dst_off, uint64_t add, void** request) {
+  ib_comm_t* c = send_comm;
+  const ib_mhandle_t* mh = mhandle;
+  *request = NULL;
+  if (!c->is_send || mh == NULL || mh->ndevs < 1 || !ib_devs[c->devs[0].dev].atomics ||
+      (dst->addr + dst_off) % sizeof(uint64_t) != 0) {
+    WARN(
+        "NET/IB: a one-sided add to %s: needs a send comm, a registration, a device with RDMA "
+        "atomics and an 8-byte aligned word",
+        c->peer);
+    return ncclInternalError;
+  }
+  CHECK(ib_comm_alive(c));
+  ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
+  if (r == NULL) return ncclSuccess;
+  r->size = sizeof(uint64_t);
+  struct ibv_sge sge = {
+      .addr = (uintptr_t)scratch, .length = sizeof(uint64_t), .lkey = mh->mrs[0]->lkey};
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = ib_wr_id(c, r, IB_WR_PUT);
+  wr.wr.atomic.remote_addr = dst->addr + dst_off;
+  wr.wr.atomic.compare_add = add;
+  wr.wr.atomic.rkey = dst->rkeys[0];
+  ncclResult_t res = ib_post_send(c, c->qps[0], &wr, "a one-sided add");
+  if (res != ncclSuccess) {
+    r->type = IB_REQ_FREE;
+    return res;
+  }
+  r->events = 1;
+  *request = r;
+  return ncclSuccess;
+}
+
 ncclResult_t ib_check(void* comm) {
   return ib_comm_alive(comm);
 }

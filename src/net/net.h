@@ -379,9 +379,11 @@ ncclResult_t net_compat_from_v8(const ncclNet_v8_t* v8, const ncclNet_t** out);
  * own (ncclRma, ncclGin: a collective connect, symmetric registration, iput / iputSignal). Baton's
  * built-in IB network offers them beside its ncclNet table, for ncclPutSignal between hosts
  * (src/core/rma_net.c): a comm from connect writes straight into memory its peer registered
- * (regMr on any comm of the same network device) and described with `key`. Every write of a send
- * comm goes on its first QP, so writes are executed at the peer in posting order: a signal word
- * written after the data lands after it. Requests are tested with the network's test(). */
+ * (regMr on any comm of the same network device) and described with `key`, or adds to a word of
+ * it. Every operation of a send comm goes on its first QP, so the peer executes them in posting
+ * order, and an add (an atomic: a non-posted request) is not passed by the writes before it even
+ * where the NIC writes with PCIe relaxed ordering: a signal added after the data lands after it.
+ * Requests are tested with the network's test(). */
 #define NET_RMA_MAX_KEYS 4 /* ports of one (virtual) NIC */
 typedef struct net_rma_key {
   uint64_t addr;  /* the registered memory, in its owner's address space */
@@ -395,6 +397,12 @@ typedef struct net_rma_ops {
    * the peer; *request NULL: too many in flight, test earlier ones and post again. */
   ncclResult_t (*iput)(void* send_comm, const void* data, size_t bytes, void* mhandle,
                        const net_rma_key_t* dst, uint64_t dst_off, void** request);
+  /* Adds add to the 8-byte aligned word at dst->addr + dst_off on the peer, after the comm's
+   * earlier writes; its old value lands in *scratch (registered as mhandle). */
+  ncclResult_t (*iadd)(void* send_comm, uint64_t* scratch, void* mhandle, const net_rma_key_t* dst,
+                       uint64_t dst_off, uint64_t add, void** request);
+  /* Whether device dev can add (RDMA atomics); without, no one-sided operation uses it. */
+  bool (*can_add)(int dev);
   /* Whether the peer of comm is still there (its process exits: ncclRemoteError, logged). */
   ncclResult_t (*check)(void* comm);
   size_t max_put;
