@@ -309,8 +309,44 @@ ncclResult_t ib_iflush(void* recv_comm, int n, void** data, int* sizes, void** m
   return ncclSuccess;
 }
 
-/* A one-sided write: plain RDMA WRITE (no immediate: the peer posts nothing and sees no
- * completion) on QP 0, whose remote end is the peer's first port, so dst->rkeys[0] is its key. */
+/* One one-sided operation on QP 0, whose remote end is the peer's first port (so dst->rkeys[0] is
+ * its key): an RDMA WRITE of len bytes at local (no immediate: the peer posts nothing and sees no
+ * completion) or an ATOMIC_FETCH_AND_ADD of add (the old value lands at local). */
+static ncclResult_t ib_one_sided(ib_comm_t* c, bool atomic, void* local, uint32_t len,
+                                 uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t add,
+                                 void** request) {
+  CHECK(ib_comm_alive(c));
+  ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
+  if (r == NULL) return ncclSuccess;
+  r->size = len;
+  struct ibv_sge sge = {.addr = (uintptr_t)local, .length = len, .lkey = lkey};
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = ib_wr_id(c, r, IB_WR_PUT);
+  if (atomic) {
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.compare_add = add;
+    wr.wr.atomic.rkey = rkey;
+  } else {
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+  }
+  ncclResult_t res =
+      ib_post_send(c, c->qps[0], &wr, atomic ? "a one-sided add" : "a one-sided write");
+  if (res != ncclSuccess) {
+    r->type = IB_REQ_FREE;
+    return res;
+  }
+  r->events = 1;
+  *request = r;
+  return ncclSuccess;
+}
+
 ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhandle,
                      const net_rma_key_t* dst, uint64_t dst_off, void** request) {
   ib_comm_t* c = send_comm;
@@ -323,25 +359,13 @@ ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhan
         bytes, c->peer, (unsigned long long)IB_MAX_MSG);
     return ncclInternalError;
   }
-  CHECK(ib_comm_alive(c));
-  ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
-  if (r == NULL) return ncclSuccess;
-  r->size = bytes;
-  ncclResult_t res = ib_post_rdma(c, c->qps[0], IBV_WR_RDMA_WRITE, (void*)data, (uint32_t)bytes,
-                                  mh->mrs[0]->lkey, dst->addr + dst_off, dst->rkeys[0],
-                                  ib_wr_id(c, r, IB_WR_PUT), "a one-sided write");
-  if (res != ncclSuccess) {
-    r->type = IB_REQ_FREE;
-    return res;
-  }
-  r->events = 1;
-  *request = r;
-  return ncclSuccess;
+  return ib_one_sided(c, false, (void*)data, (uint32_t)bytes, mh->mrs[0]->lkey, dst->addr + dst_off,
+                      dst->rkeys[0], 0, request);
 }
 
-/* A one-sided add: RDMA ATOMIC_FETCH_AND_ADD on QP 0 (the old value lands in scratch). An atomic
- * is a non-posted request at the peer's PCIe root: no earlier write of the QP can be passed by it,
- * relaxed ordering or not, so the data a signal follows is in memory when its count shows. */
+/* An atomic is a non-posted request at the peer's PCIe root: no earlier write of the QP can be
+ * passed by it, relaxed ordering or not, so the data a signal follows is in memory when its count
+ * shows. */
 ncclResult_t ib_iadd(void* send_comm, uint64_t* scratch, void* mhandle, const net_rma_key_t* dst,
                      uint64_t dst_off, uint64_t add, void** request) {
   ib_comm_t* c = send_comm;
@@ -355,30 +379,8 @@ ncclResult_t ib_iadd(void* send_comm, uint64_t* scratch, void* mhandle, const ne
         c->peer);
     return ncclInternalError;
   }
-  CHECK(ib_comm_alive(c));
-  ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
-  if (r == NULL) return ncclSuccess;
-  r->size = sizeof(uint64_t);
-  struct ibv_sge sge = {
-      .addr = (uintptr_t)scratch, .length = sizeof(uint64_t), .lkey = mh->mrs[0]->lkey};
-  struct ibv_send_wr wr;
-  memset(&wr, 0, sizeof(wr));
-  wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr_id = ib_wr_id(c, r, IB_WR_PUT);
-  wr.wr.atomic.remote_addr = dst->addr + dst_off;
-  wr.wr.atomic.compare_add = add;
-  wr.wr.atomic.rkey = dst->rkeys[0];
-  ncclResult_t res = ib_post_send(c, c->qps[0], &wr, "a one-sided add");
-  if (res != ncclSuccess) {
-    r->type = IB_REQ_FREE;
-    return res;
-  }
-  r->events = 1;
-  *request = r;
-  return ncclSuccess;
+  return ib_one_sided(c, true, scratch, sizeof(uint64_t), mh->mrs[0]->lkey, dst->addr + dst_off,
+                      dst->rkeys[0], add, request);
 }
 
 ncclResult_t ib_check(void* comm) {
