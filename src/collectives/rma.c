@@ -64,10 +64,12 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
         api, (void*)peerWin, (void*)comm);
     return ncclInvalidArgument;
   }
-  /* Windows are symmetric: this rank's length stands for the peer's where it is not known. */
+  /* Windows are symmetric: this rank's length stands for the peer's where it is not known (the
+   * bootstrap path). */
   size_t peer_size = size;
+  p.win = shared;
   p.peer_base = peer != comm->rank ? comm_window_peer(shared, peer, &peer_size) : NULL;
-  if (p.peer_base == NULL) peer_size = size;
+  if (peer == comm->rank || !comm_window_peer_bytes(shared, peer, &peer_size)) peer_size = size;
   if (peerWinOffset > peer_size || bytes > peer_size - peerWinOffset) {
     WARN("%s: %zu bytes at peerWinOffset %zu do not fit rank %d's window of %zu bytes", api, bytes,
          peerWinOffset, peer, peer_size);

@@ -215,6 +215,8 @@ typedef struct comm_res {
   size_t suspended_bytes;
   bool suspended_stage; /* it had staging: Resume must make it again (the planner counts on it) */
   struct comm_rma* rma; /* one-sided operations (rma.c), made on first use */
+  struct rma_net* rma_net; /* their connections between hosts (rma_net.c), made by the first
+                              window registration of a communicator across hosts */
 } comm_res_t;
 
 /* ---- Shared windows (windows.c) --------------------------------------------------------------
@@ -236,6 +238,11 @@ ncclResult_t comm_stage_fini(ncclComm_t comm);
 /* Where rank peer's buffer of the shared window w lies in this process, and its length; NULL (and
  * 0) when w is not shared (peer is a valid rank). */
 void* comm_window_peer(const comm_window_t* w, int peer, size_t* bytes);
+/* The length of rank peer's buffer of w when known here (mapped, or registered with the network);
+ * false otherwise. */
+bool comm_window_peer_bytes(const comm_window_t* w, int peer, size_t* bytes);
+/* w's registrations with the network (rma_net.c); NULL when it has none. */
+const struct rma_net_win* comm_window_net(const comm_window_t* w);
 /* The bytes of the shared windows' address tables (host and device copies; 0 before the first
  * window). */
 size_t comm_windows_table_bytes(const comm_res_t* r);
@@ -252,6 +259,7 @@ typedef struct comm_rma_put {
   uint32_t seq;    /* the window's registration number, the same on every rank (0: no data) */
   void* own_base;  /* this rank's buffer of the window (a put to itself) */
   void* peer_base; /* peer's buffer mapped here (comm_window_peer), NULL: send the data */
+  const comm_window_t* win; /* the window's sharing or network registration (NULL: neither) */
   size_t offset, bytes;
   const void* src;
 } comm_rma_put_t;
@@ -273,6 +281,33 @@ ncclResult_t comm_rma_put(ncclComm_t comm, const comm_rma_put_t* p);
 ncclResult_t comm_rma_wait(ncclComm_t comm, const ncclWaitSignalDesc_t* descs, int n,
                            const comm_rma_lookup_t* lookup);
 void comm_rma_free(struct comm_rma* m);
+/* The config's numRmaCtx and numRmaSig (1 when unset). */
+void comm_rma_shape(ncclComm_t comm, int* nctx, int* nsig);
+
+/* ---- One-sided operations between hosts (rma_net.c) -------------------------------------------
+ * Puts as RDMA writes into the peer's registered window, signals as writes of counters, for the
+ * pairs of ranks on different hosts whose network has one-sided writes (net_rma_ops). */
+struct rma_net;
+struct rma_net_win;
+/* Collective (every window registration of a communicator across hosts; the first one connects):
+ * buff registered and every rank's key exchanged. *out NULL when no pair writes one-sidedly. */
+ncclResult_t rma_net_window_open(ncclComm_t comm, void* buff, size_t bytes,
+                                 struct rma_net_win** out);
+void rma_net_window_close(struct rma_net_win* w);
+/* The length of rank peer's buffer of w, when it registered one. */
+bool rma_net_window_peer(const struct rma_net_win* w, int peer, size_t* bytes);
+/* Whether one-sided operations with peer go over the network. */
+bool rma_net_pair(const struct rma_net* rn, int peer);
+/* Whether this rank would write to peer over the network once connected: on another host, the
+ * host executor, a network with one-sided writes. */
+bool rma_net_wanted(ncclComm_t comm, int peer);
+/* bytes of src into peer's buffer of w at off (none: a signal only), then signal index sig
+ * (ctx x nsig + sigIdx) raised; returns when the writes completed. */
+ncclResult_t rma_net_put(ncclComm_t comm, const struct rma_net_win* w, int peer, int sig,
+                         const void* src, size_t off, size_t bytes);
+/* Returns once count more signals of index sig from peer have arrived. */
+ncclResult_t rma_net_wait(ncclComm_t comm, int peer, int sig, uint64_t count);
+void rma_net_free(struct rma_net* rn);
 
 /* At init: fills comm->resources (partial on failure; comm_res_free releases it). */
 ncclResult_t comm_res_init(ncclComm_t comm);

@@ -469,6 +469,8 @@ ncclResult_t comm_res_free(ncclComm_t comm) {
     if (res == ncclSuccess) res = r;
   }
   comm_windows_free(comm, cc); /* the executor is done reading them */
+  rma_net_free(cc->rma_net);   /* after the windows' registrations, before the network context */
+  cc->rma_net = NULL;
   if (cc->tctx_ready) {
     ncclResult_t r = transport_ctx_free(&cc->tctx);
     if (res == ncclSuccess) res = r;

@@ -1,6 +1,11 @@
 /* One-sided operations on windows (NCCL 2.29): the moving part of ncclPutSignal, ncclSignal and
  * ncclWaitSignal (src/collectives/rma.c checks the arguments and finds the windows).
  *
+ * Between ranks on different hosts whose network has one-sided writes (the IB network, host
+ * executor), rma_net.c carries data and signals as RDMA writes once the first window registration
+ * connected them; before that, such calls are refused (as stock refuses one-sided operations
+ * before its RMA connections exist). Everything else takes the bootstrap, as follows.
+ *
  * A signal is a small message on the communicator's bootstrap, which queues what arrives before
  * its receive and keeps one (peer, tag) in send order: exactly stock's ordering (operations to
  * one peer and context arrive in program order) and its counting (ncclWaitSignal takes opCnt of
@@ -43,13 +48,28 @@ static int cfg_count(int v) {
   return v == NCCL_CONFIG_UNDEF_INT || v < 1 ? 1 : v;
 }
 
+void comm_rma_shape(ncclComm_t comm, int* nctx, int* nsig) {
+  *nctx = cfg_count(comm->config.numRmaCtx);
+  *nsig = cfg_count(comm->config.numRmaSig);
+}
+
+/* A peer reached over the network only once the first window registration connected it. */
+static ncclResult_t rma_net_check_ready(ncclComm_t comm, const char* api, int peer) {
+  if (comm->resources->rma_net != NULL || !rma_net_wanted(comm, peer)) return ncclSuccess;
+  WARN(
+      "%s: rank %d is on another host, reached by one-sided writes over the network once "
+      "they are connected, which the communicator's first ncclCommWindowRegister does: register "
+      "a window first",
+      api, peer);
+  return ncclInvalidUsage;
+}
+
 static ncclResult_t rma_state(ncclComm_t comm, struct comm_rma** out) {
   comm_res_t* r = comm->resources;
   if (r->rma == NULL) {
     struct comm_rma* m = NULL;
     CHECK(MEM_CALLOC(&m, 1));
-    m->nctx = cfg_count(comm->config.numRmaCtx);
-    m->nsig = cfg_count(comm->config.numRmaSig);
+    comm_rma_shape(comm, &m->nctx, &m->nsig);
     size_t n = (size_t)m->nctx * (size_t)m->nsig;
     if (MEM_CALLOC(&m->self_sent, n) != ncclSuccess ||
         MEM_CALLOC(&m->self_seen, n) != ncclSuccess) {
@@ -124,6 +144,10 @@ ncclResult_t comm_rma_put(ncclComm_t comm, const comm_rma_put_t* p) {
     m->self_sent[p->ctx * m->nsig + p->sig]++;
     return ncclSuccess;
   }
+  if (rma_net_pair(r->rma_net, p->peer))
+    return rma_net_put(comm, comm_window_net(p->win), p->peer, p->ctx * m->nsig + p->sig, p->src,
+                       p->offset, p->bytes);
+  CHECK(rma_net_check_ready(comm, p->seq != 0 ? "ncclPutSignal" : "ncclSignal", p->peer));
   rma_head_t h = {.seq = p->seq, .offset = p->offset, .bytes = p->bytes};
   if (p->bytes > 0 && p->peer_base != NULL) {
     CHECK(rma_copy(r, (char*)p->peer_base + p->offset, p->src, p->bytes));
@@ -204,12 +228,18 @@ ncclResult_t comm_rma_wait(ncclComm_t comm, const ncclWaitSignalDesc_t* descs, i
       return ncclInvalidUsage;
     }
   }
+  for (int i = 0; i < n; i++)
+    if (descs[i].peer != comm->rank && !rma_net_pair(comm->resources->rma_net, descs[i].peer))
+      CHECK(rma_net_check_ready(comm, "ncclWaitSignal", descs[i].peer));
   for (int i = 0; i < n; i++) {
     const ncclWaitSignalDesc_t* d = &descs[i];
+    int k = d->ctx * m->nsig + d->sigIdx;
     if (d->peer == comm->rank)
-      m->self_seen[(size_t)d->ctx * (size_t)m->nsig + (size_t)d->sigIdx] += (uint64_t)d->opCnt;
+      m->self_seen[k] += (uint64_t)d->opCnt;
+    else if (rma_net_pair(comm->resources->rma_net, d->peer))
+      CHECK(rma_net_wait(comm, d->peer, k, (uint64_t)d->opCnt));
     else
-      for (int k = 0; k < d->opCnt; k++) CHECK(rma_take(comm, m, d, lookup));
+      for (int j = 0; j < d->opCnt; j++) CHECK(rma_take(comm, m, d, lookup));
   }
   return ncclSuccess;
 }

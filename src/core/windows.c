@@ -8,7 +8,9 @@
  * pick the same slot, and the table is indexed by each rank's own slot all the same
  * (zc_base[slot_p * nranks + p]), so a rank's descriptor always names an entry that rank filled.
  * Only communicators that can run OneShot share (one host, 2 to DIRECT_MAX_RANKS ranks, every
- * GPU pair P2P): a fact every rank agrees on, so either all take part in the exchange or none. */
+ * GPU pair P2P): a fact every rank agrees on, so either all take part in the exchange or none.
+ * A communicator across hosts maps nothing; its windows are registered with the network for
+ * one-sided writes instead (rma_net.c), again on every rank alike. */
 #include <stdlib.h>
 
 #include "core/core.h"
@@ -18,8 +20,9 @@ struct comm_window {
   int* slots; /* nranks: each rank's slot for this window */
   void* buff; /* this rank's buffer */
   share_export_t exp;
-  share_map_t* maps; /* nranks: the peers' buffers mapped here */
-  size_t* bytes;     /* nranks: the length of each rank's buffer */
+  share_map_t* maps;       /* nranks: the peers' buffers mapped here */
+  size_t* bytes;           /* nranks: the length of each rank's buffer */
+  struct rma_net_win* net; /* across hosts: the network's registrations (slot -1, nothing mapped) */
 };
 
 /* The exchange of one rank's window: its description, its slot, and later whether it mapped
@@ -78,6 +81,7 @@ static void** windows_entry(comm_res_t* r, int s, int p) {
 
 static void window_release(comm_window_t* w, int nranks) {
   if (w == NULL) return;
+  rma_net_window_close(w->net);
   if (w->maps != NULL)
     for (int p = 0; p < nranks; p++) share_unmap(&w->maps[p]);
   share_revoke(&w->exp);
@@ -102,6 +106,29 @@ static ncclResult_t windows_track(comm_res_t* r, comm_window_t* w) {
   return ncclSuccess;
 }
 
+/* A communicator across hosts: nothing mapped, the buffer registered with the network for the
+ * peers' one-sided writes (rma_net.c; collective). *out stays NULL when no pair writes so. */
+static ncclResult_t window_net(ncclComm_t comm, void* buff, size_t bytes, comm_window_t** out) {
+  comm_res_t* r = comm->resources;
+  struct rma_net_win* nw = NULL;
+  comm_window_t* w = NULL;
+  CHECK(rma_net_window_open(comm, buff, bytes, &nw));
+  if (nw == NULL) return ncclSuccess;
+  ncclResult_t res = MEM_CALLOC(&w, 1);
+  if (res != ncclSuccess) {
+    rma_net_window_close(nw);
+    return res;
+  }
+  *w = (comm_window_t){.slot = -1, .buff = buff, .net = nw};
+  res = windows_track(r, w);
+  if (res != ncclSuccess) {
+    window_release(w, r->nranks);
+    return res;
+  }
+  *out = w;
+  return ncclSuccess;
+}
+
 static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
                                  const share_host_mem_t* host, bool internal, int* slot,
                                  comm_window_t** out) {
@@ -109,7 +136,8 @@ static ncclResult_t window_share(ncclComm_t comm, void* buff, size_t bytes,
   const int n = comm->nranks, me = comm->rank;
   *slot = -1;
   *out = NULL;
-  if (!comm_windows_possible(r)) return ncclSuccess;
+  if (!comm_windows_possible(r))
+    return internal || comm->nnodes < 2 ? ncclSuccess : window_net(comm, buff, bytes, out);
   CHECK(windows_tables(comm, r));
   comm_window_t* w = NULL;
   window_offer_t* all = NULL;
@@ -250,6 +278,15 @@ out:
   return res;
 }
 
+bool comm_window_peer_bytes(const comm_window_t* w, int peer, size_t* bytes) {
+  if (comm_window_peer(w, peer, bytes) != NULL) return true;
+  return w != NULL && rma_net_window_peer(w->net, peer, bytes);
+}
+
+const struct rma_net_win* comm_window_net(const comm_window_t* w) {
+  return w != NULL ? w->net : NULL;
+}
+
 void* comm_window_peer(const comm_window_t* w, int peer, size_t* bytes) {
   *bytes = 0;
   if (w == NULL || w->slot < 0 || w->maps == NULL || w->maps[peer].base == NULL) return NULL;
@@ -271,14 +308,16 @@ void comm_window_unshare(ncclComm_t comm, comm_window_t* w) {
   for (int i = 0; i < r->nwindows; i++) {
     if (r->windows[i] != w) continue;
     r->windows[i] = r->windows[--r->nwindows];
-    /* An entry another window took meanwhile (a peer deregistered first and registered again)
-     * stays. */
-    for (int p = 0; p < r->nranks; p++) {
-      void** e = windows_entry(r, w->slots[p], p);
-      if (*e == w->maps[p].base) *e = NULL;
+    if (w->slot >= 0) {
+      /* An entry another window took meanwhile (a peer deregistered first and registered again)
+       * stays. */
+      for (int p = 0; p < r->nranks; p++) {
+        void** e = windows_entry(r, w->slots[p], p);
+        if (*e == w->maps[p].base) *e = NULL;
+      }
+      r->zc_used[w->slot] = 0;
+      (void)windows_sync(comm, r);
     }
-    r->zc_used[w->slot] = 0;
-    (void)windows_sync(comm, r);
     window_release(w, r->nranks);
     return;
   }

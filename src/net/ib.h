@@ -168,6 +168,7 @@ typedef struct ib_dev {
   int max_qp;
   bool ar;          /* adaptive routing: data as WRITE, then a 0-byte WRITE_WITH_IMM */
   bool dmabuf;      /* ibv_reg_dmabuf_mr works here */
+  bool atomics;     /* RDMA atomics (atomic_cap): MRs and QPs here allow remote atomics */
   atomic_int fatal; /* async fatal events (device, CQ or QP errors) seen */
   atomic_bool port_down;
   pthread_mutex_t lock; /* pd and the MR cache */
@@ -222,9 +223,9 @@ typedef struct ib_cts {
 } ib_cts_t;
 _Static_assert(sizeof(ib_cts_t) == 64, "a CTS entry is one cache line");
 
-enum { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV, IB_REQ_FLUSH };
+enum { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV, IB_REQ_FLUSH, IB_REQ_PUT };
 /* wr_id = request index | kind << 16 */
-enum { IB_WR_DATA = 1, IB_WR_RECV = 2, IB_WR_CTS = 3, IB_WR_FLUSH = 4 };
+enum { IB_WR_DATA = 1, IB_WR_RECV = 2, IB_WR_CTS = 3, IB_WR_FLUSH = 4, IB_WR_PUT = 5 };
 
 struct ib_comm;
 typedef struct ib_req {
@@ -337,6 +338,13 @@ ncclResult_t ib_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* t
 ncclResult_t ib_iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
                        void** request);
 ncclResult_t ib_test(void* request, int* done, int* sizes);
+/* One-sided writes (net.h, net_rma_ops_t): a plain RDMA WRITE, and an RDMA fetch-and-add, on the
+ * send comm's first QP. */
+ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhandle,
+                     const net_rma_key_t* dst, uint64_t dst_off, void** request);
+ncclResult_t ib_iadd(void* send_comm, uint64_t* scratch, void* mhandle, const net_rma_key_t* dst,
+                     uint64_t dst_off, uint64_t add, void** request);
+ncclResult_t ib_check(void* comm);
 /* Marks the comm failed with res after the caller logged why; returns res. */
 ncclResult_t ib_comm_fail(ib_comm_t* c, ncclResult_t res);
 /* A memory handle: one MR per port of the comm. */

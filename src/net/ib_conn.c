@@ -61,7 +61,8 @@ static ncclResult_t ib_qp_create(ib_comm_t* c, ib_comm_dev_t* cd, int max_send, 
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = (uint16_t)param_int(PARAM_IB_PKEY);
   a.port_num = (uint8_t)d->port;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE |
+                      (d->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   int rc =
       v->modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   if (rc != 0) {

@@ -309,6 +309,84 @@ ncclResult_t ib_iflush(void* recv_comm, int n, void** data, int* sizes, void** m
   return ncclSuccess;
 }
 
+/* One one-sided operation on QP 0, whose remote end is the peer's first port (so dst->rkeys[0] is
+ * its key): an RDMA WRITE of len bytes at local (no immediate: the peer posts nothing and sees no
+ * completion) or an ATOMIC_FETCH_AND_ADD of add (the old value lands at local). */
+static ncclResult_t ib_one_sided(ib_comm_t* c, bool atomic, void* local, uint32_t len,
+                                 uint32_t lkey, uint64_t remote, uint32_t rkey, uint64_t add,
+                                 void** request) {
+  CHECK(ib_comm_alive(c));
+  ib_req_t* r = ib_req_get(c, IB_REQ_PUT);
+  if (r == NULL) return ncclSuccess;
+  r->size = len;
+  struct ibv_sge sge = {.addr = (uintptr_t)local, .length = len, .lkey = lkey};
+  struct ibv_send_wr wr;
+  memset(&wr, 0, sizeof(wr));
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr_id = ib_wr_id(c, r, IB_WR_PUT);
+  if (atomic) {
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.compare_add = add;
+    wr.wr.atomic.rkey = rkey;
+  } else {
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+  }
+  ncclResult_t res =
+      ib_post_send(c, c->qps[0], &wr, atomic ? "a one-sided add" : "a one-sided write");
+  if (res != ncclSuccess) {
+    r->type = IB_REQ_FREE;
+    return res;
+  }
+  r->events = 1;
+  *request = r;
+  return ncclSuccess;
+}
+
+ncclResult_t ib_iput(void* send_comm, const void* data, size_t bytes, void* mhandle,
+                     const net_rma_key_t* dst, uint64_t dst_off, void** request) {
+  ib_comm_t* c = send_comm;
+  const ib_mhandle_t* mh = mhandle;
+  *request = NULL;
+  if (!c->is_send || bytes == 0 || bytes > IB_MAX_MSG || mh == NULL || mh->ndevs < 1) {
+    WARN(
+        "NET/IB: a one-sided write of %zu bytes to %s: needs a send comm, a registration and 1 "
+        "to %llu bytes",
+        bytes, c->peer, (unsigned long long)IB_MAX_MSG);
+    return ncclInternalError;
+  }
+  return ib_one_sided(c, false, (void*)data, (uint32_t)bytes, mh->mrs[0]->lkey, dst->addr + dst_off,
+                      dst->rkeys[0], 0, request);
+}
+
+/* An atomic is a non-posted request at the peer's PCIe root: no earlier write of the QP can be
+ * passed by it, relaxed ordering or not, so the data a signal follows is in memory when its count
+ * shows. */
+ncclResult_t ib_iadd(void* send_comm, uint64_t* scratch, void* mhandle, const net_rma_key_t* dst,
+                     uint64_t dst_off, uint64_t add, void** request) {
+  ib_comm_t* c = send_comm;
+  const ib_mhandle_t* mh = mhandle;
+  *request = NULL;
+  if (!c->is_send || mh == NULL || mh->ndevs < 1 || !ib_devs[c->devs[0].dev].atomics ||
+      (dst->addr + dst_off) % sizeof(uint64_t) != 0) {
+    WARN(
+        "NET/IB: a one-sided add to %s: needs a send comm, a registration, a device with RDMA "
+        "atomics and an 8-byte aligned word",
+        c->peer);
+    return ncclInternalError;
+  }
+  return ib_one_sided(c, true, scratch, sizeof(uint64_t), mh->mrs[0]->lkey, dst->addr + dst_off,
+                      dst->rkeys[0], add, request);
+}
+
+ncclResult_t ib_check(void* comm) {
+  return ib_comm_alive(comm);
+}
+
 /* ---- Completions -------------------------------------------------------------------------------
  */
 static const char* ib_wr_kind_text(int kind) {
@@ -321,6 +399,8 @@ static const char* ib_wr_kind_text(int kind) {
       return "telling its receive buffer to";
     case IB_WR_FLUSH:
       return "flushing data received from";
+    case IB_WR_PUT:
+      return "writing one-sided data to";
     default:
       return "talking to";
   }

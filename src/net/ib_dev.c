@@ -227,6 +227,7 @@ static void ib_add_ports(const ib_verbs_t* v, struct ibv_device* dev, const ib_h
     d->guid = attr.sys_image_guid;
     d->max_qp = attr.max_qp;
     d->dmabuf = dmabuf;
+    d->atomics = attr.atomic_cap != IBV_ATOMIC_NONE;
     int64_t ar = param_int(PARAM_IB_ADAPTIVE_ROUTING);
     d->ar = ar >= 0 ? ar != 0 : pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
     if (ib_port_gid(v, d, pa.gid_tbl_len) != ncclSuccess) continue;
@@ -465,7 +466,7 @@ int ib_access_flags(void) {
 
 static struct ibv_mr* ib_mr_new(ib_dev_t* d, void* addr, size_t len, uint64_t offset, int fd) {
   const ib_verbs_t* v = ib_verbs();
-  int access = ib_access_flags();
+  int access = ib_access_flags() | (d->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
   if (fd >= 0) return v->reg_dmabuf_mr(d->pd, offset, len, (uint64_t)(uintptr_t)addr, fd, access);
   if (access & IBV_ACCESS_RELAXED_ORDERING)
     return v->reg_mr_iova2(d->pd, addr, len, (uint64_t)(uintptr_t)addr, (unsigned)access);
@@ -612,6 +613,34 @@ const ncclNet_t* net_builtin_ib(void) {
   return &net_ib;
 }
 
+static ncclResult_t ib_rma_key(void* mhandle, const void* data, size_t bytes, net_rma_key_t* out) {
+  const ib_mhandle_t* mh = mhandle;
+  memset(out, 0, sizeof(*out));
+  out->addr = (uint64_t)(uintptr_t)data;
+  out->bytes = bytes;
+  for (int i = 0; i < mh->ndevs; i++) out->rkeys[i] = mh->mrs[i]->rkey;
+  return ncclSuccess;
+}
+
+static bool ib_rma_atomics(int vdev) {
+  bool all = vdev >= 0 && vdev < ib_nvdevs;
+  for (int i = 0; all && i < ib_vdevs[vdev].ndevs; i++)
+    all = ib_devs[ib_vdevs[vdev].devs[i]].atomics;
+  return all;
+}
+
+_Static_assert(NET_RMA_MAX_KEYS >= IB_DEVS_PER_VDEV, "a key holds every port's rkey");
+static const net_rma_ops_t ib_rma_ops = {.key = ib_rma_key,
+                                         .iput = ib_iput,
+                                         .iadd = ib_iadd,
+                                         .can_add = ib_rma_atomics,
+                                         .check = ib_check,
+                                         .max_put = IB_MAX_MSG};
+
+const net_rma_ops_t* net_rma_ops(const ncclNet_t* net) {
+  return net != NULL && net == &net_ib ? &ib_rma_ops : NULL;
+}
+
 #else /* !BATON_HAVE_VERBS: built without rdma-core's header */
 #include "net/net.h"
 
@@ -619,6 +648,10 @@ const ncclNet_t* net_builtin_ib(void) {
   INFO(NCCL_INIT | NCCL_NET,
        "NET/IB: this Baton was built without infiniband/verbs.h (libibverbs-dev); the IB network "
        "is off");
+  return NULL;
+}
+
+const net_rma_ops_t* net_rma_ops(const ncclNet_t* net) {
   return NULL;
 }
 #endif /* BATON_HAVE_VERBS */

@@ -374,6 +374,42 @@ ncclResult_t net_compat_from_v10(const ncclNet_v10_t* v10, const ncclNet_t** out
 ncclResult_t net_compat_from_v9(const ncclNet_v9_t* v9, const ncclNet_t** out);
 ncclResult_t net_compat_from_v8(const ncclNet_v8_t* v8, const ncclNet_t** out);
 
+/* ---- One-sided writes (Baton-internal) ---------------------------------------------------------
+ * The ncclNet API (v8 to v12) has no one-sided calls: stock NCCL puts them in plugin types of their
+ * own (ncclRma, ncclGin: a collective connect, symmetric registration, iput / iputSignal). Baton's
+ * built-in IB network offers them beside its ncclNet table, for ncclPutSignal between hosts
+ * (src/core/rma_net.c): a comm from connect writes straight into memory its peer registered
+ * (regMr on any comm of the same network device) and described with `key`, or adds to a word of
+ * it. Every operation of a send comm goes on its first QP, so the peer executes them in posting
+ * order, and an add (an atomic: a non-posted request) is not passed by the writes before it even
+ * where the NIC writes with PCIe relaxed ordering: a signal added after the data lands after it.
+ * Requests are tested with the network's test(). */
+#define NET_RMA_MAX_KEYS 4 /* ports of one (virtual) NIC */
+typedef struct net_rma_key {
+  uint64_t addr;  /* the registered memory, in its owner's address space */
+  uint64_t bytes; /* how much of it may be written */
+  uint32_t rkeys[NET_RMA_MAX_KEYS];
+} net_rma_key_t;
+typedef struct net_rma_ops {
+  /* What a peer needs to write [data, data + bytes), registered as mhandle. */
+  ncclResult_t (*key)(void* mhandle, const void* data, size_t bytes, net_rma_key_t* out);
+  /* Writes bytes (1 to max_put) at data (mhandle: regMr on send_comm) to dst->addr + dst_off on
+   * the peer; *request NULL: too many in flight, test earlier ones and post again. */
+  ncclResult_t (*iput)(void* send_comm, const void* data, size_t bytes, void* mhandle,
+                       const net_rma_key_t* dst, uint64_t dst_off, void** request);
+  /* Adds add to the 8-byte aligned word at dst->addr + dst_off on the peer, after the comm's
+   * earlier writes; its old value lands in *scratch (registered as mhandle). */
+  ncclResult_t (*iadd)(void* send_comm, uint64_t* scratch, void* mhandle, const net_rma_key_t* dst,
+                       uint64_t dst_off, uint64_t add, void** request);
+  /* Whether device dev can add (RDMA atomics); without, no one-sided operation uses it. */
+  bool (*can_add)(int dev);
+  /* Whether the peer of comm is still there (its process exits: ncclRemoteError, logged). */
+  ncclResult_t (*check)(void* comm);
+  size_t max_put;
+} net_rma_ops_t;
+/* net's one-sided writes; NULL when it has none (the socket network, external plugins). */
+const net_rma_ops_t* net_rma_ops(const ncclNet_t* net);
+
 /* Socket network statistics for tests: number of data streams of a send or recv comm and the
  * bytes each has carried (bytes[] has room for nstreams_max entries). */
 ncclResult_t net_socket_comm_stats(void* comm, int nstreams_max, int* nstreams, uint64_t* bytes);

@@ -171,6 +171,16 @@ static ncclResult_t net_state_get(transport_ctx_t* ctx, net_state_t** out) {
   return ncclSuccess;
 }
 
+ncclResult_t transport_net_context(transport_ctx_t* ctx, const ncclNet_t** net, void** net_ctx,
+                                   int* dev) {
+  net_state_t* st = NULL;
+  CHECK(net_state_get(ctx, &st));
+  *net = st->net;
+  *net_ctx = st->ctx;
+  *dev = st->near[0];
+  return ncclSuccess;
+}
+
 void transport_net_release(transport_ctx_t* ctx) {
   net_state_t* st = ctx->net;
   if (st == NULL) return;

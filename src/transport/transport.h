@@ -113,6 +113,11 @@ ncclResult_t transport_release_all(transport_ctx_t* ctx, conn_request_t** out, i
 /* The bytes the context's live connections allocated (conn_t.bytes summed). */
 size_t transport_mem_bytes(const transport_ctx_t* ctx);
 
+/* The communicator's network, its context and the NIC closest to this rank (the NET transport's
+ * choice, made on first use), for other users of the network (one-sided operations: core). The
+ * context lives until transport_net_release: close what was made with it first. */
+ncclResult_t transport_net_context(transport_ctx_t* ctx, const ncclNet_t** net, void** net_ctx,
+                                   int* dev);
 /* Releases what the NET transport holds for the context (its network context), after every
  * connection and the proxy are gone. */
 void transport_net_release(transport_ctx_t* ctx);

@@ -5,8 +5,10 @@
  * A late sender (it sleeps first) shows that the wait returns only after its data: every rank's
  * wait returns after the late rank's puts began (the ranks share the host's monotonic clock).
  * Windows on ncclMemAlloc memory are shared (the data goes straight into the peer's buffer),
- * windows on plain heap memory and windows between two hosts are not (the data travels in the
- * signal's message). ncclSignal alone makes a barrier. Bad arguments are refused with a WARN. */
+ * windows on plain heap memory and windows between two hosts over the socket network are not (the
+ * data travels in the signal's message; over the IB network between hosts, RDMA writes:
+ * tests/rdma/test_ib_rma.c). ncclSignal alone makes a barrier. Bad arguments are refused with a
+ * WARN. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
