@@ -20,7 +20,10 @@
  * capped by what its block pushes (shared among the peers one step sends to). Flows run together
  * when their lanes do: the lanes of one segment at the same place in their half's order (a
  * collective's lanes; the k-th send of every rank's point-to-point run). Each such phase's flows
- * share the links max-min fairly, and those shares are the rates (memoised by flow set).
+ * share the links max-min fairly, and those shares are the rates (memoised by flow set). Messages
+ * of different phases can overlap on a NIC without sharing it (a proxy sends on after its block
+ * has moved on), so each iteration also ends no earlier than every NIC's bytes at its rate allow
+ * (nic_bound: a bound on the time, not a schedule).
  *
  * Channels whose lanes are alike on every rank (same items, same peers, same rates) form a class;
  * one channel of each class is timed, the others take its times. */
