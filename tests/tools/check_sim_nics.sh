@@ -5,7 +5,9 @@
 #   - bus bandwidth grows with the NIC count, for every operation;
 #   - the all-reduce's bus bandwidth is at least 80 % of the node's NIC bandwidth (NICs x 50 GB/s);
 #   - every NIC of every node sends and receives within 10 % of the mean bytes (--flows: each NET
-#     flow's source and destination NIC, summed per node and NIC), for every operation and count.
+#     flow's source and destination NIC, summed per node and NIC), for every operation and count;
+#   - no NIC carries more than its line rate allows in the predicted time: the busiest NIC's bytes
+#     one way over predicted_us at most 50 GB/s (400 Gb/s, the node's NIC speed).
 # The bytes per NIC and the bandwidth bound are computed here from the flows and the NIC count,
 # not taken from the simulator's own summary.
 # Then the recorded topologies of tests/data/topo (a DGX-H100-like dump with a NIC per GPU, a node
@@ -41,6 +43,7 @@ for op in $ops; do
       --flows >"$out" 2>&1 || { cat "$out"; fail "baton-sim $op, $nics NICs"; }
     line=$(grep "^op=$op " "$out") || { cat "$out"; fail "$op: no operation line"; }
     busbw=$(echo "$line" | sed 's/.* busbw=\([0-9.]*\).*/\1/')
+    us=$(echo "$line" | sed 's/.* predicted_us=\([0-9.]*\).*/\1/')
     # per node and NIC: bytes sent (tx) and received (rx) by NET flows; 8 ranks a node
     spread=$(awk -v nics="$nics" -v nodes="$nodes" '
       / flow / && / via=NET / {
@@ -60,11 +63,15 @@ for op in $ops; do
         }
         mean = total / k
         if (mean <= 0) { print "none"; exit }
-        printf "%.1f %.1f %.3f", (min / mean - 1) * 100, (max / mean - 1) * 100, total / 1e9
+        printf "%.1f %.1f %.3f %.0f", (min / mean - 1) * 100, (max / mean - 1) * 100, total / 1e9, max
       }' "$out")
-    echo "$op nics=$nics busbw=$busbw GB/s per-NIC bytes vs mean (min%, max%, total GB): $spread"
     [ "$spread" != none ] || { status=1; echo "FAIL: $op, $nics NICs: no NET flow"; continue; }
     set -- $spread
+    nicbw=$(awk -v b="$4" -v us="$us" 'BEGIN { printf "%.2f", b / us / 1e3 }')
+    echo "$op nics=$nics busbw=$busbw GB/s per-NIC bytes vs mean (min%, max%, total GB):" \
+      "$1 $2 $3; busiest NIC $nicbw GB/s"
+    awk -v r="$nicbw" 'BEGIN { exit !(r <= 50) }' ||
+      { status=1; echo "FAIL: $op, $nics NICs: a NIC carries $nicbw GB/s, over its 50 GB/s line"; }
     awk -v lo="$1" -v hi="$2" 'BEGIN { exit !(lo >= -10 && hi <= 10) }' ||
       { status=1; echo "FAIL: $op, $nics NICs: a NIC carries more than 10 % off the mean"; }
     awk -v b="$busbw" -v p="$prev" 'BEGIN { exit !(b > p) }' ||
@@ -209,6 +216,31 @@ if [ -n "$src" ]; then
   echo "$file nodes=4: busbw=$busbw GB/s, bytes sent per NIC vs its speed's share: worst $verdict%"
   awk -v v="$verdict" 'BEGIN { exit !(v <= 10) }' ||
     { status=1; echo "FAIL: $file: a NIC's bytes are more than 10 % off its speed's share"; }
+  # The same file, 2 nodes, 1 GiB alltoall: no NIC of either node sends or receives more than its
+  # line rate (the file's speed, Mb/s) allows in the predicted time. The alltoall's messages to
+  # different peers overlap on a NIC (its proxies keep sending after the block has moved on).
+  out="$tmp/mixed.a2a"
+  "$sim" --topo "$src/tests/data/topo/$file" --nodes 2 --op alltoall --bytes 1G --flows >"$out" 2>&1 ||
+    { cat "$out"; fail "baton-sim alltoall on $file"; }
+  gpus=$(grep -c '<gpu ' "$src/tests/data/topo/$file")
+  us=$(grep "^op=alltoall " "$out" | sed 's/.* predicted_us=\([0-9.]*\).*/\1/')
+  verdict=$(awk -v speeds="$speeds" -v g="$gpus" -v us="$us" '
+    / flow / && / via=NET / { split($2, sd, "->"); x = $5; sub("nic=", "", x); split(x, nn, "->")
+      b = $3; sub("bytes=", "", b); tx[int(sd[1] / g) "." nn[1]] += b; rx[int(sd[2] / g) "." nn[2]] += b }
+    END {
+      n = split(speeds, sp, " "); worst = 0; k = 0
+      for (i = 1; i < n; i += 2) for (node = 0; node < 2; node++) {
+        line = sp[i + 1] / 8000; key = node "." sp[i]
+        u = tx[key] / us / 1e3 / line; if (u > worst) worst = u
+        u = rx[key] / us / 1e3 / line; if (u > worst) worst = u
+        k += (tx[key] > 0) + (rx[key] > 0)
+      }
+      printf "%d %.3f", k, worst
+    }' "$out")
+  set -- $verdict
+  echo "$file nodes=2 alltoall: $us us, $1 NIC directions carry bytes, busiest at $2 of its line rate"
+  [ "$1" = 16 ] && awk -v w="$2" 'BEGIN { exit !(w <= 1) }' ||
+    { status=1; echo "FAIL: $file alltoall: a NIC over its line rate (or not every NIC used)"; }
 fi
 # NCCL_DEBUG=INFO (GRAPH) names each channel's NIC between which ranks: every "rank R sends to
 # rank S on NIC k" line must match a NET flow R->S leaving on NIC k (and there must be some).

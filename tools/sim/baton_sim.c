@@ -667,14 +667,16 @@ int main(int argc, char** argv) {
           i ? "," : "", op_names[op->kind], op->bytes, count, datatype_size(op->dtype),
           algo_name(res.algo), proto_name(res.proto), res.nchannels, res.chunk_bytes,
           (unsigned long long)res.steps, res.nclasses, res.nflows, us, res.time_us, algbw, busbw);
+      if (res.nic_bound) printf(",\"bound\":\"nic\"");
       if (o.flows) print_flows_json(&res);
       printf("}");
     } else {
       printf(
           "op=%s bytes=%zu count=%zu nranks=%d algo=%s proto=%s channels=%d chunk=%zu "
-          "flows=%d predicted_us=%.2f algbw=%.2f busbw=%.2f\n",
+          "flows=%d predicted_us=%.2f algbw=%.2f busbw=%.2f%s\n",
           op_names[op->kind], op->bytes, count, n, algo_name(res.algo), proto_name(res.proto),
-          res.nchannels, res.chunk_bytes, res.nflows, us, algbw, busbw);
+          res.nchannels, res.chunk_bytes, res.nflows, us, algbw, busbw,
+          res.nic_bound ? " bound=nic" : "");
       if (o.iters > 1)
         printf("  first_us=%.2f (the first of %d back to back)\n", res.time_us, o.iters);
       if (o.flows) print_flows_text(&res);

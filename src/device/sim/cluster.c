@@ -68,6 +68,9 @@ static int l_pair(const sim_net_t* n, int node, int a, int b) {
 static int l_nic(const sim_net_t* n, int node, int i, int rx) {
   return node * n->per_node + n->ngpus * (L_PER_GPU + n->ngpus) + 2 * i + rx;
 }
+int sim_net_nic_link(const sim_net_t* n, int node, int nic, int rx) {
+  return l_nic(n, node, nic >= 0 && nic < n->nnics ? nic : 0, rx);
+}
 static int l_sys(const sim_net_t* n, int node, int down) {
   return node * n->per_node + n->ngpus * (L_PER_GPU + n->ngpus) + 2 * n->nnics + down;
 }

@@ -20,7 +20,10 @@
  * capped by what its block pushes (shared among the peers one step sends to). Flows run together
  * when their lanes do: the lanes of one segment at the same place in their half's order (a
  * collective's lanes; the k-th send of every rank's point-to-point run). Each such phase's flows
- * share the links max-min fairly, and those shares are the rates (memoised by flow set).
+ * share the links max-min fairly, and those shares are the rates (memoised by flow set). Messages
+ * of different phases can overlap on a NIC without sharing it (a proxy sends on after its block
+ * has moved on), so each iteration also ends no earlier than every NIC's bytes at its rate allow
+ * (nic_bound: a bound on the time, not a schedule).
  *
  * Channels whose lanes are alike on every rank (same items, same peers, same rates) form a class;
  * one channel of each class is timed, the others take its times. */
@@ -46,7 +49,9 @@ typedef struct eng_conn {
   double arrive[NCCL_STEPS];
   double consumed[NCCL_STEPS];
   double net_free;
-  double wire; /* bytes sent */
+  double wire;    /* bytes sent */
+  double it_wire; /* ... before this iteration (nic_bound) */
+  double it_go;   /* NET: the proxy's first send of this iteration, INFINITY none */
 } eng_conn_t;
 
 typedef struct eng_lane {
@@ -644,6 +649,7 @@ static ncclResult_t step_try(engine_t* e, eng_lane_t* l, double ready, bool* ran
     double arrive = finish + c->lat;
     if (c->tr == SIM_TR_NET) {
       double go = max2(finish + sim_calib.net_step_us, c->net_free);
+      if (go < c->it_go) c->it_go = go;
       double r = l->rate[st.send[j]];
       c->net_free = go + (r > 0 ? wire / r : 0);
       arrive = c->net_free + c->lat;
@@ -854,6 +860,69 @@ static ncclResult_t p2p_peer_counts(const engine_t* e, int* npeers) {
   return ncclSuccess;
 }
 
+/* The NICs' line rates, as a bound on an iteration's end (not a schedule). Rates are shared only
+ * among the flows of one phase (solve_rates), but a NET send's proxy goes on after its block has
+ * moved to the next peer, so the messages of different phases (an alltoall's peers) overlap on a
+ * NIC without sharing it. Here each NIC's bytes of the iteration, each way, are summed over every
+ * channel (a channel of a class: its representative's), and its last byte cannot leave (or come
+ * in) before the first of them left plus those bytes at the NIC's rate (its link's capacity: line
+ * rate x nic_eff). Where that is later than the schedule's own last byte through the NIC (the
+ * NIC was over its rate), every rank with a NET connection through it ends no earlier (the last
+ * byte could be any of theirs); *bound: some rank's end was raised. A NIC that kept to its rate
+ * in the schedule changes nothing. */
+static ncclResult_t nic_bound(engine_t* e, const int* rep, double* end, bool* bound) {
+  const sim_view_t* v = e->v;
+  const sim_net_t* net = v->net;
+  double* bytes = NULL;
+  double* first = NULL;
+  double* last = NULL; /* the schedule's last byte through the link */
+  ncclResult_t res = ncclSuccess;
+  CHECK_GOTO(MEM_CALLOC(&bytes, (size_t)net->nlinks), res, out);
+  CHECK_GOTO(MEM_CALLOC(&first, (size_t)net->nlinks), res, out);
+  CHECK_GOTO(MEM_CALLOC(&last, (size_t)net->nlinks), res, out);
+  for (int l = 0; l < net->nlinks; l++) first[l] = INFINITY;
+  for (int pass = 0; pass < 2; pass++)
+    for (int ci = 0; ci < e->nconns; ci++) {
+      const eng_conn_t* c = &e->conns[ci];
+      if (!c->used || c->tr != SIM_TR_NET) continue;
+      int ti = rep[c->channel] == c->channel ? ci : conn_find(e, rep[c->channel], c->src, c->dst);
+      if (ti < 0) continue;
+      const eng_conn_t* t = &e->conns[ti];
+      double w = t->wire - t->it_wire;
+      if (w <= 0) continue;
+      const int src = c->src, dst = c->dst;
+      const int tx = sim_net_nic_link(net, v->ranks[src].node, c->src_nic, 0);
+      const int rx = sim_net_nic_link(net, v->ranks[dst].node, c->dst_nic, 1);
+      if (pass == 0) {
+        bytes[tx] += w;
+        bytes[rx] += w;
+        if (t->it_go < first[tx]) first[tx] = t->it_go;
+        if (t->it_go < first[rx]) first[rx] = t->it_go;
+        last[tx] = max2(last[tx], t->net_free);
+        last[rx] = max2(last[rx], t->net_free);
+        continue;
+      }
+      for (int k = 0; k < 2; k++) {
+        int l = k == 0 ? tx : rx;
+        if (!(net->cap[l] > 0) || !isfinite(first[l])) continue;
+        double at = first[l] + bytes[l] / net->cap[l];
+        if (at <= last[l]) continue;
+        for (int j = 0; j < 2; j++) {
+          int r = j == 0 ? src : dst;
+          if (at > end[r]) {
+            end[r] = at;
+            *bound = true;
+          }
+        }
+      }
+    }
+out:
+  free(last);
+  free(first);
+  free(bytes);
+  return res;
+}
+
 /* Iteration it begins: rank r's host issues it after its process's earlier launches (a process
  * launches for per_process ranks, one after another, host_issue_us each); it reaches the GPU
  * launch_us later, starts when the GPU has finished the previous one, and its blocks take
@@ -865,6 +934,10 @@ static ncclResult_t iteration_start(engine_t* e, const int* rep, const int* npee
   const sim_view_t* v = e->v;
   const int ex = exec_of(v);
   const int per = v->per_process > 0 ? v->per_process : 1;
+  for (int i = 0; i < e->nconns; i++) {
+    e->conns[i].it_wire = e->conns[i].wire;
+    e->conns[i].it_go = INFINITY;
+  }
   for (int r = 0; r < v->nranks; r++) {
     int nch = 0;
     for (int c = 0; c < e->nch; c++) nch += e->chans[(size_t)r * e->nch + c].n > 0;
@@ -946,8 +1019,9 @@ ncclResult_t sim_engine_run(const sim_view_t* v, sim_result_t* out) {
         const eng_chan_t* ec = &e.chans[(size_t)r * e.nch + rep[c]];
         end[r] = max2(end[r], max2(ec->free_at[0], ec->free_at[1]));
       }
-      last = max2(last, end[r]);
     }
+    CHECK_GOTO(nic_bound(&e, rep, end, &out->nic_bound), res, out);
+    for (int r = 0; r < v->nranks; r++) last = max2(last, end[r]);
     if (it == 0) out->time_us = last;
     out->loop_us = iters > 1 ? (last - out->time_us) / (iters - 1) : out->time_us;
     if (it == 0 && v->trace_ranks > 0) CHECK_GOTO(trace_collect(&e, rep, out), res, out);

@@ -119,6 +119,9 @@ typedef struct sim_result {
   uint64_t steps;     /* steps timed (representative channels only) */
   int nclasses;       /* channel classes timed (channels alike on every rank share one) */
   bool memo_hit;      /* the flow set's fair shares came from the memo */
+  /* The time was raised to the NICs' line-rate bound: some NIC's bytes of an iteration at its
+   * rate take longer than the steps' schedule (engine.c, nic_bound) */
+  bool nic_bound;
   int nflows;
   sim_flow_out_t* flows; /* nflows, owned by the world until the next sim_world_time */
   int nspans;

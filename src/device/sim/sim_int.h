@@ -61,6 +61,9 @@ void sim_net_free(sim_net_t* n);
  * NVLink. */
 int sim_net_path(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int src_nic,
                  int dst_nic, int relay, int* links);
+/* The link of NIC nic of node (rx 0: what it sends, 1: what it receives); a NIC index out of
+ * range is NIC 0, as in sim_net_path. */
+int sim_net_nic_link(const sim_net_t* n, int node, int nic, int rx);
 /* Latency of one hop of transport tr between the two (relay: as sim_net_path). */
 double sim_net_latency(const sim_net_t* n, int tr, int na, int ga, int nb, int gb, int relay);
 /* A short name of link l for reports ("n3.gpu2.nvl-out", "n0.nic1.tx", "leaf2.up"). */
