@@ -224,6 +224,8 @@ void thread_set_name(pthread_t thread, const char* fmt, ...) __attribute__((form
 ncclResult_t mem_calloc(void** out, size_t nelem, size_t elem_size);
 #define MEM_CALLOC(pptr, n) mem_calloc((void**)(pptr), (n), sizeof(**(pptr)))
 uint64_t hash_bytes(const void* data, size_t len); /* stable 64-bit hash (FNV-1a) */
+/* qsort's comparison of two uint64_t, ascending. */
+int u64_cmp(const void* a, const void* b);
 /* CLOCK_MONOTONIC, nanoseconds (inline: every call reads it) */
 static inline uint64_t clock_ns(void) {
   struct timespec ts;

@@ -23,6 +23,11 @@ ncclResult_t mem_calloc(void** out, size_t nelem, size_t elem_size) {
   return ncclSuccess;
 }
 
+int u64_cmp(const void* a, const void* b) {
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return (x > y) - (x < y);
+}
+
 uint64_t hash_bytes(const void* data, size_t len) {
   const unsigned char* p = data;
   uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */

@@ -702,12 +702,6 @@ static bool plan_is_p2p(const struct coll_comm* cc, const coll_task_t* t) {
   return (t->func == FUNC_SEND || t->func == FUNC_RECV) && t->count > 0 && t->root != cc->rank;
 }
 
-/* Point-to-point tasks by distance, then by posting order (keys of plan.order: never equal). */
-static int plan_order_cmp(const void* a, const void* b) {
-  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
-  return (x > y) - (x < y);
-}
-
 ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int* nreqs_out) {
   int nranks = cc->nranks;
   int nreqs = 0;
@@ -775,7 +769,7 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
   for (int i = 0; i < tasks->n; i++)
     if (plan_is_p2p(cc, &tasks->items[i]))
       cc->order[norder++] = (uint64_t)plan_p2p_distance(cc, &tasks->items[i]) << 32 | (uint32_t)i;
-  qsort(cc->order, (size_t)norder, sizeof(*cc->order), plan_order_cmp);
+  qsort(cc->order, (size_t)norder, sizeof(*cc->order), u64_cmp); /* keys never equal */
   for (int k = 0; k < norder; k++) plan_p2p(cc, &tasks->items[(uint32_t)cc->order[k]], &nreqs);
   plan->nlocal = cc->nlocal;
   plan->local = cc->locals;

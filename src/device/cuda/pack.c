@@ -380,11 +380,6 @@ static ncclResult_t b_launch(cuda_exec_t* ex, builder_t* b, cudaStream_t stream)
 
 /* ---- Splitting --------------------------------------------------------------------------------
  */
-static int cmp_u64(const void* a, const void* b) {
-  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
-  return x < y ? -1 : x > y;
-}
-
 static ncclResult_t split_reserve(cuda_split_t* s, size_t n) {
   if (n <= s->cap) return ncclSuccess;
   uint64_t* k = realloc(s->keys, n * sizeof(*k));
@@ -419,7 +414,7 @@ static void p2p_keys(const cuda_exec_t* ex, const work_t* works, int lo, int n, 
     uint64_t group = (uint64_t)d * 2 + (w->func == FUNC_SEND);
     tmp[m++] = group << 32 | (uint64_t)(i - lo);
   }
-  qsort(tmp, (size_t)m, sizeof(*tmp), cmp_u64);
+  qsort(tmp, (size_t)m, sizeof(*tmp), u64_cmp);
   uint64_t prev = UINT64_MAX, j = 0;
   for (int k = 0; k < m; k++) {
     uint64_t group = tmp[k] >> 32;
@@ -496,7 +491,7 @@ static ncclResult_t launch_split(cuda_exec_t* ex, const plan_t* plan, cudaStream
   for (int c = 0; c < plan->nchannels; c++)
     for (int i = ncoll[c]; i < plan->nwork[c]; i++)
       s->sorted[nkeys++] = s->keys[base[c] + (size_t)i];
-  qsort(s->sorted, nkeys, sizeof(*s->sorted), cmp_u64);
+  qsort(s->sorted, nkeys, sizeof(*s->sorted), u64_cmp);
   size_t k = 0;
   while (k < nkeys) {
     /* the longest run of whole key groups that fits one launch */

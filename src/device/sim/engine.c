@@ -830,11 +830,6 @@ static ncclResult_t trace_collect(engine_t* e, const int* rep, sim_result_t* out
   return ncclSuccess;
 }
 
-static int u64_cmp(const void* a, const void* b) {
-  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
-  return (x > y) - (x < y);
-}
-
 /* Each rank's distinct (peer, direction) pairs of its point-to-point lanes (npeers[nranks]): the
  * lanes' (rank, direction, peer) keys sorted, then counted once each. */
 static ncclResult_t p2p_peer_counts(const engine_t* e, int* npeers) {
