@@ -68,7 +68,7 @@ bool rma_net_pair(const struct rma_net* rn, int peer) {
   return rn != NULL && peer >= 0 && peer < rn->nranks && rn->send[peer] != NULL;
 }
 
-static void rma_net_release(struct rma_net* rn) {
+void rma_net_free(struct rma_net* rn) {
   if (rn == NULL) return;
   if (rn->words_mh != NULL) rn->net->deregMr(rn->reg, rn->words_mh);
   if (rn->scratch_mh != NULL) rn->net->deregMr(rn->reg, rn->scratch_mh);
@@ -83,10 +83,6 @@ static void rma_net_release(struct rma_net* rn) {
   free(rn->taken);
   free(rn->word_keys);
   free(rn);
-}
-
-void rma_net_free(struct rma_net* rn) {
-  rma_net_release(rn);
 }
 
 /* This rank's offer: a listen handle when it can write one-sidedly; false otherwise (it still
@@ -230,7 +226,7 @@ static ncclResult_t rma_net_setup(ncclComm_t comm, struct rma_net** out) {
 fail:
   free(offers);
   free(want);
-  rma_net_release(rn);
+  rma_net_free(rn);
   return res;
 }
 
