@@ -69,7 +69,9 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
   size_t peer_size = size;
   p.win = shared;
   p.peer_base = peer != comm->rank ? comm_window_peer(shared, peer, &peer_size) : NULL;
-  if (peer == comm->rank || !comm_window_peer_bytes(shared, peer, &peer_size)) peer_size = size;
+  if (p.peer_base == NULL &&
+      (peer == comm->rank || !rma_net_window_peer(comm_window_net(shared), peer, &peer_size)))
+    peer_size = size;
   if (peerWinOffset > peer_size || bytes > peer_size - peerWinOffset) {
     WARN("%s: %zu bytes at peerWinOffset %zu do not fit rank %d's window of %zu bytes", api, bytes,
          peerWinOffset, peer, peer_size);

@@ -238,9 +238,6 @@ ncclResult_t comm_stage_fini(ncclComm_t comm);
 /* Where rank peer's buffer of the shared window w lies in this process, and its length; NULL (and
  * 0) when w is not shared (peer is a valid rank). */
 void* comm_window_peer(const comm_window_t* w, int peer, size_t* bytes);
-/* The length of rank peer's buffer of w when known here (mapped, or registered with the network);
- * false otherwise. */
-bool comm_window_peer_bytes(const comm_window_t* w, int peer, size_t* bytes);
 /* w's registrations with the network (rma_net.c); NULL when it has none. */
 const struct rma_net_win* comm_window_net(const comm_window_t* w);
 /* The bytes of the shared windows' address tables (host and device copies; 0 before the first

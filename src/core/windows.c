@@ -278,11 +278,6 @@ out:
   return res;
 }
 
-bool comm_window_peer_bytes(const comm_window_t* w, int peer, size_t* bytes) {
-  if (comm_window_peer(w, peer, bytes) != NULL) return true;
-  return w != NULL && rma_net_window_peer(w->net, peer, bytes);
-}
-
 const struct rma_net_win* comm_window_net(const comm_window_t* w) {
   return w != NULL ? w->net : NULL;
 }
