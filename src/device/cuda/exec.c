@@ -390,15 +390,13 @@ static ncclResult_t launch_on(cuda_exec_t* ex, const plan_t* plan, exec_streams_
   CHECK(order_before(ex, stream, st->captured));
   /* work without peers beside the kernel: small copies issued eagerly go first on the launch's
    * own stream; the others are forked before the kernel's launch and joined after it */
-  if (local && local_inline(plan, st->captured)) {
-    CHECK(cuda_local_run(ex, plan, stream, true));
-    CHECK(cuda_plan_launch(ex, plan, stream));
-  } else {
-    if (local) CHECK(cuda_local_fork(ex, stream));
-    CHECK(cuda_plan_launch(ex, plan, stream));
-    if (local) CHECK(cuda_local_run(ex, plan, ex->local_stream, false));
-    if (local) CHECK(cuda_local_join(ex, stream));
-  }
+  const bool inline_local = local && local_inline(plan, st->captured);
+  const bool forked = local && !inline_local;
+  if (inline_local) CHECK(cuda_local_run(ex, plan, stream, true));
+  if (forked) CHECK(cuda_local_fork(ex, stream));
+  CHECK(cuda_plan_launch(ex, plan, stream));
+  if (forked) CHECK(cuda_local_run(ex, plan, ex->local_stream, false));
+  if (forked) CHECK(cuda_local_join(ex, stream));
   CHECK(order_after(ex, stream, st->captured));
   return join_after(ex, st);
 }
