@@ -322,7 +322,7 @@ typedef struct cuda_exec {
    * launch stream with these events (made on first use) */
   cudaStream_t local_stream;
   cudaEvent_t local_fork, local_join;
-  int local_max_blocks;   /* the scaling kernel's grid limit (a few blocks per SM) */
+  int local_max_blocks; /* the scaling kernel's grid limit (a few blocks per SM) */
   /* exec.c: a launch's other streams join its stream through these (made on first use; the
    * last one marks the launch's end) */
   cudaEvent_t* join;
@@ -336,9 +336,12 @@ ncclResult_t cuda_conns_init(cuda_exec_t* ex);
 void cuda_conns_fini(cuda_exec_t* ex);
 /* Data bytes one slot of f holds for proto (0: the FIFO has no buffer for it). */
 size_t cuda_fifo_capacity(const conn_fifo_t* f, int proto);
-/* Makes channel c's device entry mirror the transport's current connections (writes only what
- * changed: cheap when nothing did). */
-ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c);
+/* The kinds of connection a launch's items read from a channel's entry: a ring's two neighbours,
+ * a tree's parent and children, the direct algorithms' other ranks. */
+enum { CUDA_CHAN_USES_RING = 1, CUDA_CHAN_USES_TREE = 2, CUDA_CHAN_USES_PEERS = 4 };
+/* Makes channel c's device entry mirror the transport's current connections, all of them, when
+ * those of the kinds in `uses` changed (cheap when none did: the launch path). */
+ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c, unsigned uses);
 /* The device mirror of the connection to (is_send) or from peer on channel c. */
 ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cuda_conn_t** out);
 /* Waits for the writes issued by the two calls above (before a launch reads them). */

@@ -532,15 +532,18 @@ ncclResult_t cuda_plan_launch(cuda_exec_t* ex, const plan_t* plan, cudaStream_t 
   for (int c = 0; c < plan->nchannels; c++) {
     if (plan->nwork[c] <= 0) continue;
     total += (size_t)plan->nwork[c];
-    /* the channel's entry (its connections) for the collectives that use connections: staged
-     * items use none, and syncing 32 channels' entries for them cost the host 10 % of an eager
-     * 64 KiB all-reduce on 4 H100s (a sampled profile) */
-    bool conns = false;
-    for (int i = 0; i < plan->nwork[c] && !conns; i++) {
+    /* the channel's entry (its connections) for the collectives that use connections, of the
+     * kinds they read: staged items use none, and syncing 32 channels' entries for them cost the
+     * host 10 % of an eager 64 KiB all-reduce on 4 H100s (a sampled profile) */
+    unsigned uses = 0;
+    for (int i = 0; i < plan->nwork[c]; i++) {
       const work_t* w = &plan->works[c][i];
-      conns = !func_is_p2p(w->func) && !work_is_staged(w);
+      if (func_is_p2p(w->func) || work_is_staged(w)) continue;
+      uses |= w->algo == ALGO_TREE ? CUDA_CHAN_USES_TREE
+              : work_is_direct(w)  ? CUDA_CHAN_USES_PEERS
+                                   : CUDA_CHAN_USES_RING;
     }
-    if (conns) CHECK(cuda_chan_sync(ex, c));
+    if (uses != 0) CHECK(cuda_chan_sync(ex, c, uses));
   }
   if (total == 0) return ncclSuccess;
   /* Direct collectives (all of the plan's collectives or none: plan.c) go first, in the direct
