@@ -24,7 +24,8 @@
  *                         (AllReduce, Broadcast's root: (n-1) * bytes) or its n-th to each
  *                         ((n-1)/n * bytes: AllGather, ReduceScatter); no Reduce
  *   TwoShot (LL, AllReduce) two hops, 2(n-1)/n * bytes (reduce-scatter then all-gather)
- *   Both are a kernel's single pass with no forwarding, so their base cost is direct_base_us.
+ *   Both are a kernel's single pass with no forwarding, so their base cost is direct_base_us,
+ *                         and each pass waits on the other ranks' flags (Broadcast's: the root's)
  * Tree is only modelled for AllReduce; LL128 only on GPUs (it relies on 128-byte stores being
  * seen whole, an NVLink property); Send/Recv are not modelled. Those return a negative time, as
  * do a missing or non-positive bandwidth and nranks < 1. */
@@ -63,23 +64,29 @@ static const double tree_bw_efficiency = 0.9;
 static const double chain_base_us[FUNC_COUNT] = {[FUNC_BROADCAST] = 8.4, [FUNC_REDUCE] = 10.5};
 static const double chain_bw[FUNC_COUNT] = {[FUNC_BROADCAST] = 0.87, [FUNC_REDUCE] = 0.82};
 /* Fixed cost of a direct (OneShot/TwoShot) LL operation: one pass of the kernel, no chain of
- * steps; and the share of the channels' bandwidth its lines reach (run 66: 5-7 us, 0.35-0.4). */
-static const double direct_base_us = 6.0;
+ * steps; what each further rank a rank waits on adds to a pass (its flags' round trip); and the
+ * share of the channels' bandwidth its lines reach. 4 H100s in graph replay, 8-512 B: one rank
+ * waited on (2-rank all-reduce, Broadcast) 5.6-5.9 us, three (all-reduce, all-gather,
+ * reduce-scatter) 7.6-8.5, TwoShot's two passes 12.0 at 2 KiB; a single base priced TwoShot
+ * 25 % low and 2 ranks 20 % high (0.35-0.4 of the bandwidth: 128 KiB-4 MiB). */
+static const double direct_base_us = 4.9;
+static const double direct_peer_us = 1.2;
 static const double direct_bw = 0.38;
-/* Staged direct algorithms (device.h), fitted on run 74 (4 and 2 H100s, every staged function
- * forced, 64 KiB-32 MiB; root-mean-square error 9%): a launch's fixed cost; a barrier between
- * every rank's blocks (about 4.6 us: the flag round trip over NVLink and the blocks' skew); per
- * round, each source a block reduces and each peer it copies from (the loads of four sources are
- * in flight together, so a source costs 1.2 us where one at a time cost 2.5); the local copy into
- * staging (bytes/us); a GPU pulls from its peers at about its NVLink bandwidth and a root serves
- * its peers at 1.44 of it (several peers read its memory at once). */
-static const double stage_base_us = 1.2;
-static const double stage_barrier_us = 4.6;
-static const double stage_reduce_src_us = 1.2;
-static const double stage_copy_peer_us = 1.6;
-static const double stage_copy_bytes_per_us = 4.6e5;
-static const double stage_pull_share = 0.96;
-static const double stage_serve_share = 1.44;
+/* Staged direct algorithms (device.h), fitted to the staged points of 80 graph-replay times of
+ * the library's own choices (4 and 2 H100s, 64 KiB-32 MiB; root-mean-square error 7.8 %, where
+ * the earlier fit, made before the staged kernels per datatype, was 16.5 %): a launch's fixed
+ * cost; a barrier between every rank's blocks (about 5 us: the flag round trip over NVLink and
+ * the blocks' skew); per round, each source a block reduces and each peer it copies from (their
+ * loads are in flight together); the local copy into staging (bytes/us); a GPU pulls from its
+ * peers at about its NVLink bandwidth and a root serves its peers at 1.49 of it (several peers
+ * read its memory at once). */
+static const double stage_base_us = 1.56;
+static const double stage_barrier_us = 4.99;
+static const double stage_reduce_src_us = 0.49;
+static const double stage_copy_peer_us = 0.28;
+static const double stage_copy_bytes_per_us = 4.66e5;
+static const double stage_pull_share = 0.91;
+static const double stage_serve_share = 1.49;
 
 /* The staged algorithms' time: every round copies this rank's input into its staging, meets the
  * other ranks once (TwoShot AllReduce: twice) and pulls from the peers' staging; the slower of
@@ -162,7 +169,9 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
     link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
                  : whole              ? (n - 1) * (double)bytes
                                       : (n - 1) / n * (double)bytes;
-    const double lat_us = hops * t->intra_lat_us; /* a line is read as it lands */
+    /* a line is read as it lands; a Broadcast's ranks wait on the root alone */
+    const double waited = func == FUNC_BROADCAST ? 1.0 : n - 1;
+    const double lat_us = hops * (t->intra_lat_us + (waited - 1) * direct_peer_us);
     return direct_base_us + lat_us + link_bytes / (bytes_per_us / proto_bw[proto] * direct_bw);
   } else if (algo == ALGO_TREE) {
     hops = 2.0 * ceil_log2(t->nranks);

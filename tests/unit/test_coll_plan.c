@@ -491,12 +491,12 @@ START_TEST(test_staged_items) {
 }
 END_TEST
 
-/* The tuning model against Baton's own recorded GPU times (tests/data/tuning, run 110 on H100s,
- * CUDA-graph replay, the library choosing): for each point the planner chooses as a communicator of
- * those GPUs would (res_gpu.c's inputs: 18 NVLinks of 20.6 GB/s a pair over 62 channels, 0.8 us
- * a hop, LL128, the direct algorithms and 2 x 8 MiB of staging), and the model's time for what it
- * chose must be within 15 % of the measurement. The points the data file marks "miss" are known
- * to be further off (the file says why): printed, not held. */
+/* The tuning model against Baton's own recorded GPU times (tests/data/tuning, runs 110 and 116 on
+ * H100s, CUDA-graph replay, the library choosing): for each point the planner chooses as a
+ * communicator of those GPUs would (res_gpu.c's inputs: 18 NVLinks of 20.6 GB/s a pair over 62
+ * channels, 0.8 us a hop, LL128, the direct algorithms and 2 x 8 MiB of staging), and the model's
+ * time for what it chose must be within 15 % of the measurement. The points the data file marks
+ * "miss" are known to be further off (the file says why): printed, not held. */
 static int measured_func(const char* name) {
   static const char* const names[] = {"broadcast", "reduce", "all_gather", "reduce_scatter",
                                       "all_reduce"};
