@@ -256,8 +256,13 @@ bool coll_select_possible(const struct coll_comm* cc, int func, size_t bytes, ui
 /* ---- mem.c ---------------------------------------------------------------------------------- */
 /* Releases the registrations left in cc's table (destroy). */
 void coll_regs_free(struct coll_comm* cc);
-/* The outermost ncclGroupEnd: shares the windows registered inside the group (mem.c). */
-ncclResult_t coll_windows_share_deferred(void);
+/* The outermost ncclGroupEnd: shares the windows registered inside the group (mem.c; the test
+ * that there are none is inline, so a group without any does not enter mem.c). */
+extern __thread int coll_win_npend;
+ncclResult_t coll_windows_share_pending(void);
+static inline ncclResult_t coll_windows_share_deferred(void) {
+  return coll_win_npend == 0 ? ncclSuccess : coll_windows_share_pending();
+}
 /* The shared window holding all of [buff, buff + bytes): its slot and buff's offset in it. */
 bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot, size_t* off);
 /* A window of cc (win looked up, never dereferenced blindly): this rank's buffer and length, its
@@ -352,22 +357,57 @@ void coll_plugins_close(struct coll_comm* cc);
 /* The tuner's say on a collective Baton has chosen algo/proto for (coll_plan_choose). */
 void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* algo, int* proto,
                       const char** why);
+/* The profiler's events (plugins.c: coll_profile_*) happen only with a profiler; the tests that
+ * say so are inline here (coll_prof_*), so a call without one does not enter plugins.c. */
+void* coll_profile_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
+                             ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag);
+void coll_profile_group_end_begin(void);
+void coll_profile_group_end_done(void);
+void coll_profile_run_begin(struct coll_comm* cc);
+void* coll_profile_launch_begin(struct coll_comm* cc, cudaStream_t stream);
+ncclResult_t coll_profile_exec_hook(struct coll_comm* cc);
+void coll_profile_run_end(struct coll_comm* cc);
+extern __thread void* coll_prof_group_api_tls; /* this thread's GroupApi event (plugins.c) */
+
 /* A call's CollApi / P2pApi event (starting this thread's GroupApi event if none runs). */
-void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
-                          ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag);
-void coll_prof_api_end(struct coll_comm* cc, void* handle);
+static inline void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func,
+                                        size_t count, ncclDataType_t dtype, int root,
+                                        cudaStream_t stream, uint64_t tag) {
+  if (cc->prof == NULL) return NULL;
+  return coll_profile_api_begin(cc, p2p, func, count, dtype, root, stream, tag);
+}
+static inline void coll_prof_api_end(struct coll_comm* cc, void* handle) {
+  if (handle != NULL) profiler_stop(cc->prof, handle);
+}
 /* The outermost ncclGroupEnd starts, and returns. */
-void coll_prof_group_end_begin(void);
-void coll_prof_group_end_done(void);
+static inline void coll_prof_group_end_begin(void) {
+  if (coll_prof_group_api_tls != NULL) coll_profile_group_end_begin();
+}
+static inline void coll_prof_group_end_done(void) {
+  if (coll_prof_group_api_tls != NULL) coll_profile_group_end_done();
+}
 /* One launch: Group and task events (begin), KernelLaunch around the executor's launch, and the
  * host executor's KernelCh hook (coll_prof_exec_hook, before its launch). */
-void coll_prof_run_begin(struct coll_comm* cc);
-void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream);
-void coll_prof_launch_end(struct coll_comm* cc, void* handle);
-ncclResult_t coll_prof_exec_hook(struct coll_comm* cc);
-void coll_prof_run_end(struct coll_comm* cc);
+static inline void coll_prof_run_begin(struct coll_comm* cc) {
+  cc->prof_group = NULL;
+  if (cc->prof != NULL) coll_profile_run_begin(cc);
+}
+static inline void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream) {
+  return cc->prof == NULL ? NULL : coll_profile_launch_begin(cc, stream);
+}
+static inline void coll_prof_launch_end(struct coll_comm* cc, void* handle) {
+  if (handle != NULL) profiler_stop(cc->prof, handle);
+}
+static inline ncclResult_t coll_prof_exec_hook(struct coll_comm* cc) {
+  if (cc->prof != NULL) return coll_profile_exec_hook(cc);
+  cc->comm->resources->exec.channel_event = NULL;
+  return ncclSuccess;
+}
+static inline void coll_prof_run_end(struct coll_comm* cc) {
+  if (cc->prof != NULL) coll_profile_run_end(cc);
+}
 
-/* ---- comm.c --------------------------------------------------------------------------------- */
+/* ---- group.c: one communicator's part of a group ------------------------------------------- */
 /* Plans the tasks in cc->running into cc->plan (cc->planned, cc->plan_nreqs); no CUDA call, no
  * peer involved. On failure the list is emptied. */
 ncclResult_t coll_comm_plan(struct coll_comm* cc);
