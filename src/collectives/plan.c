@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
-#include "device/span.h"
+#include "vocab/vocab.h"
 
 /* Point-to-point messages up to this size use LL when it is allowed. */
 #define COLL_P2P_LL_MAX_BYTES (16 << 10)

@@ -1,5 +1,5 @@
 /* Timing a launch: every rank's plan becomes lanes of steps by the executors' own step math
- * (device/steps.h), and each step is timed when what it waits for is known.
+ * (vocab/vocab.h), and each step is timed when what it waits for is known.
  *
  * A channel runs its work items in order, as one block of the CUDA executor does: a collective on
  * a ring is one lane on the whole block, and so is a direct one (OneShot, TwoShot: every other
@@ -35,7 +35,7 @@
 #define NROLES (STEP_ROLE_P2P_PEER + 1)
 #define NO_CONN (-1)
 /* A local operation of the plan (plan.local: a copy to self, a one-rank collective): one step on
- * channel 0's block, at the memory copy rate. Not a lane kind of steps.h. */
+ * channel 0's block, at the memory copy rate. Not a lane kind of vocab.h's. */
 #define ENG_LANE_LOCAL 0xff
 
 typedef struct eng_conn {
