@@ -8,8 +8,8 @@
  *   - the work format the planner produces and every executor carries out as it is: reduction
  *     operators as executors see them, work items (work_t), operations without peers
  *     (local_op_t) and plans (plan_t); how a span is cut into channel slices (span_part),
- *   - how a lane becomes steps (steps_count, steps_plan): the step math both ends of every
- *     connection share, whichever executor drives each end.
+ *   - how a work item becomes lanes (steps_lane) and a lane steps (steps_count, steps_plan): the
+ *     step math both ends of every connection share, whichever executor drives each end.
  * Plain C11 with nothing but libc, included by topo, transport, proxy, device (host C and nvcc)
  * and everything above; it includes no Baton header. */
 #ifndef BATON_VOCAB_H
@@ -426,6 +426,73 @@ DEVICE_HOST_FN void steps_peer_span(const step_t* st, int p, size_t* off, size_t
 /* Whether sends and receives of the step go by steps_peer_span. */
 DEVICE_HOST_FN bool steps_per_peer(const step_t* st) {
   return !st->reduce && (st->part > 0 || st->peer_stride > 0);
+}
+
+/* ---- A work item's lane, the same in every executor ---------------------------------------------
+ * The planner decided everything about a work item (work_t: slice, step, root); the
+ * executors take it as it is. What a lane needs of an item is a step_item_t: the host executor
+ * (host/lanes.c) and the simulator (sim/engine.c) make it from a work_t (steps_item_of_work), the
+ * kernel from its packed copy (cuda_exec.h's cuda_work_item, of launch.c's cuda_work_geo);
+ * steps_lane makes the lane, to which the executor adds only its channel's links (ring order and
+ * position, tree parent and children) and whose roles it maps to its connections.
+ * tests/unit/test_lanes.c checks that both ways give the same lane. */
+typedef struct step_item {
+  uint8_t func, algo, proto;
+  size_t esize; /* the datatype's size */
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count, off, cnt, chunk; /* work_t.count, chan_off, chan_count, chunk */
+  int root;                      /* steps_item_root */
+} step_item_t;
+
+/* Units of an item's steps: point-to-point counts bytes, collectives elements. */
+DEVICE_HOST_FN size_t steps_unit(int func, size_t esize) {
+  return func == FUNC_SEND || func == FUNC_RECV ? 1 : esize;
+}
+/* The root as an item's lane names it: a ring's root is its position in the channel's ring
+ * (work_t.root_idx), a direct Broadcast's its rank, a point-to-point item's the peer (work_t.root).
+ */
+DEVICE_HOST_FN int steps_item_root(int func, int algo, int root, int root_idx) {
+  const bool p2p = func == FUNC_SEND || func == FUNC_RECV;
+  return !p2p && (algo == ALGO_RING || algo == ALGO_TREE) ? root_idx : root;
+}
+DEVICE_HOST_FN step_item_t steps_item_of_work(const work_t* w, size_t esize) {
+  step_item_t it;
+  it.func = w->func;
+  it.algo = w->algo;
+  it.proto = w->proto;
+  it.esize = esize;
+  it.sendbuff = w->sendbuff;
+  it.recvbuff = w->recvbuff;
+  it.count = w->count;
+  it.off = w->chan_off;
+  it.cnt = w->chan_count;
+  it.chunk = w->chunk;
+  it.root = steps_item_root(w->func, w->algo, w->root, w->root_idx);
+  return it;
+}
+/* The lane of kind `kind` (lane_kind_t) of item it on rank `rank` of n; no channel links yet. */
+DEVICE_HOST_FN step_lane_t steps_lane(int kind, const step_item_t* it, int n, int rank) {
+  step_lane_t ln;
+  ln.kind = (uint8_t)kind;
+  ln.func = it->func;
+  ln.proto = it->proto;
+  ln.algo = it->algo;
+  ln.unit = steps_unit(it->func, it->esize);
+  ln.sendbuff = (const char*)it->sendbuff;
+  ln.recvbuff = (char*)it->recvbuff;
+  ln.count = it->count;
+  ln.off = it->off;
+  ln.cnt = it->cnt;
+  ln.chunk = it->chunk;
+  ln.n = n;
+  ln.idx = 0;
+  ln.root_idx = it->root;
+  ln.rank = rank;
+  ln.ring = NULL;
+  ln.has_up = false;
+  ln.ndown = 0;
+  return ln;
 }
 
 /* Number of steps of a lane. */

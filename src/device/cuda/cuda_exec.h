@@ -130,6 +130,40 @@ typedef struct cuda_work {
 } cuda_work_t;
 #define CUDA_ZC_WIN_SHIFT 48 /* zc_off < 2^48 bytes; the slot + 1 <= ZC_MAX_WINDOWS in 16 bits */
 
+/* What launch.c packs of an item's geometry (the rest, the operation's scalar, the connection,
+ * zero copy and staging, depends on the item's kind), and what the kernel reads back as the item
+ * of vocab.h's steps_lane: the same values, so the kernel's lanes are the host executor's
+ * (tests/unit/test_lanes.c). */
+DEVICE_HOST_FN void cuda_work_geo(const work_t* w, size_t esize, cuda_work_t* o) {
+  o->func = w->func;
+  o->algo = w->algo;
+  o->proto = w->proto;
+  o->dtype = w->dtype;
+  o->esize = (uint8_t)esize;
+  o->root = steps_item_root(w->func, w->algo, w->root, w->root_idx);
+  o->count = w->count;
+  o->off = w->chan_off;
+  o->cnt = w->chan_count;
+  o->chunk = (uint32_t)w->chunk;
+  o->sendbuff = (const char*)w->sendbuff;
+  o->recvbuff = (char*)w->recvbuff;
+}
+DEVICE_HOST_FN step_item_t cuda_work_item(const cuda_work_t* w) {
+  step_item_t it;
+  it.func = w->func;
+  it.algo = w->algo;
+  it.proto = w->proto;
+  it.esize = w->esize;
+  it.sendbuff = w->sendbuff;
+  it.recvbuff = w->recvbuff;
+  it.count = w->count;
+  it.off = w->off;
+  it.cnt = w->cnt;
+  it.chunk = w->chunk;
+  it.root = w->root;
+  return it;
+}
+
 /* ---- Kernel-visible error report (mapped host memory) --------------------------------------- */
 enum { CUDA_ERR_NONE = 0, CUDA_ERR_SIZE = 1, CUDA_ERR_ABORT = 2 };
 typedef struct cuda_status {

@@ -273,23 +273,12 @@ static __device__ red_t item_red(const cuda_work_t* w) {
   return r;
 }
 
+/* The item's lane (vocab.h's steps_lane, as every executor makes it) with this channel's links. */
 static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t* ch,
                                    const cuda_work_t* w, int kind) {
-  lane_t ln;
-  ln.kind = (uint8_t)kind;
-  ln.func = w->func;
-  ln.proto = w->proto;
-  ln.unit = w->func == FUNC_SEND || w->func == FUNC_RECV ? 1 : w->esize;
-  ln.sendbuff = w->sendbuff;
-  ln.recvbuff = w->recvbuff;
-  ln.count = w->count;
-  ln.off = w->off;
-  ln.cnt = w->cnt;
-  ln.chunk = w->chunk;
-  ln.n = hdr->nranks;
-  ln.rank = hdr->rank;
+  const step_item_t it = cuda_work_item(w);
+  lane_t ln = steps_lane(kind, &it, hdr->nranks, hdr->rank);
   ln.idx = ch->ring_index;
-  ln.root_idx = w->root;
   ln.ring = ch->ring_ranks;
   ln.has_up = ch->tree_up >= 0;
   ln.ndown = ch->ndown;

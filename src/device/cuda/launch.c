@@ -340,20 +340,9 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     return ncclInternalError;
   }
   memset(o, 0, sizeof(*o));
-  o->func = w->func;
-  o->algo = w->algo;
-  o->proto = w->proto;
-  o->dtype = w->dtype;
+  cuda_work_geo(w, esize, o); /* the root as the item's lane names it (steps_item_root) */
   o->op = w->op.kind;
   o->scalar_on_device = w->op.scalar_on_device && w->op.scalar_ptr != NULL;
-  o->esize = (uint8_t)esize;
-  o->root = w->root_idx;
-  o->count = w->count;
-  o->off = w->chan_off;
-  o->cnt = w->chan_count;
-  o->chunk = (uint32_t)w->chunk;
-  o->sendbuff = (const char*)w->sendbuff;
-  o->recvbuff = (char*)w->recvbuff;
   if (w->zc && w->algo == ALGO_ONESHOT) CHECK(pack_zc(comm, w, o));
 
   if (func_is_p2p(w->func)) { /* point-to-point counts in bytes */
@@ -363,7 +352,6 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
            is_send ? "send" : "receive", w->root, comm->rank, comm->nranks);
       return ncclInternalError;
     }
-    o->root = w->root;
     CHECK(conn_check(ex, c, w->root, is_send, w->proto, w->chunk, net));
     return cuda_conn_mirror(ex, c, w->root, is_send, &o->u.conn);
   }
@@ -427,10 +415,8 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
           comm->rank, w->chan_off, w->chan_count, w->root, STAGE_MAX_PARTS);
       return ncclInternalError;
     }
-    o->root = w->root;
     o->zc_loc = (uint64_t)comm->stage_slot | (uint64_t)comm->stage_half << 16;
-  } else {             /* OneShot, TwoShot with LL */
-    o->root = w->root; /* a direct Broadcast's root: its rank */
+  } else { /* OneShot, TwoShot with LL (a direct Broadcast's root: its rank, cuda_work_geo) */
     const size_t need = o->zc && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
