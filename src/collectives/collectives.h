@@ -247,6 +247,13 @@ void coll_group_forget(struct coll_comm* cc);
 ncclResult_t coll_job_join(struct coll_comm* cc);
 
 /* ---- select.c / plan.c: a *Config call's algorithm selection -------------------------------- */
+/* NCCL_ALGO / NCCL_PROTO parsed into cc->filter (select.c), and the names both use (topo's
+ * tables, so logs and filters agree); the index in topo_algo_names of an ALGO_* (stock's names,
+ * then Baton's OneShot and TwoShot). */
+ncclResult_t coll_filter_init(coll_filter_t* f);
+const char* coll_algo_name(int algo);
+const char* coll_proto_name(int proto);
+int coll_algo_name_index(int algo);
 /* Parses an algSelection expression into (algo, proto) pair bits (0: it names only pairs Baton
  * has not built). false when a name is no known name: bad gets it. */
 bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_cap);
@@ -284,8 +291,6 @@ void coll_user_ops_free(struct coll_comm* cc);
 /* ---- plan.c (pure functions first) ------------------------------------------------------------
  */
 const char* coll_func_name(int func);
-const char* coll_algo_name(int algo);
-const char* coll_proto_name(int proto);
 /* Slice c of nslices of [0, total), boundaries aligned to align units (the last slice ends at
  * total). Empty slices get n = 0. */
 void coll_split(size_t total, int nslices, int c, size_t align, size_t* off, size_t* n);
@@ -323,14 +328,10 @@ uint64_t coll_regs_gen(struct coll_comm* cc);
  * t's function or NCCL_ALGO / NCCL_PROTO rule it out (the tuner plugin's cost table). */
 double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,
                      size_t bytes);
-/* Index in topo_algo_names of an ALGO_* (stock's names, then Baton's OneShot and TwoShot). */
-int coll_algo_name_index(int algo);
 /* Whether algo may run func with proto on cc for an operation of bytes (the direct algorithms'
  * conditions; anything else: true). forced: NCCL_ALGO chose among what it allows. */
 bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
                          bool forced);
-/* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */
-ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t);
 /* Ring position of rank in ring (n entries), -1 when it is not there. */
