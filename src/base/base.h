@@ -90,9 +90,32 @@ typedef struct log_sink {
   char* buf;
   size_t len;
 } log_sink_t;
-log_sink_t log_sink_enter(char* buf, size_t len); /* LOG_SINK_SCOPE's start: the sink it replaced */
-void log_sink_leave(log_sink_t* saved);           /* its end: saved bound again */
-bool log_sink_rebind(char* buf, size_t len);
+/* The calling thread's sink and open scopes (log.c's WARN copies into the sink); inline, since
+ * every entry point opens a scope. */
+extern __thread char* log_tls_sink;
+extern __thread size_t log_tls_sink_len;
+extern __thread int log_tls_sink_scopes;
+static inline void log_sink_set(char* buf, size_t len) {
+  log_tls_sink = len > 0 ? buf : NULL;
+  log_tls_sink_len = buf != NULL ? len : 0;
+}
+/* LOG_SINK_SCOPE's start: the sink it replaced. */
+static inline log_sink_t log_sink_enter(char* buf, size_t len) {
+  log_sink_t saved = {log_tls_sink, log_tls_sink_len};
+  log_tls_sink_scopes++;
+  log_sink_set(buf, len);
+  return saved;
+}
+/* Its end: saved bound again. */
+static inline void log_sink_leave(log_sink_t* saved) {
+  log_sink_set(saved->buf, saved->len);
+  log_tls_sink_scopes--;
+}
+static inline bool log_sink_rebind(char* buf, size_t len) {
+  if (log_tls_sink_scopes <= 0) return false;
+  log_sink_set(buf, len);
+  return true;
+}
 #define LOG_SINK_SCOPE(buf, len)                                                \
   log_sink_t log_sink_saved_ __attribute__((cleanup(log_sink_leave), unused)) = \
       log_sink_enter((buf), (len))
@@ -175,7 +198,16 @@ typedef struct param_desc {
 } param_desc_t;
 
 const param_desc_t* param_describe(param_id_t id);
-int64_t param_int(param_id_t id);     /* parsed as a signed integer (decimal or 0x hex) */
+/* param_int: a row parsed as a signed integer (decimal or 0x hex). Once the snapshot of the
+ * variables has been loaded and reported, a read is an array load here (param_int_values, set by
+ * param.c; NULL before the first load and after param_reload); param_int_load loads first. */
+extern const int64_t* param_int_values;
+int64_t param_int_load(param_id_t id);
+static inline int64_t param_int(param_id_t id) {
+  const int64_t* v = __atomic_load_n(&param_int_values, __ATOMIC_ACQUIRE);
+  if (v == NULL || (unsigned)id >= (unsigned)PARAM_COUNT) return param_int_load(id);
+  return v[id];
+}
 const char* param_str(param_id_t id); /* NULL when unset and no default */
 bool param_is_set(param_id_t id);     /* given by env or conf file (not the default) */
 /* Forget cached values and re-read env and conf files (tests, ncclResetDebugInit). */
@@ -260,7 +292,12 @@ static inline size_t datatype_size(ncclDataType_t t) {
       return 0;
   }
 }
-int ceil_log2(int n); /* the least d with 2^d >= n (0 for n <= 1) */
+/* The least d with 2^d >= n (0 for n <= 1). */
+static inline int ceil_log2(int n) {
+  int d = 0;
+  while (d < 30 && (1 << d) < n) d++;
+  return d;
+}
 const char* datatype_name(ncclDataType_t t);
 const char* redop_name(ncclRedOp_t op);
 
@@ -343,8 +380,14 @@ typedef struct cu_driver {
                             CUstream stream, void** params, void** extra);
 } cu_driver_t;
 
-/* The process's driver table (loaded on first call), NULL when the driver is unusable. */
-const cu_driver_t* cu_driver(void);
+/* The process's driver table (loaded on first call), NULL when the driver is unusable. Once
+ * loaded it is published in cu_driver_ready (cudawrap.c), so every launch reads it inline. */
+extern const cu_driver_t* cu_driver_ready;
+const cu_driver_t* cu_driver_once(void);
+static inline const cu_driver_t* cu_driver(void) {
+  const cu_driver_t* d = __atomic_load_n(&cu_driver_ready, __ATOMIC_ACQUIRE);
+  return d != NULL ? d : cu_driver_once();
+}
 /* Loads lib (e.g. "libcuda.so.1") into *out: every entry point resolved and cuInit(0) done.
  * ncclSystemError with an INFO line naming what is missing otherwise (tests use other libs). */
 ncclResult_t cu_driver_load(const char* lib, cu_driver_t* out);

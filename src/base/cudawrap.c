@@ -78,14 +78,17 @@ static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static cu_driver_t cu_table;
 static bool cu_ok;
 
+const cu_driver_t* cu_driver_ready; /* base.h: &cu_table once loaded */
+
 static void cu_driver_init(void) {
   if (cu_driver_load(CU_DRIVER_LIB, &cu_table) != ncclSuccess) return;
   cu_ok = true;
   INFO(NCCL_INIT, "CUDA driver %d.%d loaded from %s", cu_table.version / 1000,
        (cu_table.version % 1000) / 10, CU_DRIVER_LIB);
+  __atomic_store_n(&cu_driver_ready, &cu_table, __ATOMIC_RELEASE);
 }
 
-const cu_driver_t* cu_driver(void) {
+const cu_driver_t* cu_driver_once(void) {
   pthread_once(&cu_once, cu_driver_init);
   return cu_ok ? &cu_table : NULL;
 }

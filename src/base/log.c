@@ -52,9 +52,9 @@ static char log_ts_format[LOG_TS_FORMAT_MAX];
 static bool log_warn_raises_to_info; /* NCCL_WARN_ENABLE_DEBUG_INFO */
 
 static __thread char log_tls_error[LOG_ERROR_MAX];
-static __thread char* log_tls_sink;
-static __thread size_t log_tls_sink_len;
-static __thread int log_tls_sink_scopes; /* LOG_SINK_SCOPEs open on this thread */
+__thread char* log_tls_sink; /* base.h: the error sink bound on this thread */
+__thread size_t log_tls_sink_len;
+__thread int log_tls_sink_scopes; /* LOG_SINK_SCOPEs open on this thread */
 static __thread int log_tls_dev = -1;
 
 /* ---- Settings ---------------------------------------------------------------------------------
@@ -406,29 +406,6 @@ const char* log_last_error(void) {
 
 void log_clear_last_error(void) {
   log_tls_error[0] = '\0';
-}
-
-static void log_sink_set(char* buf, size_t len) {
-  log_tls_sink = len > 0 ? buf : NULL;
-  log_tls_sink_len = buf != NULL ? len : 0;
-}
-
-log_sink_t log_sink_enter(char* buf, size_t len) {
-  log_sink_t saved = {.buf = log_tls_sink, .len = log_tls_sink_len};
-  log_tls_sink_scopes++;
-  log_sink_set(buf, len);
-  return saved;
-}
-
-void log_sink_leave(log_sink_t* saved) {
-  log_sink_set(saved->buf, saved->len);
-  log_tls_sink_scopes--;
-}
-
-bool log_sink_rebind(char* buf, size_t len) {
-  if (log_tls_sink_scopes <= 0) return false;
-  log_sink_set(buf, len);
-  return true;
 }
 
 void log_set_device(int dev) {

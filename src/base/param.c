@@ -63,6 +63,7 @@ typedef struct param_value {
 typedef struct param_snapshot {
   param_value_t values[PARAM_COUNT];
   param_value_t unsupported[PARAM_UNSUPPORTED_COUNT]; /* text, src and file only */
+  int64_t nums[PARAM_COUNT];                          /* values[i].num: param_int's fast path */
   char* files[PARAM_NUM_CONF_FILES];
   atomic_int reported;                 /* ENV lines and WARNs already logged */
   struct param_snapshot* retired_next; /* kept reachable after param_reload */
@@ -74,6 +75,7 @@ static _Atomic(param_snapshot_t*) param_current;
 static param_snapshot_t* param_retired; /* under param_lock */
 static char* param_system_conf;         /* under param_lock; NULL: /etc/nccl.conf */
 static param_snapshot_t param_fallback; /* all defaults, used if a snapshot cannot be allocated */
+const int64_t* param_int_values;        /* base.h: the reported snapshot's nums, else NULL */
 
 /* ---- Parsing ----------------------------------------------------------------------------------
  */
@@ -204,7 +206,8 @@ static char* param_home_conf_path(void) {
 static param_snapshot_t* param_load(void) {
   param_snapshot_t* s = calloc(1, sizeof(*s));
   if (s == NULL) s = &param_fallback; /* all rows keep their defaults */
-  for (int i = 0; i < PARAM_COUNT; i++) s->values[i].num = param_default_int(&param_descs[i]);
+  for (int i = 0; i < PARAM_COUNT; i++)
+    s->nums[i] = s->values[i].num = param_default_int(&param_descs[i]);
   if (s == &param_fallback) return s;
 
   for (int i = 0; i < PARAM_COUNT; i++)
@@ -218,6 +221,7 @@ static param_snapshot_t* param_load(void) {
   s->files[1] = strdup(param_system_conf ? param_system_conf : PARAM_SYSTEM_CONF_DEFAULT);
   for (int f = 0; f < PARAM_NUM_CONF_FILES; f++)
     if (s->files[f] != NULL) param_read_conf_file(s, s->files[f]);
+  for (int i = 0; i < PARAM_COUNT; i++) s->nums[i] = s->values[i].num;
   return s;
 }
 
@@ -302,13 +306,22 @@ static param_snapshot_t* param_snapshot(void) {
     }
     pthread_mutex_unlock(&param_lock);
   }
-  if (atomic_load_explicit(&s->reported, memory_order_relaxed) == 0) param_report(s);
+  if (atomic_load_explicit(&s->reported, memory_order_relaxed) == 0) {
+    param_report(s);
+    /* reported: param_int reads this snapshot's integers inline from now on (base.h), until a
+     * reload (which never frees a snapshot) takes them back */
+    pthread_mutex_lock(&param_lock);
+    if (atomic_load_explicit(&param_current, memory_order_relaxed) == s)
+      __atomic_store_n(&param_int_values, s->nums, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&param_lock);
+  }
   return s;
 }
 
 void param_reload(void) {
   pthread_once(&param_atfork_once, param_atfork_register);
   pthread_mutex_lock(&param_lock);
+  __atomic_store_n(&param_int_values, NULL, __ATOMIC_RELEASE);
   param_snapshot_t* old = atomic_exchange(&param_current, NULL);
   if (old == &param_fallback) {
     atomic_store(&param_fallback.reported, 0);
@@ -339,7 +352,7 @@ const param_desc_t* param_describe(param_id_t id) {
   return param_id_valid(id) ? &param_descs[id] : NULL;
 }
 
-int64_t param_int(param_id_t id) {
+int64_t param_int_load(param_id_t id) {
   if (!param_id_valid(id)) return 0;
   return param_snapshot()->values[id].num;
 }

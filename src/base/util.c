@@ -112,12 +112,6 @@ static bool datatype_valid(ncclDataType_t t) {
   return (int)t >= 0 && (int)t < ncclNumTypes;
 }
 
-int ceil_log2(int n) {
-  int d = 0;
-  while (d < 30 && (1 << d) < n) d++;
-  return d;
-}
-
 const char* datatype_name(ncclDataType_t t) {
   return datatype_valid(t) ? datatype_names[t] : "Unknown";
 }

@@ -247,6 +247,13 @@ void coll_group_forget(struct coll_comm* cc);
 ncclResult_t coll_job_join(struct coll_comm* cc);
 
 /* ---- select.c / plan.c: a *Config call's algorithm selection -------------------------------- */
+/* NCCL_ALGO / NCCL_PROTO parsed into cc->filter (select.c), and the names both use (topo's
+ * tables, so logs and filters agree); the index in topo_algo_names of an ALGO_* (stock's names,
+ * then Baton's OneShot and TwoShot). */
+ncclResult_t coll_filter_init(coll_filter_t* f);
+const char* coll_algo_name(int algo);
+const char* coll_proto_name(int proto);
+int coll_algo_name_index(int algo);
 /* Parses an algSelection expression into (algo, proto) pair bits (0: it names only pairs Baton
  * has not built). false when a name is no known name: bad gets it. */
 bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_cap);
@@ -256,8 +263,13 @@ bool coll_select_possible(const struct coll_comm* cc, int func, size_t bytes, ui
 /* ---- mem.c ---------------------------------------------------------------------------------- */
 /* Releases the registrations left in cc's table (destroy). */
 void coll_regs_free(struct coll_comm* cc);
-/* The outermost ncclGroupEnd: shares the windows registered inside the group (mem.c). */
-ncclResult_t coll_windows_share_deferred(void);
+/* The outermost ncclGroupEnd: shares the windows registered inside the group (mem.c; the test
+ * that there are none is inline, so a group without any does not enter mem.c). */
+extern __thread int coll_win_npend;
+ncclResult_t coll_windows_share_pending(void);
+static inline ncclResult_t coll_windows_share_deferred(void) {
+  return coll_win_npend == 0 ? ncclSuccess : coll_windows_share_pending();
+}
 /* The shared window holding all of [buff, buff + bytes): its slot and buff's offset in it. */
 bool coll_window_find(struct coll_comm* cc, const void* buff, size_t bytes, int* slot, size_t* off);
 /* A window of cc (win looked up, never dereferenced blindly): this rank's buffer and length, its
@@ -279,8 +291,6 @@ void coll_user_ops_free(struct coll_comm* cc);
 /* ---- plan.c (pure functions first) ------------------------------------------------------------
  */
 const char* coll_func_name(int func);
-const char* coll_algo_name(int algo);
-const char* coll_proto_name(int proto);
 /* Slice c of nslices of [0, total), boundaries aligned to align units (the last slice ends at
  * total). Empty slices get n = 0. */
 void coll_split(size_t total, int nslices, int c, size_t align, size_t* off, size_t* n);
@@ -318,14 +328,10 @@ uint64_t coll_regs_gen(struct coll_comm* cc);
  * t's function or NCCL_ALGO / NCCL_PROTO rule it out (the tuner plugin's cost table). */
 double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo, int proto,
                      size_t bytes);
-/* Index in topo_algo_names of an ALGO_* (stock's names, then Baton's OneShot and TwoShot). */
-int coll_algo_name_index(int algo);
 /* Whether algo may run func with proto on cc for an operation of bytes (the direct algorithms'
  * conditions; anything else: true). forced: NCCL_ALGO chose among what it allows. */
 bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
                          bool forced);
-/* Parses NCCL_ALGO / NCCL_PROTO into cc->filter. */
-ncclResult_t coll_filter_init(coll_filter_t* f);
 /* Picks algorithm, protocol and channel count for a collective task; logs the INFO TUNING line. */
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t);
 /* Ring position of rank in ring (n entries), -1 when it is not there. */
@@ -352,22 +358,57 @@ void coll_plugins_close(struct coll_comm* cc);
 /* The tuner's say on a collective Baton has chosen algo/proto for (coll_plan_choose). */
 void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* algo, int* proto,
                       const char** why);
+/* The profiler's events (plugins.c: coll_profile_*) happen only with a profiler; the tests that
+ * say so are inline here (coll_prof_*), so a call without one does not enter plugins.c. */
+void* coll_profile_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
+                             ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag);
+void coll_profile_group_end_begin(void);
+void coll_profile_group_end_done(void);
+void coll_profile_run_begin(struct coll_comm* cc);
+void* coll_profile_launch_begin(struct coll_comm* cc, cudaStream_t stream);
+ncclResult_t coll_profile_exec_hook(struct coll_comm* cc);
+void coll_profile_run_end(struct coll_comm* cc);
+extern __thread void* coll_prof_group_api_tls; /* this thread's GroupApi event (plugins.c) */
+
 /* A call's CollApi / P2pApi event (starting this thread's GroupApi event if none runs). */
-void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
-                          ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag);
-void coll_prof_api_end(struct coll_comm* cc, void* handle);
+static inline void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func,
+                                        size_t count, ncclDataType_t dtype, int root,
+                                        cudaStream_t stream, uint64_t tag) {
+  if (cc->prof == NULL) return NULL;
+  return coll_profile_api_begin(cc, p2p, func, count, dtype, root, stream, tag);
+}
+static inline void coll_prof_api_end(struct coll_comm* cc, void* handle) {
+  if (handle != NULL) profiler_stop(cc->prof, handle);
+}
 /* The outermost ncclGroupEnd starts, and returns. */
-void coll_prof_group_end_begin(void);
-void coll_prof_group_end_done(void);
+static inline void coll_prof_group_end_begin(void) {
+  if (coll_prof_group_api_tls != NULL) coll_profile_group_end_begin();
+}
+static inline void coll_prof_group_end_done(void) {
+  if (coll_prof_group_api_tls != NULL) coll_profile_group_end_done();
+}
 /* One launch: Group and task events (begin), KernelLaunch around the executor's launch, and the
  * host executor's KernelCh hook (coll_prof_exec_hook, before its launch). */
-void coll_prof_run_begin(struct coll_comm* cc);
-void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream);
-void coll_prof_launch_end(struct coll_comm* cc, void* handle);
-ncclResult_t coll_prof_exec_hook(struct coll_comm* cc);
-void coll_prof_run_end(struct coll_comm* cc);
+static inline void coll_prof_run_begin(struct coll_comm* cc) {
+  cc->prof_group = NULL;
+  if (cc->prof != NULL) coll_profile_run_begin(cc);
+}
+static inline void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream) {
+  return cc->prof == NULL ? NULL : coll_profile_launch_begin(cc, stream);
+}
+static inline void coll_prof_launch_end(struct coll_comm* cc, void* handle) {
+  if (handle != NULL) profiler_stop(cc->prof, handle);
+}
+static inline ncclResult_t coll_prof_exec_hook(struct coll_comm* cc) {
+  if (cc->prof != NULL) return coll_profile_exec_hook(cc);
+  cc->comm->resources->exec.channel_event = NULL;
+  return ncclSuccess;
+}
+static inline void coll_prof_run_end(struct coll_comm* cc) {
+  if (cc->prof != NULL) coll_profile_run_end(cc);
+}
 
-/* ---- comm.c --------------------------------------------------------------------------------- */
+/* ---- group.c: one communicator's part of a group ------------------------------------------- */
 /* Plans the tasks in cc->running into cc->plan (cc->planned, cc->plan_nreqs); no CUDA call, no
  * peer involved. On failure the list is emptied. */
 ncclResult_t coll_comm_plan(struct coll_comm* cc);

@@ -184,6 +184,78 @@ static ncclResult_t enqueue_config(coll_args_t* a) {
   return ncclInvalidArgument;
 }
 
+/* ---- The operation as executors see it ---------------------------------------------------------
+ * Avg becomes PreMulSum for floating types, SumPostDiv for integers; a user operator (redop.c's
+ * table) is the PreMulSum it was created as. */
+static bool redop_is_float(ncclDataType_t t) {
+  switch (t) {
+    case ncclFloat16:
+    case ncclFloat32:
+    case ncclFloat64:
+    case ncclBfloat16:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ncclResult_t coll_redop_resolve(struct coll_comm* cc, ncclRedOp_t op, ncclDataType_t dtype,
+                                const char* api, dev_redop_t* out) {
+  dev_redop_t r = {0};
+  switch (op) {
+    case ncclSum:
+      r.kind = DEV_OP_SUM;
+      break;
+    case ncclProd:
+      r.kind = DEV_OP_PROD;
+      break;
+    case ncclMin:
+      r.kind = DEV_OP_MIN;
+      break;
+    case ncclMax:
+      r.kind = DEV_OP_MAX;
+      break;
+    case ncclAvg:
+      if (redop_is_float(dtype)) {
+        r.kind = DEV_OP_PREMULSUM;
+        r.scalar = coll_scalar_bits(1.0 / (double)cc->nranks, dtype);
+      } else {
+        r.kind = DEV_OP_SUMPOSTDIV;
+        r.scalar = (uint64_t)cc->nranks;
+      }
+      break;
+    default: {
+      int idx = (int)op - (int)ncclNumOps;
+      if ((int)op < 0 || idx < 0) {
+        WARN("%s: invalid reduction operation %d (op)", api, (int)op);
+        return ncclInvalidArgument;
+      }
+      pthread_mutex_lock(&cc->lock);
+      bool ok = idx < cc->nuser_ops && cc->user_ops[idx].in_use;
+      coll_user_op_t u = ok ? cc->user_ops[idx] : (coll_user_op_t){0};
+      pthread_mutex_unlock(&cc->lock);
+      if (!ok) {
+        WARN(
+            "%s: reduction operation %d (op) was not created on this communicator or was already "
+            "destroyed with ncclRedOpDestroy",
+            api, (int)op);
+        return ncclInvalidArgument;
+      }
+      if (u.dtype != (uint8_t)dtype) {
+        WARN("%s: user reduction operation %d (op) was created for datatype %s, not %s", api,
+             (int)op, datatype_name((ncclDataType_t)u.dtype), datatype_name(dtype));
+        return ncclInvalidArgument;
+      }
+      r = u.op;
+      break;
+    }
+  }
+  *out = r;
+  return ncclSuccess;
+}
+
 static ncclResult_t enqueue_check(coll_args_t* a, dev_redop_t* op) {
   ncclComm_t comm = a->comm;
   if ((int)a->dtype < 0 || a->dtype >= ncclNumTypes) {

@@ -18,6 +18,27 @@
 
 #include "collectives/collectives.h"
 
+/* ---- The layer's registration with core --------------------------------------------------------
+ * Core reaches this layer only through this table (core.h), registered when the library loads.
+ * Every other file of this layer finds a communicator's state through coll_of, defined beside the
+ * constructor: a static link that pulls any of them in pulls the registration in too (and the
+ * table pulls comm.c's init and free). */
+static const core_upper_ops_t coll_upper_ops = {.comm_init = coll_comm_init,
+                                                .comm_finalize = coll_comm_finalize,
+                                                .comm_free = coll_comm_free,
+                                                .comm_leave_group = coll_comm_leave_group,
+                                                .group_open = coll_group_open,
+                                                .group_add_init = coll_group_add_init,
+                                                .group_set_error = coll_group_set_error};
+
+__attribute__((constructor)) static void coll_upper_register(void) {
+  core_upper_register(&coll_upper_ops);
+}
+
+struct coll_comm* coll_of(ncclComm_t comm) {
+  return comm->coll;
+}
+
 static __thread int group_depth;
 static __thread struct coll_comm* group_head;
 static __thread struct coll_comm* group_tail;
@@ -133,6 +154,106 @@ ncclResult_t coll_job_join(struct coll_comm* cc) {
   pthread_join(cc->job_thread, NULL);
   cc->job_running = false;
   return cc->job_result;
+}
+
+/* ---- One communicator's part of a group: plan, connect, launch (through core) -------------- */
+ncclResult_t coll_comm_plan(struct coll_comm* cc) {
+  cc->planned = false;
+  if (coll_plan_reuse(cc, &cc->running)) {
+    cc->planned = true;
+    return ncclSuccess;
+  }
+  const uint64_t gen = coll_regs_gen(cc);
+  coll_plan_forget(cc); /* the build overwrites the kept plan */
+  ncclResult_t res = coll_plan_build(cc, &cc->running, &cc->plan_nreqs);
+  if (res != ncclSuccess) {
+    cc->running.n = 0;
+    return res;
+  }
+  coll_plan_keep(cc, &cc->running, gen);
+  cc->planned = true;
+  return ncclSuccess;
+}
+
+static ncclResult_t comm_run(struct coll_comm* cc, bool* captured);
+
+/* The running group's distinct streams into cc->streams, its first task's first. */
+static ncclResult_t comm_streams(struct coll_comm* cc) {
+  cc->nstreams = 0;
+  for (int i = 0; i < cc->running.n; i++) {
+    cudaStream_t s = cc->running.items[i].stream;
+    bool seen = false;
+    for (int k = 0; k < cc->nstreams && !seen; k++) seen = cc->streams[k] == s;
+    if (seen) continue;
+    if (cc->nstreams == cc->streams_cap) {
+      int cap = cc->streams_cap ? 2 * cc->streams_cap : 4;
+      cudaStream_t* p = realloc(cc->streams, (size_t)cap * sizeof(*p));
+      if (p == NULL) {
+        WARN("Out of memory joining %d streams of one group", cap);
+        return ncclSystemError;
+      }
+      cc->streams = p;
+      cc->streams_cap = cap;
+    }
+    cc->streams[cc->nstreams++] = s;
+  }
+  return ncclSuccess;
+}
+
+/* *captured: the launch went into a CUDA graph being captured (it runs when the graph does). */
+static ncclResult_t comm_launch_plan(struct coll_comm* cc, bool* captured) {
+  CHECK(comm_streams(cc));
+  CHECK(coll_prof_exec_hook(cc));
+  exec_streams_t streams = {.s = cc->streams, .n = cc->nstreams};
+  void* ev = coll_prof_launch_begin(cc, cc->nstreams > 0 ? cc->streams[0] : NULL);
+  ncclResult_t res = comm_res_launch(cc->comm, &cc->plan, &streams);
+  coll_prof_launch_end(cc, ev);
+  *captured = streams.captured;
+  return res;
+}
+
+/* Profiler events (plugins.c) bracket the launch: on the host executor they end when the plan has
+ * run, on the CUDA executor once it has been launched (as stock's end when the launch is made). */
+static ncclResult_t comm_launch(struct coll_comm* cc, bool* captured) {
+  if (cc->plan.nlocal == 0 && !plan_has_channel_work(&cc->plan))
+    return ncclSuccess; /* nothing to do: nothing is launched */
+  coll_prof_run_begin(cc);
+  ncclResult_t res = comm_launch_plan(cc, captured);
+  coll_prof_run_end(cc);
+  return res;
+}
+
+/* The progress watch learns which launches carry the calls of this run (core.h, progress). A run
+ * that failed, or went into a graph capture, counts as finished: its failure was reported, and a
+ * captured run's launches are the graph's. */
+ncclResult_t coll_comm_run(struct coll_comm* cc) {
+  exec_progress_t ep = {0};
+  uint64_t first, last;
+  bool captured = false;
+  comm_res_progress(cc->comm, &ep);
+  progress_plan_begin(cc->comm, ep.launched + 1, &first, &last);
+  ncclResult_t res = comm_run(cc, &captured);
+  comm_res_progress(cc->comm, &ep);
+  progress_plan_end(cc->comm, ep.launched, RESULT_IS_ERROR(res) || captured);
+  return res;
+}
+
+static ncclResult_t comm_run(struct coll_comm* cc, bool* captured) {
+  ncclResult_t res = ncclSuccess;
+  exec_scope_t scope;
+  bool entered = false;
+  if (!cc->planned) CHECK_GOTO(coll_comm_plan(cc), res, out);
+  cc->planned = false;
+  CHECK_GOTO(comm_res_enter(cc->comm, false, &scope), res, out);
+  entered = true;
+  if (cc->plan_nreqs > 0) /* only what does not exist yet: usually nothing */
+    CHECK_GOTO(comm_res_connect(cc->comm, cc->reqs, cc->plan_nreqs), res, out);
+  CHECK_GOTO(comm_launch(cc, captured), res, out);
+out:
+  if (entered) comm_res_leave(cc->comm, &scope);
+  cc->planned = false;
+  cc->running.n = 0;
+  return res;
 }
 
 /* Errors after which the communicator cannot be trusted: a peer or the network failed. */

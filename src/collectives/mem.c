@@ -444,11 +444,12 @@ typedef struct win_pending {
   share_host_mem_t host;
 } win_pending_t;
 static __thread win_pending_t* win_pend;
-static __thread int win_npend, win_pend_cap;
+__thread int coll_win_npend; /* collectives.h: windows waiting for the outermost ncclGroupEnd */
+static __thread int win_pend_cap;
 
 static ncclResult_t win_defer(struct coll_comm* cc, struct ncclWindow_vidmem* w,
                               const share_host_mem_t* host) {
-  if (win_npend == win_pend_cap) {
+  if (coll_win_npend == win_pend_cap) {
     int cap = win_pend_cap ? 2 * win_pend_cap : 8;
     win_pending_t* p = realloc(win_pend, (size_t)cap * sizeof(*p));
     if (p == NULL) {
@@ -458,7 +459,7 @@ static ncclResult_t win_defer(struct coll_comm* cc, struct ncclWindow_vidmem* w,
     win_pend = p;
     win_pend_cap = cap;
   }
-  win_pend[win_npend++] = (win_pending_t){
+  win_pend[coll_win_npend++] = (win_pending_t){
       .cc = cc, .w = w, .has_host = host != NULL, .host = host ? *host : (share_host_mem_t){0}};
   return ncclSuccess;
 }
@@ -502,11 +503,11 @@ static void* win_job_main(void* arg) {
   return NULL;
 }
 
-ncclResult_t coll_windows_share_deferred(void) {
-  const int n = win_npend;
+ncclResult_t coll_windows_share_pending(void) {
+  const int n = coll_win_npend;
   win_pending_t* list = win_pend;
   win_pend = NULL;
-  win_npend = win_pend_cap = 0;
+  coll_win_npend = win_pend_cap = 0;
   if (n == 0) return ncclSuccess;
   win_job_t* jobs = NULL;
   int njobs = 0;

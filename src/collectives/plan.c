@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "collectives/collectives.h"
-#include "device/span.h"
+#include "vocab/vocab.h"
 
 /* Point-to-point messages up to this size use LL when it is allowed. */
 #define COLL_P2P_LL_MAX_BYTES (16 << 10)
@@ -27,15 +27,6 @@ const char* coll_func_name(int func) {
                                                 [FUNC_SEND] = "Send",
                                                 [FUNC_RECV] = "Recv"};
   return func >= 0 && func < FUNC_COUNT ? names[func] : "?";
-}
-
-/* The names NCCL_ALGO / NCCL_PROTO use (topo's tables), so logs and filters agree. */
-const char* coll_algo_name(int algo) {
-  return algo >= 0 && algo < ALGO_COUNT ? topo_algo_names[coll_algo_name_index(algo)] : "?";
-}
-
-const char* coll_proto_name(int proto) {
-  return proto >= 0 && proto < PROTO_COUNT ? topo_proto_names[proto] : "?";
 }
 
 /* ---- Pure arithmetic ------------------------------------------------------------------------ */
@@ -263,44 +254,6 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   INFO(flags, "%s: %zu bytes -> algo %s proto %s nchannels %d (model %.1f us; chosen by %s)",
        coll_func_name(t->func), bytes, coll_algo_name(algo), coll_proto_name(proto), t->nchannels,
        us, why);
-  return ncclSuccess;
-}
-
-int coll_algo_name_index(int algo) {
-  switch (algo) {
-    case ALGO_TREE:
-      return TOPO_ALGO_TREE;
-    case ALGO_RING:
-      return TOPO_ALGO_RING;
-    case ALGO_ONESHOT:
-      return TOPO_ALGO_ONESHOT;
-    default:
-      return TOPO_ALGO_TWOSHOT;
-  }
-}
-
-ncclResult_t coll_filter_init(coll_filter_t* f) {
-  const char* algo = param_str(PARAM_ALGO);
-  const char* proto = param_str(PARAM_PROTO);
-  coll_filter_t out = {0};
-  for (int func = 0; func < FUNC_COUNT; func++) {
-    /* Send/Recv have no row of their own: only function-less entries apply to them. */
-    const char* fname = func < TOPO_FUNC_NAMES_COUNT ? topo_func_names[func] : NULL;
-    bool a[TOPO_ALGO_NAMES_COUNT], p[TOPO_PROTO_NAMES_COUNT];
-    CHECK(topo_parse_filter(algo, "NCCL_ALGO", topo_algo_names, TOPO_ALGO_NAMES_COUNT, fname, a));
-    CHECK(
-        topo_parse_filter(proto, "NCCL_PROTO", topo_proto_names, TOPO_PROTO_NAMES_COUNT, fname, p));
-    for (int i = 0; i < ALGO_COUNT; i++) {
-      const bool ok = a[coll_algo_name_index(i)];
-      out.algo_ok[func][i] = ok;
-      if (!ok) out.algo_set[func] = true;
-    }
-    for (int i = 0; i < PROTO_COUNT; i++) {
-      out.proto_ok[func][i] = p[i];
-      if (!p[i]) out.proto_set[func] = true;
-    }
-  }
-  *f = out;
   return ncclSuccess;
 }
 

@@ -131,23 +131,24 @@ static const char* coll_prof_proto(int proto) {
 /* This thread's GroupApi event: started by the first call of an outermost group, stopped when
  * that group's ncclGroupEnd returns. */
 static __thread profiler_t* prof_group_owner;
-static __thread void* prof_group_api;
+__thread void* coll_prof_group_api_tls; /* collectives.h */
 static __thread bool prof_group_end_recorded;
 
-void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
-                          ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag) {
+void* coll_profile_api_begin(struct coll_comm* cc, bool p2p, const char* func, size_t count,
+                             ncclDataType_t dtype, int root, cudaStream_t stream, uint64_t tag) {
   profiler_t* p = cc->prof;
   if (p == NULL) return NULL;
-  if (prof_group_api == NULL && (profiler_mask(p) & PROF_GROUP_API)) {
+  if (coll_prof_group_api_tls == NULL && (profiler_mask(p) & PROF_GROUP_API)) {
     prof_descr_v7_t g = {.type = PROF_GROUP_API, .rank = cc->rank};
     g.group_api.group_depth = coll_group_depth();
-    prof_group_api = profiler_start(p, &g);
+    coll_prof_group_api_tls = profiler_start(p, &g);
     prof_group_owner = p;
     prof_group_end_recorded = false;
-    profiler_record(p, prof_group_api, PROF_STATE_GROUP_START_API_STOP, NULL);
+    profiler_record(p, coll_prof_group_api_tls, PROF_STATE_GROUP_START_API_STOP, NULL);
   }
-  prof_descr_v7_t d = {
-      .type = p2p ? PROF_P2P_API : PROF_COLL_API, .parent = prof_group_api, .rank = cc->rank};
+  prof_descr_v7_t d = {.type = p2p ? PROF_P2P_API : PROF_COLL_API,
+                       .parent = coll_prof_group_api_tls,
+                       .rank = cc->rank};
   if (p2p) {
     d.p2p_api.func = func;
     d.p2p_api.count = count;
@@ -165,25 +166,21 @@ void* coll_prof_api_begin(struct coll_comm* cc, bool p2p, const char* func, size
   return profiler_start(p, &d);
 }
 
-void coll_prof_api_end(struct coll_comm* cc, void* handle) {
-  profiler_stop(cc->prof, handle);
-}
-
-void coll_prof_group_end_begin(void) {
-  if (prof_group_api == NULL || prof_group_end_recorded) return;
+void coll_profile_group_end_begin(void) {
+  if (coll_prof_group_api_tls == NULL || prof_group_end_recorded) return;
   prof_group_end_recorded = true;
-  profiler_record(prof_group_owner, prof_group_api, PROF_STATE_GROUP_END_API_START, NULL);
+  profiler_record(prof_group_owner, coll_prof_group_api_tls, PROF_STATE_GROUP_END_API_START, NULL);
 }
 
-void coll_prof_group_end_done(void) {
-  if (prof_group_api == NULL) return;
-  profiler_stop(prof_group_owner, prof_group_api);
-  prof_group_api = NULL;
+void coll_profile_group_end_done(void) {
+  if (coll_prof_group_api_tls == NULL) return;
+  profiler_stop(prof_group_owner, coll_prof_group_api_tls);
+  coll_prof_group_api_tls = NULL;
   prof_group_owner = NULL;
 }
 
 void* coll_prof_group_api(void) {
-  return prof_group_api;
+  return coll_prof_group_api_tls;
 }
 
 /* ---- Profiler: a launch ---------------------------------------------------------------------- */
@@ -194,7 +191,7 @@ static int coll_prof_warps(const struct coll_comm* cc, const coll_task_t* t) {
   return t->proto == PROTO_SIMPLE ? 16 : 8;
 }
 
-void coll_prof_run_begin(struct coll_comm* cc) {
+void coll_profile_run_begin(struct coll_comm* cc) {
   profiler_t* p = cc->prof;
   cc->prof_group = NULL;
   if (p == NULL) return;
@@ -239,18 +236,15 @@ void coll_prof_run_begin(struct coll_comm* cc) {
   }
 }
 
-void* coll_prof_launch_begin(struct coll_comm* cc, cudaStream_t stream) {
+void* coll_profile_launch_begin(struct coll_comm* cc, cudaStream_t stream) {
   if (cc->prof == NULL) return NULL;
-  prof_descr_v7_t d = {.type = PROF_KERNEL_LAUNCH, .parent = prof_group_api, .rank = cc->rank};
+  prof_descr_v7_t d = {
+      .type = PROF_KERNEL_LAUNCH, .parent = coll_prof_group_api_tls, .rank = cc->rank};
   d.kernel_launch.stream = stream;
   return profiler_start(cc->prof, &d);
 }
 
-void coll_prof_launch_end(struct coll_comm* cc, void* handle) {
-  profiler_stop(cc->prof, handle);
-}
-
-void coll_prof_run_end(struct coll_comm* cc) {
+void coll_profile_run_end(struct coll_comm* cc) {
   if (cc->prof == NULL) return;
   for (int i = 0; i < cc->running.n; i++) {
     profiler_stop(cc->prof, cc->running.items[i].prof_event);
@@ -303,7 +297,7 @@ static void coll_prof_channel(void* arg, int channel, int start) {
   }
 }
 
-ncclResult_t coll_prof_exec_hook(struct coll_comm* cc) {
+ncclResult_t coll_profile_exec_hook(struct coll_comm* cc) {
   cc->comm->resources->exec.channel_event = NULL;
   if (cc->kernels || !(profiler_mask(cc->prof) & PROF_KERNEL_CH)) return ncclSuccess;
   if (cc->prof_ch_cap < cc->works_cap) {

@@ -1,4 +1,6 @@
-/* ncclCollConfig_t.algSelection (NCCL 2.31): which (algorithm, protocol) pairs one call may use.
+/* Which algorithms and protocols may run: NCCL_ALGO / NCCL_PROTO (coll_filter_init, read once per
+ * communicator, with the names both use: coll_algo_name, coll_proto_name), and
+ * ncclCollConfig_t.algSelection (NCCL 2.31): which (algorithm, protocol) pairs one call may use.
  *
  * The expression is stock's: names separated by ',' (or), '+' (and) and a leading '^' (not),
  * without parentheses, '+' binding tighter than ','; case does not matter and blanks around names
@@ -8,7 +10,7 @@
  * stock's pairs Baton has not built (NVLS, CollNet, PAT, the symmetric kernels), which select
  * nothing here. A name that is no known name's prefix makes the expression invalid.
  *
- * Pure: no I/O, no logging; the caller reports. */
+ * The algSelection parser is pure: no I/O, no logging; the caller reports. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -105,4 +107,52 @@ bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_
   }
   *pairs = empty ? 0 : (uint16_t)(result & ((1u << SELECT_NPAIRS) - 1));
   return true;
+}
+
+/* ---- NCCL_ALGO / NCCL_PROTO ------------------------------------------------------------------ */
+/* The names NCCL_ALGO / NCCL_PROTO use (topo's tables), so logs and filters agree. */
+const char* coll_algo_name(int algo) {
+  return algo >= 0 && algo < ALGO_COUNT ? topo_algo_names[coll_algo_name_index(algo)] : "?";
+}
+
+const char* coll_proto_name(int proto) {
+  return proto >= 0 && proto < PROTO_COUNT ? topo_proto_names[proto] : "?";
+}
+
+int coll_algo_name_index(int algo) {
+  switch (algo) {
+    case ALGO_TREE:
+      return TOPO_ALGO_TREE;
+    case ALGO_RING:
+      return TOPO_ALGO_RING;
+    case ALGO_ONESHOT:
+      return TOPO_ALGO_ONESHOT;
+    default:
+      return TOPO_ALGO_TWOSHOT;
+  }
+}
+
+ncclResult_t coll_filter_init(coll_filter_t* f) {
+  const char* algo = param_str(PARAM_ALGO);
+  const char* proto = param_str(PARAM_PROTO);
+  coll_filter_t out = {0};
+  for (int func = 0; func < FUNC_COUNT; func++) {
+    /* Send/Recv have no row of their own: only function-less entries apply to them. */
+    const char* fname = func < TOPO_FUNC_NAMES_COUNT ? topo_func_names[func] : NULL;
+    bool a[TOPO_ALGO_NAMES_COUNT], p[TOPO_PROTO_NAMES_COUNT];
+    CHECK(topo_parse_filter(algo, "NCCL_ALGO", topo_algo_names, TOPO_ALGO_NAMES_COUNT, fname, a));
+    CHECK(
+        topo_parse_filter(proto, "NCCL_PROTO", topo_proto_names, TOPO_PROTO_NAMES_COUNT, fname, p));
+    for (int i = 0; i < ALGO_COUNT; i++) {
+      const bool ok = a[coll_algo_name_index(i)];
+      out.algo_ok[func][i] = ok;
+      if (!ok) out.algo_set[func] = true;
+    }
+    for (int i = 0; i < PROTO_COUNT; i++) {
+      out.proto_ok[func][i] = p[i];
+      if (!p[i]) out.proto_set[func] = true;
+    }
+  }
+  *f = out;
+  return ncclSuccess;
 }

@@ -1,4 +1,6 @@
-/* The communicator object: allocation, release, and which CUDA device (if any) it runs on. */
+/* The communicator object: allocation, the checks every entry point makes before using it (alive,
+ * settled, ready), holding it across a call and releasing it, the executor's per-call operations
+ * (enter, launch, progress, leave), and which CUDA device (if any) it runs on. */
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +131,75 @@ void comm_free(ncclComm_t comm) {
   comm_quarantine(comm);
 }
 
+/* ---- Argument and state checks of every entry point (core and collectives) ------------------ */
+ncclResult_t arg_check_ptr(const void* p, const char* api, const char* name) {
+  if (p == NULL) {
+    WARN("%s: argument %s is NULL", api, name);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t comm_check(ncclComm_t comm, const char* api) {
+  if (comm == NULL) {
+    WARN("%s: argument comm is NULL", api);
+    return ncclInvalidArgument;
+  }
+  if (comm->magic == COMM_MAGIC_DEAD) {
+    WARN("%s: comm %p has already been destroyed or aborted", api, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  if (comm->magic != COMM_MAGIC) {
+    WARN("%s: comm %p is not a valid communicator (corrupted, or not created by ncclCommInit*)",
+         api, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  (void)log_sink_rebind(comm->last_error, sizeof(comm->last_error)); /* in COMM_API_SCOPE */
+  return ncclSuccess;
+}
+
+ncclResult_t comm_check_settled(ncclComm_t comm, const char* api) {
+  int async = atomic_load(&comm->async_error);
+  if (async == ncclInProgress) {
+    /* Stock returns ncclInvalidArgument here too. */
+    WARN(
+        "%s: comm %p is still running a nonblocking operation; poll ncclCommGetAsyncError until "
+        "it returns ncclSuccess before using it",
+        api, (void*)comm);
+    return ncclInvalidArgument;
+  }
+  /* An async error was reported (WARN) where it happened; the call just fails with it. */
+  return (ncclResult_t)async;
+}
+
+ncclResult_t comm_check_ready(ncclComm_t comm, const char* api) {
+  CHECK(comm_check(comm, api));
+  CHECK(comm_check_settled(comm, api));
+  switch (atomic_load(&comm->state)) {
+    case COMM_STATE_READY:
+      if (atomic_load(&comm->suspended)) {
+        WARN(
+            "%s: comm %p is suspended (ncclCommSuspend released its memory); call "
+            "ncclCommResume on every rank first",
+            api, (void*)comm);
+        return ncclInvalidUsage;
+      }
+      return ncclSuccess;
+    case COMM_STATE_FINALIZED:
+      WARN("%s: comm %p has been finalized; only ncclCommDestroy is allowed now", api, (void*)comm);
+      return ncclInvalidUsage;
+    case COMM_STATE_REVOKED:
+      WARN(
+          "%s: comm %p has been revoked (ncclCommRevoke); only ncclCommDestroy, ncclCommSplit and "
+          "ncclCommShrink are allowed now",
+          api, (void*)comm);
+      return ncclInvalidUsage;
+    default:
+      WARN("%s: comm %p is not initialized", api, (void*)comm);
+      return ncclInvalidUsage;
+  }
+}
+
 /* ---- Holding across a call (core.h) --------------------------------------------------------- */
 ncclResult_t comm_hold(ncclComm_t comm, const char* api) {
   atomic_fetch_add(&comm->users, 1);
@@ -161,6 +232,35 @@ void comm_retire(ncclComm_t comm) {
     if (atomic_load(&comm->users) > 0) return;
   }
   if (!atomic_exchange(&comm->freeing, true)) comm_free(comm);
+}
+
+/* ---- The executor, per call (core.h) -------------------------------------------------------
+ * What a call does through comm->resources' executor (chosen at init, resources.c): enter its
+ * scope on this thread, launch a plan, read its launch progress, leave. */
+ncclResult_t comm_res_enter(ncclComm_t comm, bool relax, exec_scope_t* scope) {
+  const comm_res_t* cc = comm->resources;
+  if (cc == NULL || cc->executor == NULL) { /* nothing chosen: nothing to enter */
+    *scope = (exec_scope_t){.dev = -1, .saved = -1};
+    return ncclSuccess;
+  }
+  return cc->executor->enter(cc->dev, relax, scope);
+}
+
+void comm_res_leave(ncclComm_t comm, const exec_scope_t* scope) {
+  const comm_res_t* cc = comm->resources;
+  if (cc != NULL && cc->executor != NULL) cc->executor->leave(scope);
+}
+
+ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, exec_streams_t* streams) {
+  comm_res_t* cc = comm->resources;
+  return cc->executor->launch(cc->exec_state, plan, streams);
+}
+
+void comm_res_progress(ncclComm_t comm, exec_progress_t* out) {
+  *out = (exec_progress_t){0};
+  comm_res_t* cc = comm->resources;
+  if (cc == NULL || cc->exec_state == NULL || cc->executor->progress == NULL) return;
+  cc->executor->progress(cc->exec_state, out);
 }
 
 /* ---- CUDA device ---------------------------------------------------------------------------- */

@@ -2,8 +2,8 @@
  * transport context and its connections, the executor and the exec_comm_t it sees, and the
  * progress watch's view of that executor. Core sets them up at init (after the peer exchange,
  * before the collectives layer's part) and frees them at destroy/abort; the collectives layer
- * asks for the connections a plan needs and launches the plan through comm_res_connect and
- * comm_res_launch. */
+ * asks for the connections a plan needs through comm_res_connect (and launches the plan through
+ * comm.c's per-call operations, comm_res_launch). */
 #include <stdlib.h>
 
 #include "core/core.h"
@@ -420,20 +420,6 @@ ncclResult_t comm_res_init(ncclComm_t comm) {
   return res;
 }
 
-ncclResult_t comm_res_enter(ncclComm_t comm, bool relax, exec_scope_t* scope) {
-  const comm_res_t* cc = comm->resources;
-  if (cc == NULL || cc->executor == NULL) { /* nothing chosen: nothing to enter */
-    *scope = (exec_scope_t){.dev = -1, .saved = -1};
-    return ncclSuccess;
-  }
-  return cc->executor->enter(cc->dev, relax, scope);
-}
-
-void comm_res_leave(ncclComm_t comm, const exec_scope_t* scope) {
-  const comm_res_t* cc = comm->resources;
-  if (cc != NULL && cc->executor != NULL) cc->executor->leave(scope);
-}
-
 ncclResult_t comm_res_wait(ncclComm_t comm) {
   comm_res_t* cc = comm->resources;
   /* The CUDA executor's launches complete on the GPU: wait for them (kernels stop early once the
@@ -495,11 +481,6 @@ ncclResult_t comm_res_connect(ncclComm_t comm, const conn_request_t* reqs, int n
   return res_connect(comm->resources, reqs, nreqs);
 }
 
-ncclResult_t comm_res_launch(ncclComm_t comm, const plan_t* plan, exec_streams_t* streams) {
-  comm_res_t* cc = comm->resources;
-  return cc->executor->launch(cc->exec_state, plan, streams);
-}
-
 double comm_res_estimate_us(ncclComm_t comm, const plan_t* plan) {
   const comm_res_t* cc = comm->resources;
   const sim_estimate_in_t in = {.exec = &cc->exec,
@@ -537,13 +518,6 @@ static ncclResult_t res_connect(comm_res_t* cc, const conn_request_t* reqs, int 
 }
 
 /* ---- The progress watch's view ------------------------------------------------------------- */
-void comm_res_progress(ncclComm_t comm, exec_progress_t* out) {
-  *out = (exec_progress_t){0};
-  comm_res_t* cc = comm->resources;
-  if (cc == NULL || cc->exec_state == NULL || cc->executor->progress == NULL) return;
-  cc->executor->progress(cc->exec_state, out);
-}
-
 int comm_res_waits(ncclComm_t comm, prog_wait_t* out, int max) {
   comm_res_t* cc = comm->resources;
   exec_wait_t w[PROG_MAX_WAITS];

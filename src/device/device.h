@@ -1,11 +1,13 @@
-/* Baton device layer: executors of planned work. Two executors read and write one format:
+/* Baton device layer: executors of planned work. Three executors carry out one format:
  *   cuda/  kernels, one block per channel (src/device/cuda)
  *   host/  CPU threads, one per channel (src/device/host): the reference executor
- * This header is plain C, included by host C code and by nvcc. It defines
- *   - the work format (work_t, plan_t) that the planner produces,
- *   - the executor interface (executor_ops_t);
- * the words it shares with the layers below (functions, algorithms, protocols, the connection FIFO
- * conn_fifo_t that transports fill and executors drive) are src/vocab/vocab.h's. */
+ *   sim/   baton-sim's timed executor (src/device/sim)
+ * This header is plain C, included by host C code and by nvcc. It defines the executor interface
+ * (executor_ops_t) and what an executor sees of its communicator (exec_comm_t), with the formats
+ * of zero copy and staging. The work format the planner produces (work_t, plan_t), how an item
+ * is cut into lanes and steps, and the words the layers below share (functions, algorithms,
+ * protocols, the connection FIFO conn_fifo_t that transports fill and executors drive) are
+ * src/vocab/vocab.h's. */
 #ifndef BATON_DEVICE_H
 #define BATON_DEVICE_H
 
@@ -15,76 +17,6 @@
 
 #include "nccl.h"
 #include "vocab/vocab.h"
-
-/* a / b and a % b, in 32 bits when both fit (a 64-bit division is a long software routine on the
- * GPU); the smaller of two sizes. */
-DEVICE_HOST_FN size_t dev_udiv(size_t a, size_t b) {
-  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a / (uint32_t)b) : a / b;
-}
-DEVICE_HOST_FN size_t dev_umod(size_t a, size_t b) {
-  return ((a | b) >> 32) == 0 ? (size_t)((uint32_t)a % (uint32_t)b) : a % b;
-}
-DEVICE_HOST_FN size_t dev_min(size_t a, size_t b) {
-  return a < b ? a : b;
-}
-/* Ring AllReduce cuts a loop of lc elements into n parts of ring_part() elements (the last ones
- * may be shorter or empty): lc / n rounded up to 16 bytes, so every part starts 16-byte aligned
- * when the buffers are (the reductions then move 16-byte vectors), and never more than a chunk
- * (n chunks always cover a loop). Both executors cut their steps by this rule. */
-DEVICE_HOST_FN size_t ring_part(size_t lc, size_t n, size_t unit, size_t chunk) {
-  const size_t align = unit < 16 ? 16 / unit : 1; /* unit is 1, 2, 4 or 8: align a power of 2 */
-  const size_t part = (dev_udiv(lc + n - 1, n) + align - 1) & ~(align - 1);
-  return part < chunk ? part : chunk;
-}
-
-/* ---- Reduction operators as executors see them ---------------------------------------------- */
-typedef enum {
-  DEV_OP_SUM = 0,
-  DEV_OP_PROD,
-  DEV_OP_MIN,
-  DEV_OP_MAX,
-  DEV_OP_PREMULSUM,  /* each contribution is multiplied by scalar when first loaded, then summed;
-                      * also floating types' ncclAvg (scalar = 1/nranks in the datatype) */
-  DEV_OP_SUMPOSTDIV, /* integers' ncclAvg: sum, then divide the final result by scalar (the rank
-                      * count, C division: truncates toward zero, signed types as signed) */
-  DEV_OP_COUNT
-} dev_op_kind_t;
-typedef struct dev_redop {
-  uint8_t kind;             /* dev_op_kind_t */
-  uint8_t scalar_on_device; /* PREMULSUM with ncclScalarDevice: scalar_ptr is read at run time */
-  uint64_t scalar; /* the scalar's bits, in the datatype (PREMULSUM) or as uint64 (SUMPOSTDIV) */
-  const void* scalar_ptr;
-} dev_redop_t;
-
-/* ---- Work format --------------------------------------------------------------------------------
- * One work item is one operation's share on one channel, as the planner (src/collectives/plan.c)
- * decided it: the executors carry it out without deriving anything of their own. Units are
- * elements for collectives and bytes for point-to-point. */
-typedef struct work {
-  uint8_t func;  /* func_t */
-  uint8_t algo;  /* ALGO_* (collectives) */
-  uint8_t proto; /* PROTO_* */
-  uint8_t dtype; /* ncclDataType_t */
-  dev_redop_t op;
-  const void* sendbuff;
-  void* recvbuff;
-  size_t count;    /* per-rank count: AllGather sendcount, ReduceScatter recvcount, else total
-                    * (elements, whatever the function) */
-  size_t chan_off; /* this channel's slice [chan_off, chan_off + chan_count) of that count, in
-                    * units (never empty) */
-  size_t chan_count;
-  size_t chunk; /* units per step: at most one slot's payload of every connection the item
-                 * uses (both ends of a connection cut it into the same steps) */
-  int root;     /* Broadcast/Reduce root; Send/Recv peer (never this rank) */
-  int root_idx; /* Broadcast/Reduce on a ring: the root's position in the channel's ring */
-  int nranks;
-  /* Zero copy (OneShot items only; see "Registered windows" below). zc: the item starts with the
-   * probe. zc_win: the shared window slot holding this rank's whole send span (-1: none);
-   * zc_off: sendbuff's offset in it, in bytes. */
-  uint8_t zc;
-  int zc_win;
-  size_t zc_off;
-} work_t;
 
 /* ---- Registered windows read in place (zero copy) -----------------------------------------------
  * ncclCommWindowRegister is collective: every rank exports its buffer (cuMem or CUDA IPC on GPUs,
@@ -175,38 +107,6 @@ DEVICE_HOST_FN size_t stage_window(size_t half, int parts, int nranks, int func,
   const size_t sub = stage_sub(half, parts, nranks, func, algo) / unit;
   const size_t slices = func == FUNC_ALLREDUCE && algo == ALGO_TWOSHOT ? (size_t)nranks : 1;
   return sub * (size_t)parts * slices;
-}
-
-/* Work that needs no peer: a send to self paired with its receive from self, or a collective on a
- * communicator of one rank. A copy unless the operation changes the data (PreMulSum, floating
- * types' Avg): dst = src * scalar, element by element. The planner leaves out copies onto
- * themselves (in place) and empty ones. */
-typedef struct local_op {
-  const void* src;
-  void* dst;
-  size_t count;   /* elements of dtype */
-  uint8_t dtype;  /* ncclDataType_t */
-  dev_redop_t op; /* DEV_OP_PREMULSUM: scaled; any other kind: a copy */
-} local_op_t;
-
-/* A plan: everything one ncclGroupEnd (or one call) runs on one communicator. Channel lists run
- * in order; local operations are independent of them (an executor may run them before, after or
- * beside the channels' work). */
-#define PLAN_MAX_CHANNELS 64
-typedef struct plan {
-  int nchannels;
-  int nwork[PLAN_MAX_CHANNELS];
-  work_t* works[PLAN_MAX_CHANNELS]; /* per-channel lists, run in order (p2p items may interleave) */
-  int nlocal;
-  const local_op_t* local;
-} plan_t;
-
-/* Whether a plan has work for peers on some channel (a kernel or host-channel run); plan.local
- * alone needs none. */
-static inline bool plan_has_channel_work(const plan_t* p) {
-  for (int c = 0; c < p->nchannels; c++)
-    if (p->nwork[c] > 0) return true;
-  return false;
 }
 
 /* ---- What an executor sees of its communicator ---------------------------------------------- */

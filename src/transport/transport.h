@@ -1,16 +1,16 @@
 /* Baton transport layer: connections between two ranks, one direction each, in the FIFO format of
- * src/device/device.h. Transports are tables probed in priority order (P2P, SHM, NET); the first
- * whose can_connect accepts the pair wins, and both sides decide the same way from the same peer
- * information. Talks to topo (who is where), bootstrap (exchanging connect info) and proxy
- * (NET progress). */
+ * src/vocab/vocab.h (conn_fifo_t). Transports are tables probed in priority order (P2P, SHM, NET);
+ * the first whose can_connect accepts the pair wins, and both sides decide the same way from the
+ * same peer information. Talks to topo (who is where), bootstrap (exchanging connect info) and
+ * proxy (NET progress). */
 #ifndef BATON_TRANSPORT_H
 #define BATON_TRANSPORT_H
 
 #include "base/base.h"
 #include "bootstrap/bootstrap.h"
-#include "device/device.h"
 #include "net/net.h"
 #include "topo/topo.h"
+#include "vocab/vocab.h"
 
 struct proxy_state;
 

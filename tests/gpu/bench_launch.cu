@@ -23,7 +23,7 @@
  *                   the direct algorithms, results checked after the replays
  *   pair_ring_ll_marks, pair_oneshot_marks
  *                   the same with the launch progress marks the kernels write as built
- *                   (progress_device.cuh: mapped host memory), what the hang watch costs
+ *                   (cuda_exec.h's progress marks: mapped host memory), what the hang watch costs
  * --ncu: launches every kernel variant 20 times eagerly instead (for ncu --launch-skip).
  * Build: nvcc -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc tests/gpu/bench_launch.cu (add
  * -DBATON_DEVICE_TRACE for the executor's own timelines of block 0). */
@@ -36,9 +36,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "device/cuda/cuda_exec.h"
 #include "device/cuda/direct_device.cuh"
 #include "device/cuda/exec_block_device.cuh"
-#include "device/cuda/progress_device.cuh"
 
 #define CK(x)                                                                                    \
   do {                                                                                           \

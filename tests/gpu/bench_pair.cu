@@ -51,8 +51,8 @@ static __device__ __forceinline__ void phase_mark(int i) {
 }
 #define DIRECT_PHASE(i) phase_mark(i)
 
+#include "device/cuda/cuda_exec.h"
 #include "device/cuda/direct_device.cuh"
-#include "device/cuda/progress_device.cuh"
 
 #define CK(x)                                                                                  \
   do {                                                                                         \

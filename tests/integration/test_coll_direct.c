@@ -1,4 +1,4 @@
-/* The direct algorithms (device.h's OneShot and TwoShot, device/steps.h's LANE_DIRECT) on the host
+/* The direct algorithms (device.h's OneShot and TwoShot, vocab.h's LANE_DIRECT) on the host
  * executor, where CI can run them: forced by NCCL_ALGO on 2, 3, 5 and 8 ranks, every datatype,
  * every op (PreMulSum with host and device scalars, Avg on integers and floats), odd counts that
  * fill several chunks of small FIFOs, in place and out of place, Broadcast from several roots;

@@ -1,4 +1,4 @@
-/* The step math both executors share (src/device/steps.h), on every lane kind, against the two
+/* The step math both executors share (src/vocab/vocab.h), on every lane kind, against the two
  * properties the executors rely on:
  *  - lockstep: over a connection, the sender's steps and the receiver's steps carry the same
  *    sizes in the same order (both ends derive them from the same work item);
@@ -13,8 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/steps.h"
+#include "device/device.h" /* TREE_MAX_CHILDREN */
 #include "unit.h"
+#include "vocab/vocab.h"
 
 #define MAXN 8      /* direct lanes: up to DIRECT_MAX_RANKS */
 #define MAXN_RING 6 /* rings and trees */

@@ -1,4 +1,4 @@
-/* The step math (src/device/steps.h) carried out over real buffers: every rank's ring lane (or
+/* The step math (src/vocab/vocab.h) carried out over real buffers: every rank's ring lane (or
  * a tree AllReduce's up and down lanes) runs its steps on the host, messages travel over
  * unbounded per-connection queues, and each rank's output is compared with the collective's
  * result computed here directly from the inputs (sums of int32 values, so every order of
@@ -14,9 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/steps.h"
+#include "device/device.h" /* TREE_MAX_CHILDREN */
 #include "topo/topo.h"
 #include "unit.h"
+#include "vocab/vocab.h"
 
 #define MAXN 6
 #define SENTINEL ((int32_t)0x5a5a5a5a)

@@ -1,14 +1,14 @@
 /* CUDA executor internals (private to src/device/cuda). Plain C: included by the host code
- * (exec.c, conns.c, pack.c) and by the kernels' translation units (kernel*.cu).
+ * (exec.c, launch.c, local.c) and by the kernels' translation units (kernel*.cu).
  *
  * Shape:
- *   exec.c       executor_cuda_ops: init (device tables, abort flag mapping), launch, fini
- *   conns.c      device mirrors of the transport's conn_fifo_t (one per channel, peer and
+ *   exec.c       executor_cuda_ops: init (device tables, abort flag mapping), fini, the views;
+ *                the device mirrors of the transport's conn_fifo_t (one per channel, peer and
  *                direction; conn->step lives on in device memory across launches) and the
  *                per-channel table the kernel reads
- *   pack.c       work_t -> cuda_work_t (the planner decided everything: this looks up the
- *                connections' device mirrors), and the split of a large plan into several
- *                launches that cannot deadlock
+ *   launch.c     one launch: enter/leave, streams, capture, ordering; work_t -> cuda_work_t (the
+ *                planner decided everything: this looks up the connections' device mirrors),
+ *                and the split of a large plan into several launches that cannot deadlock
  *   local.c      plan.local: copies to self and one-rank collectives, as cudaMemcpyAsync or the
  *                many-block scaling kernel (kernel_local.cu), beside the channels' kernel
  *   kernel_*.cu  the kernel's entry points, one per parameter block size, each its own
@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "device/device.h"
+#include "vocab/vocab.h"
 
 /* Threads per block (one block per channel). Every kernel entry point is built twice: narrow
  * (256 threads) and wide (512). A launch whose items all run Simple takes the wide kernel: with
@@ -129,6 +130,40 @@ typedef struct cuda_work {
 } cuda_work_t;
 #define CUDA_ZC_WIN_SHIFT 48 /* zc_off < 2^48 bytes; the slot + 1 <= ZC_MAX_WINDOWS in 16 bits */
 
+/* What launch.c packs of an item's geometry (the rest, the operation's scalar, the connection,
+ * zero copy and staging, depends on the item's kind), and what the kernel reads back as the item
+ * of vocab.h's steps_lane: the same values, so the kernel's lanes are the host executor's
+ * (tests/unit/test_lanes.c). */
+DEVICE_HOST_FN void cuda_work_geo(const work_t* w, size_t esize, cuda_work_t* o) {
+  o->func = w->func;
+  o->algo = w->algo;
+  o->proto = w->proto;
+  o->dtype = w->dtype;
+  o->esize = (uint8_t)esize;
+  o->root = steps_item_root(w->func, w->algo, w->root, w->root_idx);
+  o->count = w->count;
+  o->off = w->chan_off;
+  o->cnt = w->chan_count;
+  o->chunk = (uint32_t)w->chunk;
+  o->sendbuff = (const char*)w->sendbuff;
+  o->recvbuff = (char*)w->recvbuff;
+}
+DEVICE_HOST_FN step_item_t cuda_work_item(const cuda_work_t* w) {
+  step_item_t it;
+  it.func = w->func;
+  it.algo = w->algo;
+  it.proto = w->proto;
+  it.esize = w->esize;
+  it.sendbuff = w->sendbuff;
+  it.recvbuff = w->recvbuff;
+  it.count = w->count;
+  it.off = w->off;
+  it.cnt = w->cnt;
+  it.chunk = w->chunk;
+  it.root = w->root;
+  return it;
+}
+
 /* ---- Kernel-visible error report (mapped host memory) --------------------------------------- */
 enum { CUDA_ERR_NONE = 0, CUDA_ERR_SIZE = 1, CUDA_ERR_ABORT = 2 };
 typedef struct cuda_status {
@@ -140,14 +175,14 @@ typedef struct cuda_status {
 } cuda_status_t;
 
 /* ---- Launch progress (mapped host memory): the progress watch and the timeline read it -------
- * Block 0's thread 0 marks a launch's start (progress_device.cuh); the last block to finish,
+ * Block 0's thread 0 marks a launch's start (progress_begin, below); the last block to finish,
  * counted by progress_blocks in device memory (atomicInc wraps it back to 0), marks its end.
  * Plain stores of the launch's number: a CUDA graph replays the number it was captured with, and
  * the host keeps the largest one it has read, so replays never move the counters back. */
 #define CUDA_PROGRESS_SLOTS 64 /* per-launch global-timer times, slot = launch % slots */
 typedef struct __attribute__((aligned(16))) cuda_launch_time {
   volatile unsigned long long start_launch; /* the launch start_ns belongs to (one 16-byte */
-  volatile unsigned long long start_ns;     /* store with it: progress_device.cuh) */
+  volatile unsigned long long start_ns;     /* store with it: progress_stamp) */
   volatile unsigned long long end_launch;   /* the same for end_ns */
   volatile unsigned long long end_ns;
 } cuda_launch_time_t;
@@ -180,10 +215,12 @@ typedef struct cuda_args_hdr {
   uint8_t pad[2];
 } cuda_args_hdr_t;
 
-/* Four parameter block sizes, because a launch copies the whole block: a launch's host cost grows
- * with it, and past 4 KiB (the classic limit) it costs several microseconds more (run 7: about
- * 5 us a launch on H200). tiny: one operation on a few channels; small: the most that fits in
- * 4 KiB; medium: 8 KiB; large: the most Hopper allows. The kernels share one body. */
+/* Four parameter block sizes, from when a launch copied the whole declared block (the runtime's
+ * launch: past 4 KiB, the classic limit, several microseconds more, run 7). launch.c now passes
+ * the driver only the bytes in use (cuLaunchKernel with CU_LAUNCH_PARAM_BUFFER_SIZE); the sizes
+ * remain, and a mid-size operation is kept to the small block. tiny: one operation on a few
+ * channels; small: the most that fits in 4 KiB; medium: 8 KiB; large: the most Hopper allows.
+ * The kernels share one body. */
 #define CUDA_TINY_WORKS 8
 #define CUDA_SMALL_WORKS ((4096 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
 #define CUDA_MEDIUM_WORKS ((8192 - (int)sizeof(cuda_args_hdr_t)) / (int)sizeof(cuda_work_t))
@@ -244,7 +281,56 @@ const void* cuda_direct_kernel(void);
 }
 #endif
 
-/* ==== Host side only (exec.c, conns.c, pack.c) =================================================
+/* ==== Device side only: the launch progress marks (cuda_progress_t above) ========================
+ * Where the host's progress watch learns that a launch began and ended, and the timeline gets its
+ * device times: the kernels' entry points write them (exec_block_device.cuh's BATON_EXEC_KERNEL,
+ * kernel_direct.cu, kernel_staged.cu). One thread writes each mark; nothing waits on them. */
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+
+namespace baton {
+
+static __device__ __forceinline__ unsigned long long progress_clock_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* No fences here: the marks guard no data, and a system-scope fence costs the launch about
+ * 3 us (bench_launch pair_oneshot_marks: 7.1-7.3 us against 4.0 without marks). A slot's launch
+ * number and time go out as one 16-byte store, so the host never pairs a number with another
+ * launch's time; the host takes a slot only when both halves name the launch it asks for. */
+static __device__ __forceinline__ void progress_stamp(volatile unsigned long long* pair,
+                                                      unsigned long long launch) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(pair), "l"(launch),
+               "l"(progress_clock_ns())
+               : "memory");
+}
+
+/* Block 0's thread 0, before any work: the launch has started. */
+static __device__ __forceinline__ void progress_begin(const cuda_args_hdr_t* h) {
+  cuda_progress_t* p = h->progress;
+  if (p == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
+  progress_stamp(&p->slots[h->launch % CUDA_PROGRESS_SLOTS].start_launch, h->launch);
+  p->started = h->launch;
+}
+
+/* Every block once its work is over (finished or stopped): the last one to count itself marks
+ * the end (the count is a device-scope atomic; the blocks' data needs no ordering with it). */
+static __device__ __forceinline__ void progress_end(const cuda_args_hdr_t* h) {
+  cuda_progress_t* p = h->progress;
+  if (p == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (gridDim.x > 1 && atomicInc(h->progress_blocks, gridDim.x - 1) != gridDim.x - 1) return;
+  progress_stamp(&p->slots[h->launch % CUDA_PROGRESS_SLOTS].end_launch, h->launch);
+  p->done = h->launch;
+}
+
+}  // namespace baton
+#endif /* __CUDACC__ */
+
+/* ==== Host side only (exec.c, launch.c, local.c) ================================================
  */
 #ifndef __CUDACC__
 #include <stdbool.h>
@@ -323,7 +409,7 @@ typedef struct cuda_exec {
   cudaStream_t local_stream;
   cudaEvent_t local_fork, local_join;
   int local_max_blocks; /* the scaling kernel's grid limit (a few blocks per SM) */
-  /* exec.c: a launch's other streams join its stream through these (made on first use; the
+  /* launch.c: a launch's other streams join its stream through these (made on first use; the
    * last one marks the launch's end) */
   cudaEvent_t* join;
   int njoin;
@@ -331,21 +417,109 @@ typedef struct cuda_exec {
 } cuda_exec_t;
 #define CUDA_POOL_BLOCK 128
 
-/* ---- conns.c ------------------------------------------------------------------------------- */
+/* ---- launch.c: the executor's launch-time operations (exec.c's table names them) ----------- */
+ncclResult_t cuda_exec_enter(int dev, bool relax, exec_scope_t* scope);
+void cuda_exec_leave(const exec_scope_t* scope);
+ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, exec_streams_t* streams);
+ncclResult_t cuda_exec_wait(void* state);
+void cuda_exec_progress(void* state, exec_progress_t* out);
+/* For fini: a failure some kernel recorded (reported once), and the join events freed. */
+ncclResult_t cuda_status_check(cuda_exec_t* ex);
+void cuda_join_fini(cuda_exec_t* ex);
+
+/* ---- exec.c: the connections' device mirrors ------------------------------------------------ */
 ncclResult_t cuda_conns_init(cuda_exec_t* ex);
 void cuda_conns_fini(cuda_exec_t* ex);
-/* Data bytes one slot of f holds for proto (0: the FIFO has no buffer for it). */
-size_t cuda_fifo_capacity(const conn_fifo_t* f, int proto);
-/* The kinds of connection a launch's items read from a channel's entry: a ring's two neighbours,
- * a tree's parent and children, the direct algorithms' other ranks. */
-enum { CUDA_CHAN_USES_RING = 1, CUDA_CHAN_USES_TREE = 2, CUDA_CHAN_USES_PEERS = 4 };
-/* Makes channel c's device entry mirror the transport's current connections, all of them, when
- * those of the kinds in `uses` changed (cheap when none did: the launch path). */
-ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c, unsigned uses);
 /* The device mirror of the connection to (is_send) or from peer on channel c. */
 ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cuda_conn_t** out);
-/* Waits for the writes issued by the two calls above (before a launch reads them). */
-ncclResult_t cuda_conns_flush(cuda_exec_t* ex);
+/* Writes channel c's device entry (and the mirrors it points at) from the transport's current
+ * connections; cuda_chan_sync calls it only when something changed. */
+ncclResult_t cuda_chan_write(cuda_exec_t* ex, int c);
+/* Waits for the asynchronous writes issued since the last wait (cuda_conns_flush). */
+ncclResult_t cuda_conns_wait(cuda_exec_t* ex);
+
+/* What a channel's table entry mirrors (the CUDA_CC_* order): the launch path compares it with
+ * the transport's connections every launch, so these tests are inline; a write is exec.c's. */
+static inline const conn_fifo_t* cuda_chan_conn(const dev_channel_t* dc, int peer, int is_send) {
+  conn_fifo_t** tab = is_send ? dc->send : dc->recv;
+  return peer >= 0 && tab != NULL ? tab[peer] : NULL;
+}
+
+static inline bool cuda_cc_is_send(int i) {
+  return i == CUDA_CC_RING_SEND || i == CUDA_CC_UP_SEND ||
+         (i >= CUDA_CC_DOWN_SEND && i < CUDA_CC_DOWN_RECV) ||
+         (i >= CUDA_CC_PEER_SEND && i < CUDA_CC_PEER_RECV);
+}
+
+/* The peer behind entry i of a channel's table (the CUDA_CC_* order), -1 for none: the ring's
+ * neighbours, the tree's parent, its children packed in order and, for the direct algorithms,
+ * the other ranks in rank order. */
+static inline int cuda_entry_peer(const exec_comm_t* comm, const dev_channel_t* dc, int i) {
+  if (comm->nranks < 2) return -1;
+  switch (i) {
+    case CUDA_CC_RING_SEND:
+      return dc->ring_next;
+    case CUDA_CC_RING_RECV:
+      return dc->ring_prev;
+    case CUDA_CC_UP_SEND:
+    case CUDA_CC_UP_RECV:
+      return dc->tree_up;
+    default:
+      break;
+  }
+  if (i < CUDA_CC_PEER_SEND) { /* DOWN_RECV = DOWN_SEND + TREE_MAX_CHILDREN */
+    int k = (i - CUDA_CC_DOWN_SEND) % TREE_MAX_CHILDREN;
+    for (int j = 0; j < TREE_MAX_CHILDREN; j++)
+      if (dc->tree_down[j] >= 0 && k-- == 0) return dc->tree_down[j];
+    return -1;
+  }
+  const int k = (i - CUDA_CC_PEER_SEND) % DIRECT_MAX_PEERS; /* PEER_RECV = PEER_SEND + that */
+  if (comm->nranks > DIRECT_MAX_RANKS || k >= comm->nranks - 1) return -1;
+  return k < comm->rank ? k : k + 1;
+}
+
+static inline const conn_fifo_t* cuda_entry_conn(const exec_comm_t* comm, const dev_channel_t* dc,
+                                                 int i, int peer) {
+  return peer >= 0 && peer != comm->rank ? cuda_chan_conn(dc, peer, cuda_cc_is_send(i)) : NULL;
+}
+
+/* The kinds of connection a launch's items read from a channel's entry: a ring's two neighbours,
+ * a tree's parent and children, the direct algorithms' other ranks; and their entries, as ranges
+ * of the CUDA_CC_* order (bit k: cuda_uses_range[k]). */
+enum { CUDA_CHAN_USES_RING = 1, CUDA_CHAN_USES_TREE = 2, CUDA_CHAN_USES_PEERS = 4 };
+static const struct {
+  int first, end;
+} cuda_uses_range[] = {{CUDA_CC_RING_SEND, CUDA_CC_UP_SEND},
+                       {CUDA_CC_UP_SEND, CUDA_CC_PEER_SEND},
+                       {CUDA_CC_PEER_SEND, CUDA_CC_COUNT}};
+
+/* Whether channel c's entries of the kinds in `uses` still mirror the transport's connections,
+ * compared entry by entry with no table built. Only the kinds a launch's items read are compared:
+ * all 24 entries of 48 channels on 4 communicators were 35 % of an eager 4-GPU Reduce's launching
+ * thread (a sampled profile), and a ring item reads 2 of them. */
+static inline bool cuda_chan_unchanged(const exec_comm_t* comm, int c, const cuda_chan_host_t* h,
+                                       unsigned uses) {
+  const dev_channel_t* dc = &comm->channels[c];
+  if (!h->written || dc->ring_ranks != h->ring_src) return false;
+  for (unsigned k = 0; k < sizeof(cuda_uses_range) / sizeof(cuda_uses_range[0]); k++) {
+    if (!(uses & (1u << k))) continue;
+    for (int i = cuda_uses_range[k].first; i < cuda_uses_range[k].end; i++)
+      if (cuda_entry_conn(comm, dc, i, cuda_entry_peer(comm, dc, i)) != h->src[i]) return false;
+  }
+  return true;
+}
+
+/* Makes channel c's device entry mirror the transport's current connections, all of them, when
+ * those of the kinds in `uses` changed (cheap when none did: the launch path). */
+static inline ncclResult_t cuda_chan_sync(cuda_exec_t* ex, int c, unsigned uses) {
+  if (cuda_chan_unchanged(ex->comm, c, &ex->chans[c], uses)) return ncclSuccess;
+  return cuda_chan_write(ex, c);
+}
+/* Waits for the writes issued by the two calls above (before a launch reads them): nothing
+ * pending, nothing to wait for. */
+static inline ncclResult_t cuda_conns_flush(cuda_exec_t* ex) {
+  return ex->pending == 0 ? ncclSuccess : cuda_conns_wait(ex);
+}
 
 /* ---- local.c ------------------------------------------------------------------------------- */
 /* Runs plan.local on stream: alone (no kernel) straight on it (eager: not being captured), else
@@ -355,8 +529,8 @@ ncclResult_t cuda_local_run(cuda_exec_t* ex, const plan_t* plan, cudaStream_t st
 ncclResult_t cuda_local_join(cuda_exec_t* ex, cudaStream_t stream);
 void cuda_local_fini(cuda_exec_t* ex);
 
-/* ---- pack.c -------------------------------------------------------------------------------- */
-/* Packs plan into one or more launches on stream (see pack.c for the split rule). */
+/* ---- launch.c: packing ----------------------------------------------------------------------- */
+/* Packs plan into one or more launches on stream (see launch.c for the split rule). */
 ncclResult_t cuda_plan_launch(cuda_exec_t* ex, const plan_t* plan, cudaStream_t stream);
 void cuda_split_free(cuda_split_t* s);
 #endif /* !__CUDACC__ */

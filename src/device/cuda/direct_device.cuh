@@ -1,4 +1,4 @@
-/* The direct algorithms on the GPU (device.h's ALGO_ONESHOT, ALGO_TWOSHOT; device/steps.h's
+/* The direct algorithms on the GPU (device.h's ALGO_ONESHOT, ALGO_TWOSHOT; vocab.h's
  * LANE_DIRECT has their steps): the whole block, every thread carrying its own LL lines from start
  * to end. Device code of the kernel_*.cu only.
  *

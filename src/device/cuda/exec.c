@@ -1,6 +1,8 @@
-/* The CUDA executor (executor_cuda_ops): runs a plan as kernel launches on the user's stream,
- * one block per channel (src/device/cuda/exec_block_device.cuh). Launches are asynchronous and
- * capturable; completion is stream-ordered.
+/* The CUDA executor (executor_cuda_ops) and its state: runs a plan as kernel launches on the
+ * user's stream, one block per channel (src/device/cuda/exec_block_device.cuh; the launch itself
+ * is launch.c's). Launches are asynchronous and capturable; completion is stream-ordered. This
+ * file sets the executor up and takes it down (abort flag mapping, status and progress records,
+ * kernels, the device mirrors of the connections and the channels' table) and answers its views.
  *
  * Kernels wait on peers in bounded spins that read the communicator's abort flag, mapped into
  * the device's address space here, and exit cleanly once it is set. Errors a kernel detects (a
@@ -257,167 +259,6 @@ free_ex:
   return res;
 }
 
-/* A failure some earlier kernel recorded: reported once, then every launch fails. */
-static ncclResult_t status_check(cuda_exec_t* ex) {
-  const cuda_status_t* s = ex->h_status;
-  int err = s->error;
-  if (err == CUDA_ERR_NONE) return ncclSuccess;
-  if (!ex->status_reported) {
-    ex->status_reported = true;
-    if (err == CUDA_ERR_SIZE) {
-      WARN(
-          "CUDA executor: rank %d channel %d step %llu: a peer sent %d bytes where %d were "
-          "expected; the ranks are running different plans (the communicator must be aborted)",
-          ex->comm->rank, s->channel, s->step, s->got, s->expected);
-    } else {
-      WARN(
-          "CUDA executor: rank %d: a kernel stopped on the abort flag (channel %d); the "
-          "communicator must be destroyed",
-          ex->comm->rank, s->channel);
-    }
-  }
-  return ncclInternalError;
-}
-
-/* A communicator's kernels must run one after the other (each advances the connections'
- * positions the next one starts from). Launches on one stream are ordered already; when the
- * user moves to another stream, the new one waits for the last launch's stream. Inside a stream
- * capture the graph's own order applies and nothing is waited for.
- * The event is recorded on the last launch's stream only when it is needed (a switch of stream,
- * or a wait): it then also covers whatever the user queued there since, which only waits a
- * little longer. An event record per launch cost the host about a microsecond on every call. */
-static ncclResult_t mark_last(cuda_exec_t* ex) {
-  if (cudaEventRecord(ex->done, ex->last) == cudaSuccess) return ncclSuccess;
-  (void)cudaGetLastError();
-  /* the last launch's stream is gone (its owner destroyed it; its work still runs): the whole
-   * device then (the event stays as it was: complete) */
-  CUDA_CHECK(cudaDeviceSynchronize());
-  return ncclSuccess;
-}
-
-static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
-  if (!capturing && ex->have_last && ex->last != stream) {
-    CHECK(mark_last(ex));
-    CUDA_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
-  }
-  return ncclSuccess;
-}
-
-static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
-  if (capturing) return ncclSuccess;
-  ex->last = stream;
-  ex->have_last = true;
-  return ncclSuccess;
-}
-
-/* ---- The streams of one launch ---------------------------------------------------------------
- * A group's calls may name several streams: the launch runs on the first, after what each other
- * stream holds, and each other stream's later work waits for the launch. */
-static ncclResult_t join_reserve(cuda_exec_t* ex, int n) {
-  if (n <= ex->njoin) return ncclSuccess;
-  cudaEvent_t* p = realloc(ex->join, (size_t)n * sizeof(*p));
-  if (p == NULL) {
-    WARN("Out of memory for %d stream events", n);
-    return ncclSystemError;
-  }
-  ex->join = p;
-  enum cudaStreamCaptureMode mode = cuda_capture_relax();
-  ncclResult_t res = ncclSuccess;
-  for (; ex->njoin < n; ex->njoin++)
-    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&ex->join[ex->njoin], cudaEventDisableTiming), res,
-                    restore);
-restore:
-  cuda_capture_restore(mode);
-  return res;
-}
-
-static ncclResult_t join_before(cuda_exec_t* ex, const exec_streams_t* st) {
-  if (st->n <= 1) return ncclSuccess;
-  CHECK(join_reserve(ex, st->n));
-  for (int i = 1; i < st->n; i++) {
-    CUDA_CHECK(cudaEventRecord(ex->join[i], st->s[i]));
-    CUDA_CHECK(cudaStreamWaitEvent(st->s[0], ex->join[i], 0));
-  }
-  return ncclSuccess;
-}
-
-static ncclResult_t join_after(cuda_exec_t* ex, const exec_streams_t* st) {
-  if (st->n <= 1) return ncclSuccess;
-  CUDA_CHECK(cudaEventRecord(ex->join[0], st->s[0]));
-  for (int i = 1; i < st->n; i++) CUDA_CHECK(cudaStreamWaitEvent(st->s[i], ex->join[0], 0));
-  return ncclSuccess;
-}
-
-static void join_fini(cuda_exec_t* ex) {
-  for (int i = 0; i < ex->njoin; i++) (void)cudaEventDestroy(ex->join[i]);
-  (void)cudaGetLastError();
-  free(ex->join);
-}
-
-/* Copies to self of at most this many bytes in all, outside a capture, run on the launch's own
- * stream before the kernel instead of beside it: the fork and join cost the launching thread four
- * calls, more than the copy's own time (4 H100s, eager: Gather 256 KiB-4 MiB 37-43 -> 24-27 us,
- * AllToAll's median over 256 KiB-16 MiB 58 -> 50, with sized launches). In a graph the fork is
- * free at replay, so captures keep it. */
-#define LOCAL_INLINE_MAX ((size_t)1 << 20)
-static bool local_inline(const plan_t* plan, bool captured) {
-  if (captured) return false;
-  size_t bytes = 0;
-  for (int i = 0; i < plan->nlocal; i++)
-    bytes += plan->local[i].count * datatype_size((ncclDataType_t)plan->local[i].dtype);
-  return bytes <= LOCAL_INLINE_MAX;
-}
-
-/* The plan on the first stream; the capture state is asked once, here. */
-static ncclResult_t launch_on(cuda_exec_t* ex, const plan_t* plan, exec_streams_t* st) {
-  const cudaStream_t stream = st->n > 0 ? st->s[0] : NULL;
-  const bool kernel = plan_has_channel_work(plan);
-  const bool local = plan->nlocal > 0;
-  CHECK(join_before(ex, st));
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  cudaError_t asked = cudaStreamIsCapturing(stream, &cs);
-  if (asked != cudaSuccess) (void)cudaGetLastError();
-  if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
-    st->captured =
-        asked != cudaSuccess || cs != cudaStreamCaptureStatusNone; /* unknown: as captured */
-    CHECK(cuda_local_run(ex, plan, stream, !st->captured));
-    return join_after(ex, st);
-  }
-  if (asked != cudaSuccess) /* the stream is unusable: the launch fails here */
-    return cuda_call_failed(asked, "cudaStreamIsCapturing(stream, &cs)", __func__, __FILE__,
-                            __LINE__);
-  st->captured = cs != cudaStreamCaptureStatusNone;
-  CHECK(order_before(ex, stream, st->captured));
-  /* work without peers beside the kernel: small copies issued eagerly go first on the launch's
-   * own stream; the others are forked before the kernel's launch and joined after it */
-  const bool inline_local = local && local_inline(plan, st->captured);
-  const bool forked = local && !inline_local;
-  if (inline_local) CHECK(cuda_local_run(ex, plan, stream, true));
-  if (forked) CHECK(cuda_local_fork(ex, stream));
-  CHECK(cuda_plan_launch(ex, plan, stream));
-  if (forked) CHECK(cuda_local_run(ex, plan, ex->local_stream, false));
-  if (forked) CHECK(cuda_local_join(ex, stream));
-  CHECK(order_after(ex, stream, st->captured));
-  return join_after(ex, st);
-}
-
-static ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, exec_streams_t* streams) {
-  cuda_exec_t* ex = state;
-  exec_streams_t none = {0};
-  exec_streams_t* st = streams != NULL ? streams : &none;
-  st->captured = false;
-  if (plan == NULL) return ncclSuccess;
-  if (!plan_has_channel_work(plan) && plan->nlocal == 0)
-    return ncclSuccess; /* nothing to do: nothing is launched */
-  CHECK(status_check(ex));
-  int cur = -1;
-  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1; /* unknown: make ours current, restore none */
-  if (cur != ex->device) CUDA_CHECK(cudaSetDevice(ex->device));
-  ncclResult_t res = launch_on(ex, plan, st);
-  if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
-  return res;
-}
-
 static ncclResult_t cuda_exec_fini(void* state) {
   cuda_exec_t* ex = state;
   if (ex == NULL) return ncclSuccess;
@@ -426,10 +267,10 @@ static ncclResult_t cuda_exec_fini(void* state) {
   if (cudaGetDevice(&cur) == cudaSuccess && cur != ex->device) (void)cudaSetDevice(ex->device);
   if (ex->side != NULL) (void)cudaStreamSynchronize(ex->side);
   cuda_local_fini(ex);
-  join_fini(ex);
+  cuda_join_fini(ex);
   cuda_conns_fini(ex); /* cudaFree waits for kernels still running */
   if (ex->h_status != NULL) {
-    if (!ex->status_reported && ex->h_status->error == CUDA_ERR_SIZE) res = status_check(ex);
+    if (!ex->status_reported && ex->h_status->error == CUDA_ERR_SIZE) res = cuda_status_check(ex);
     (void)cudaFreeHost(ex->h_status);
   }
   cuda_split_free(&ex->split);
@@ -441,41 +282,6 @@ static ncclResult_t cuda_exec_fini(void* state) {
   if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
   free(ex);
   return res;
-}
-
-/* Launches of one communicator run one after the other (order_before), so the last one recorded
- * finishing means all of them have. Launches captured into graphs are the graph's business, and
- * plans of local copies alone (one rank, copies to self) use no resource of the communicator: the
- * user's stream orders them. */
-static ncclResult_t cuda_exec_wait(void* state) {
-  cuda_exec_t* ex = state;
-  if (ex == NULL || !ex->have_last) return ncclSuccess;
-  CHECK(mark_last(ex));
-  CUDA_CHECK(cudaEventSynchronize(ex->done));
-  return ncclSuccess; /* a kernel's error report waits for the next launch (status_check) */
-}
-
-/* Reads the kernels' marks; any thread. The largest numbers seen are kept (graph replays write
- * older ones). Without a progress record, a launch counts as started and done once issued. */
-static void cuda_exec_progress(void* state, exec_progress_t* out) {
-  cuda_exec_t* ex = state;
-  uint64_t launched = __atomic_load_n(&ex->launched, __ATOMIC_RELAXED);
-  if (ex->h_progress == NULL) {
-    *out = (exec_progress_t){.launched = launched, .started = launched, .done = launched};
-    return;
-  }
-  uint64_t s = ex->h_progress->started, d = ex->h_progress->done;
-  uint64_t ms = __atomic_load_n(&ex->max_started, __ATOMIC_RELAXED);
-  uint64_t md = __atomic_load_n(&ex->max_done, __ATOMIC_RELAXED);
-  while (s > ms && !__atomic_compare_exchange_n(&ex->max_started, &ms, s, false, __ATOMIC_RELAXED,
-                                                __ATOMIC_RELAXED)) {
-  }
-  while (d > md && !__atomic_compare_exchange_n(&ex->max_done, &md, d, false, __ATOMIC_RELAXED,
-                                                __ATOMIC_RELAXED)) {
-  }
-  out->launched = launched;
-  out->started = s > ms ? s : ms;
-  out->done = d > md ? d : md;
 }
 
 static int cuda_exec_waits(void* state, exec_wait_t* out, int max) {
@@ -501,20 +307,238 @@ static bool cuda_exec_launch_time(void* state, uint64_t launch, uint64_t* start_
   return true;
 }
 
-/* A communicator's work on this thread happens on its device. */
-static ncclResult_t cuda_exec_enter(int dev, bool relax, exec_scope_t* scope) {
-  *scope = (exec_scope_t){.dev = dev, .saved = -1};
-  CHECK(cuda_device_enter(dev, &scope->saved));
-  if (relax) {
-    scope->relaxed = true;
-    scope->capture = (int)cuda_capture_relax();
+/* ---- Device mirrors of the connections (cuda_chan_sync, cuda_conn_mirror) ------------------
+ * The transport creates connections lazily (on the first plan that needs them) and hands the
+ * executor conn_fifo_t structures in host memory; their pointers (slots, head, tail, sizes) are
+ * device-accessible when the executor is CUDA. The kernel advances each connection's step and
+ * must find it again at the next launch, so every connection gets one mirror in device memory
+ * (cuda_conn_t), made the first time a launch uses it, and keeps it until fini.
+ *
+ * The checks on the launch path are pointer comparisons; a write happens only when a connection
+ * appears (or is replaced). Writes go through a private non-blocking stream and are waited for
+ * before the launch, in relaxed stream-capture mode so that a first use inside a CUDA graph
+ * capture works too; they never synchronise with the user's streams. */
+/* ---- Relaxed capture mode around the rare setup work ---------------------------------------- */
+static enum cudaStreamCaptureMode capture_relax(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return mode;
+}
+
+static void capture_restore(enum cudaStreamCaptureMode mode) {
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+static ncclResult_t side_copy(cuda_exec_t* ex, void* dst, const void* src, size_t bytes) {
+  ncclResult_t res = ncclSuccess;
+  enum cudaStreamCaptureMode mode = capture_relax();
+  CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ex->side), res, restore);
+  ex->pending++;
+restore:
+  capture_restore(mode);
+  return res;
+}
+
+static ncclResult_t dev_alloc(void** ptr, size_t bytes) {
+  ncclResult_t res = ncclSuccess;
+  enum cudaStreamCaptureMode mode = capture_relax();
+  CUDA_CHECK_GOTO(cudaMalloc(ptr, bytes), res, restore);
+restore:
+  capture_restore(mode);
+  return res;
+}
+
+ncclResult_t cuda_conns_wait(cuda_exec_t* ex) {
+  ncclResult_t res = ncclSuccess;
+  enum cudaStreamCaptureMode mode = capture_relax();
+  ex->pending = 0;
+  CUDA_CHECK_GOTO(cudaStreamSynchronize(ex->side), res, restore);
+restore:
+  capture_restore(mode);
+  return res;
+}
+
+/* ---- Mirrors -------------------------------------------------------------------------------- */
+static ncclResult_t pool_take(cuda_exec_t* ex, cuda_conn_t** out) {
+  if (ex->npool == 0 || ex->pool_used == CUDA_POOL_BLOCK) {
+    if (ex->npool == ex->pool_cap) {
+      int cap = ex->pool_cap ? 2 * ex->pool_cap : 8;
+      cuda_conn_t** p = realloc(ex->pool, (size_t)cap * sizeof(*p));
+      if (p == NULL) {
+        WARN("CUDA executor: out of memory for %d connection mirror blocks", cap);
+        return ncclSystemError;
+      }
+      ex->pool = p;
+      ex->pool_cap = cap;
+    }
+    void* blk = NULL;
+    CHECK(dev_alloc(&blk, CUDA_POOL_BLOCK * sizeof(cuda_conn_t)));
+    ex->pool[ex->npool++] = blk;
+    ex->pool_used = 0;
+  }
+  *out = ex->pool[ex->npool - 1] + ex->pool_used++;
+  return ncclSuccess;
+}
+
+static ncclResult_t conn_check(const cuda_exec_t* ex, int c, int peer, int is_send,
+                               const conn_fifo_t* f) {
+  for (int p = 0; p < PROTO_COUNT; p++) {
+    if (f->buffs[p] == NULL) continue;
+    size_t align = p == PROTO_LL128 ? LL128_LINE_BYTES : 16;
+    size_t slot = fifo_slot_bytes(f->buff_bytes[p]);
+    if ((uintptr_t)f->buffs[p] % align != 0 || slot % align != 0) {
+      WARN(
+          "CUDA executor: rank %d channel %d: the %s buffer of the FIFO %s rank %d is at %p with "
+          "%zu-byte slots; the kernels need both aligned to %zu bytes",
+          ex->comm->rank, c,
+          p == PROTO_SIMPLE ? "Simple"
+          : p == PROTO_LL   ? "LL"
+                            : "LL128",
+          is_send ? "to" : "from", peer, (void*)f->buffs[p], slot, align);
+      return ncclInternalError;
+    }
+  }
+  if (f->head == NULL || f->tail == NULL || f->sizes == NULL) {
+    WARN("CUDA executor: rank %d channel %d: the FIFO %s rank %d has no head/tail/sizes counters",
+         ex->comm->rank, c, is_send ? "to" : "from", peer);
+    return ncclInternalError;
   }
   return ncclSuccess;
 }
 
-static void cuda_exec_leave(const exec_scope_t* scope) {
-  if (scope->relaxed) cuda_capture_restore((enum cudaStreamCaptureMode)scope->capture);
-  cuda_device_leave(scope->dev, scope->saved);
+ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cuda_conn_t** out) {
+  const exec_comm_t* comm = ex->comm;
+  const dev_channel_t* dc = &comm->channels[c];
+  cuda_chan_host_t* h = &ex->chans[c];
+  if (peer < 0 || peer >= comm->nranks) {
+    WARN("CUDA executor: rank %d channel %d: peer %d is not a rank of this communicator of %d",
+         comm->rank, c, peer, comm->nranks);
+    return ncclInternalError;
+  }
+  const conn_fifo_t* f =
+      (is_send ? dc->send : dc->recv) ? (is_send ? dc->send : dc->recv)[peer] : NULL;
+  if (f == NULL) {
+    WARN(
+        "CUDA executor: rank %d has no connection %s rank %d on channel %d; the planner must "
+        "connect it before launching work that uses it",
+        comm->rank, is_send ? "to" : "from", peer, c);
+    return ncclInternalError;
+  }
+  if (h->mirrors == NULL)
+    CHECK(mem_calloc((void**)&h->mirrors, 2 * (size_t)comm->nranks, sizeof(*h->mirrors)));
+  cuda_mirror_t* m = &h->mirrors[is_send ? peer : comm->nranks + peer];
+  if (m->host == f) {
+    *out = m->dev;
+    return ncclSuccess;
+  }
+  CHECK(conn_check(ex, c, peer, is_send, f));
+  if (m->dev == NULL) CHECK(pool_take(ex, &m->dev));
+  cuda_conn_t img;
+  memset(&img, 0, sizeof(img));
+  for (int p = 0; p < PROTO_COUNT; p++) {
+    img.buffs[p] = f->buffs[p];
+    img.buff_bytes[p] = f->buffs[p] != NULL ? f->buff_bytes[p] : 0;
+  }
+  img.flags = f->flags;
+  img.head = (uint64_t*)f->head;
+  img.tail = (uint64_t*)f->tail;
+  img.sizes = (int*)f->sizes;
+  img.step = f->step;
+  CHECK(side_copy(ex, m->dev, &img, sizeof(img)));
+  m->host = f;
+  INFO(NCCL_INIT, "CUDA executor: rank %d channel %d: mirrored the FIFO %s rank %d (step %llu)",
+       comm->rank, c, is_send ? "to" : "from", peer, (unsigned long long)f->step);
+  *out = m->dev;
+  return ncclSuccess;
+}
+
+/* ---- Channel table ----------------------------------------------------------------------------
+ */
+/* The connections the entry of channel c should point at now, and their peers. */
+static void chan_current(const exec_comm_t* comm, int c, const conn_fifo_t** cur, int* peer) {
+  const dev_channel_t* dc = &comm->channels[c];
+  for (int i = 0; i < CUDA_CC_COUNT; i++) {
+    peer[i] = cuda_entry_peer(comm, dc, i);
+    cur[i] = cuda_entry_conn(comm, dc, i, peer[i]);
+  }
+}
+
+ncclResult_t cuda_chan_write(cuda_exec_t* ex, int c) {
+  const exec_comm_t* comm = ex->comm;
+  const dev_channel_t* dc = &comm->channels[c];
+  cuda_chan_host_t* h = &ex->chans[c];
+  const conn_fifo_t* cur[CUDA_CC_COUNT];
+  int peer[CUDA_CC_COUNT];
+  chan_current(comm, c, cur, peer);
+
+  cuda_chan_t* e = &h->entry;
+  if (dc->ring_ranks != h->ring_src && dc->ring_ranks != NULL) {
+    if (h->d_ring == NULL) CHECK(dev_alloc((void**)&h->d_ring, (size_t)comm->nranks * sizeof(int)));
+    CHECK(side_copy(ex, h->d_ring, dc->ring_ranks, (size_t)comm->nranks * sizeof(int)));
+    h->ring_src = dc->ring_ranks;
+  }
+  e->ring_ranks = h->d_ring;
+  e->ring_index = dc->ring_index;
+  e->tree_up = dc->tree_up;
+  e->ndown = 0;
+  for (int j = 0; j < TREE_MAX_CHILDREN; j++) {
+    e->tree_down[j] = dc->tree_down[j];
+    if (dc->tree_down[j] >= 0) e->ndown++;
+  }
+  cuda_conn_t* dev[CUDA_CC_COUNT];
+  for (int i = 0; i < CUDA_CC_COUNT; i++) {
+    dev[i] = NULL;
+    if (cur[i] == NULL) continue;
+    CHECK(cuda_conn_mirror(ex, c, peer[i], cuda_cc_is_send(i), &dev[i]));
+  }
+  e->ring_send = dev[CUDA_CC_RING_SEND];
+  e->ring_recv = dev[CUDA_CC_RING_RECV];
+  e->up_send = dev[CUDA_CC_UP_SEND];
+  e->up_recv = dev[CUDA_CC_UP_RECV];
+  for (int k = 0; k < TREE_MAX_CHILDREN; k++) {
+    e->down_send[k] = dev[CUDA_CC_DOWN_SEND + k];
+    e->down_recv[k] = dev[CUDA_CC_DOWN_RECV + k];
+  }
+  for (int k = 0; k < DIRECT_MAX_PEERS; k++) {
+    e->peer_send[k] = dev[CUDA_CC_PEER_SEND + k];
+    e->peer_recv[k] = dev[CUDA_CC_PEER_RECV + k];
+  }
+  CHECK(side_copy(ex, &ex->d_chans[c], e, sizeof(*e)));
+  memcpy(h->src, cur, sizeof(cur));
+  h->written = true;
+  return ncclSuccess;
+}
+
+/* ---- Lifetime ------------------------------------------------------------------------------- */
+ncclResult_t cuda_conns_init(cuda_exec_t* ex) {
+  int nch = ex->comm->nchannels;
+  if (nch < 1 || nch > PLAN_MAX_CHANNELS) {
+    WARN("CUDA executor: a communicator with %d channels (1 to %d supported)", nch,
+         PLAN_MAX_CHANNELS);
+    return ncclInternalError;
+  }
+  CHECK(mem_calloc((void**)&ex->chans, (size_t)nch, sizeof(*ex->chans)));
+  CHECK(dev_alloc((void**)&ex->d_chans, (size_t)nch * sizeof(cuda_chan_t)));
+  CUDA_CHECK(cudaMemsetAsync(ex->d_chans, 0, (size_t)nch * sizeof(cuda_chan_t), ex->side));
+  ex->pending++;
+  return cuda_conns_flush(ex);
+}
+
+void cuda_conns_fini(cuda_exec_t* ex) {
+  if (ex->chans != NULL) {
+    for (int c = 0; c < ex->comm->nchannels; c++) {
+      if (ex->chans[c].d_ring != NULL) (void)cudaFree(ex->chans[c].d_ring);
+      free(ex->chans[c].mirrors);
+    }
+    free(ex->chans);
+    ex->chans = NULL;
+  }
+  for (int i = 0; i < ex->npool; i++) (void)cudaFree(ex->pool[i]);
+  free(ex->pool);
+  ex->pool = NULL;
+  ex->npool = ex->pool_cap = 0;
+  if (ex->d_chans != NULL) (void)cudaFree(ex->d_chans);
+  ex->d_chans = NULL;
 }
 
 const executor_ops_t executor_cuda_ops = {

@@ -1,7 +1,8 @@
 /* The CUDA executor's kernel body: one block per channel walks its list of work items in order.
  * Included by the kernel entry points (kernel_*.cu), one per parameter block size.
  *
- *  - A collective item runs its lane's steps (steps_device.cuh) with the whole block; a tree
+ *  - A collective item runs its lane's steps (below: vocab.h's, roles mapped to the group's
+ *    connection slots) with the whole block; a tree
  *    AllReduce splits the block in two halves that run the up lane (reduce towards the root) and
  *    the down lane (broadcast from the root) concurrently, the root's down step k waiting for its
  *    up step k through a shared-memory counter.
@@ -13,17 +14,51 @@
  * Each connection's position (step) is loaded into shared memory when an item starts and written
  * back to its device mirror when the item ends, so the next item and the next launch go on from
  * there.
- * Around the body, progress_device.cuh marks each launch's start and end for the host. */
+ * Around the body, cuda_exec.h's progress marks note each launch's start and end for the host. */
 #ifndef BATON_DEVICE_CUDA_EXEC_BLOCK_DEVICE_CUH
 #define BATON_DEVICE_CUDA_EXEC_BLOCK_DEVICE_CUH
 
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "device/cuda/progress_device.cuh"
-#include "device/cuda/steps_device.cuh"
+#include "device/cuda/prims_device.cuh"
 
 namespace baton {
+
+/* ---- Steps: the step math both executors share (vocab/vocab.h), with the group's connection
+ * slots in place of the roles. A ring lane receives on CONN_RING_RECV and sends on
+ * CONN_RING_SEND; a tree lane talks to its j-th child on slot j and to its parent on
+ * CONN_TREE_UP; a point-to-point lane to its peer on CONN_P2P. */
+/* Connection slots of a group (indexes into grp_t.conns). */
+enum { CONN_RING_RECV = 0, CONN_RING_SEND = 1, CONN_TREE_UP = TREE_MAX_CHILDREN, CONN_P2P = 0 };
+#define GRP_CONNS (TREE_MAX_CHILDREN + 1)
+
+typedef step_lane_t lane_t;
+
+static __device__ __forceinline__ int conn_of_role(int role) {
+  switch (role) {
+    case STEP_ROLE_RING_PREV:
+      return CONN_RING_RECV;
+    case STEP_ROLE_RING_NEXT:
+      return CONN_RING_SEND;
+    case STEP_ROLE_TREE_UP:
+      return CONN_TREE_UP;
+    case STEP_ROLE_P2P_PEER:
+      return CONN_P2P;
+    default: /* the role-th child, or the role-th other rank */
+      return role;
+  }
+}
+
+static __device__ __forceinline__ size_t lane_nops(const lane_t& ln) {
+  return steps_count(&ln);
+}
+
+static __device__ void lane_step(const lane_t& ln, size_t k, dstep_t& st) {
+  steps_plan(&ln, k, &st);
+  for (int j = 0; j < st.nrecv; j++) st.recv[j] = conn_of_role(st.recv[j]);
+  for (int j = 0; j < st.nsend; j++) st.send[j] = conn_of_role(st.send[j]);
+}
 
 #define GROUP_WARPS (CUDA_EXEC_GROUP_THREADS / 32)
 /* Named barriers: the block, each group, and each group's workers (grp_t). */
@@ -238,23 +273,12 @@ static __device__ red_t item_red(const cuda_work_t* w) {
   return r;
 }
 
+/* The item's lane (vocab.h's steps_lane, as every executor makes it) with this channel's links. */
 static __device__ lane_t item_lane(const cuda_args_hdr_t* hdr, const cuda_chan_t* ch,
                                    const cuda_work_t* w, int kind) {
-  lane_t ln;
-  ln.kind = (uint8_t)kind;
-  ln.func = w->func;
-  ln.proto = w->proto;
-  ln.unit = w->func == FUNC_SEND || w->func == FUNC_RECV ? 1 : w->esize;
-  ln.sendbuff = w->sendbuff;
-  ln.recvbuff = w->recvbuff;
-  ln.count = w->count;
-  ln.off = w->off;
-  ln.cnt = w->cnt;
-  ln.chunk = w->chunk;
-  ln.n = hdr->nranks;
-  ln.rank = hdr->rank;
+  const step_item_t it = cuda_work_item(w);
+  lane_t ln = steps_lane(kind, &it, hdr->nranks, hdr->rank);
   ln.idx = ch->ring_index;
-  ln.root_idx = w->root;
   ln.ring = ch->ring_ranks;
   ln.has_up = ch->tree_up >= 0;
   ln.ndown = ch->ndown;

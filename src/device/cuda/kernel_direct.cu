@@ -2,7 +2,6 @@
  * the small parameter block: a file of its own, so the direct code is compiled once and the other
  * kernels carry none of it. Always the narrow block: 512 threads cost 2.5 us a launch more. */
 #include "device/cuda/direct_device.cuh"
-#include "device/cuda/progress_device.cuh"
 
 __global__ void __launch_bounds__(CUDA_EXEC_THREADS, 1)
     baton_direct(const __grid_constant__ cuda_args_small_t args) {

@@ -1,10 +1,9 @@
 /* The staged direct algorithms' kernels, one a datatype (staged_device.cuh): a launch whose items
- * are all staged and of one datatype takes the kernel of that type (pack.c). The direct kernel
+ * are all staged and of one datatype takes the kernel of that type (launch.c). The direct kernel
  * (kernel_direct.cu) runs them too, behind its datatype switch, for launches that mix types or
  * carry LL direct items; that switch costs the staged loops 5-13 % (bench_stage on 4 H100s, the
  * same float items: TwoShot AllReduce 4 MiB 40.8 us through it against 36.7 in a kernel of one
  * type, OneShot 256 KiB 11.4 against 10.4; the switch without the LL code is as slow, 39.2). */
-#include "device/cuda/progress_device.cuh"
 #include "device/cuda/staged_device.cuh"
 #include "device/cuda/staged_kernels.h"
 

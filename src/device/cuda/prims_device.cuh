@@ -40,7 +40,7 @@
 #define BATON_DEVICE_CUDA_PRIMS_DEVICE_CUH
 
 #include "device/cuda/reduce_device.cuh"
-#include "device/steps.h"
+#include "vocab/vocab.h"
 
 namespace baton {
 
@@ -273,8 +273,8 @@ static __device__ __forceinline__ bool wait_counter(const kctx_t& k, const uint6
 }
 
 /* ---- Steps ---------------------------------------------------------------------------------- */
-/* One step (device/steps.h's step_t) with recv[] / send[] indexing the group's conns
- * (steps_device.cuh maps the roles). */
+/* One step (vocab.h's step_t) with recv[] / send[] indexing the group's conns
+ * (exec_block_device.cuh maps the roles). */
 struct dstep_t : step_t {
   /* Simple: the FIFO steps the leader claimed for recv[j] / send[j] (their publisher's input) */
   uint64_t seq_recv[TREE_MAX_CHILDREN];

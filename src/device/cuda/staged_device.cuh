@@ -11,7 +11,7 @@
 #define BATON_DEVICE_CUDA_STAGED_DEVICE_CUH
 
 #include "device/cuda/word_rules_device.cuh"
-#include "device/span.h"
+#include "vocab/vocab.h"
 
 /* A diagnostic build's phase marks (tests/gpu/bench_stage.cu defines it to stamp block 0's
  * thread 0 at each numbered point); nothing in the library. */
@@ -379,7 +379,7 @@ static __device__ __noinline__ bool stage_typed(const kctx_t& k, const stage_sme
 }
 
 /* A staged item's start, with the whole block: the item from its work, every rank's staging in
- * shared memory and the block's round counter (pack.c: off is the part, cnt the parts, chunk the
+ * shared memory and the block's round counter (launch.c: off is the part, cnt the parts, chunk the
  * round's elements, zc_loc the staging slot and the half's bytes, u.scalar / u.scalar_ptr the op's
  * scalar). */
 static __device__ void stage_begin(stage_smem_t& s, const cuda_args_hdr_t* hdr,

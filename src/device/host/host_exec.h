@@ -4,7 +4,7 @@
  * Shape:
  *   exec.c   executor_host_ops: worker threads, launch, the channel loop and its bounded waits
  *   lanes.c  turns work items into lanes (resumable sequences of steps) and progresses them
- *   steps.c  the step math of device/steps.h (shared with the CUDA executor), roles to peers
+ *   steps.c  the step math of vocab/vocab.h (shared with the CUDA executor), roles to peers
  *   prims.c  one step over the FIFOs: readiness, Simple and LL slots, reduce, publish
  *
  * A step receives at most one slot from each of up to STEP_MAX_PEERS peers, combines it with
@@ -19,7 +19,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
-#include "device/steps.h"
+#include "vocab/vocab.h"
 
 /* Stands for "no peer" in step and lane fields. */
 #define HOST_NO_PEER (-1)
@@ -42,7 +42,7 @@ typedef struct host_step {
 /* ---- Lanes ------------------------------------------------------------------------------------
  */
 /* One resumable sequence of steps: step k for k in [pos, nops) is a pure function of the lane's
- * geometry (device/steps.h, the rules both executors share); the peers fill its roles. */
+ * geometry (vocab/vocab.h, the rules both executors share); the peers fill its roles. */
 typedef struct host_lane {
   step_lane_t geo;
   uint8_t dtype;

@@ -88,20 +88,13 @@ static ncclResult_t conns_check(host_chan_t* ch, host_lane_t* ln, const int* pee
   return ncclSuccess;
 }
 
-static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, size_t unit) {
+/* Lane of kind `kind` of item w (vocab.h's steps_lane: as every executor makes it), with no peer
+ * yet; esize: the item's datatype size. */
+static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, size_t esize,
+                      int kind) {
   const exec_comm_t* comm = ch->ex->comm;
-  *ln = (host_lane_t){.geo = {.func = w->func,
-                              .proto = w->proto,
-                              .unit = unit,
-                              .sendbuff = w->sendbuff,
-                              .recvbuff = w->recvbuff,
-                              .count = w->count,
-                              .off = w->chan_off,
-                              .cnt = w->chan_count,
-                              .chunk = w->chunk,
-                              .n = comm->nranks,
-                              .rank = comm->rank,
-                              .root_idx = w->root_idx},
+  const step_item_t it = steps_item_of_work(w, esize);
+  *ln = (host_lane_t){.geo = steps_lane(kind, &it, comm->nranks, comm->rank),
                       .dtype = w->dtype,
                       .op = &w->op,
                       .prev = HOST_NO_PEER,
@@ -113,10 +106,7 @@ static void lane_init(host_lane_t* ln, const host_chan_t* ch, const work_t* w, s
 }
 
 /* A direct lane (OneShot, TwoShot) of item w: every other rank, both ways. */
-static ncclResult_t lane_direct(host_chan_t* ch, host_lane_t* ln, const work_t* w) {
-  ln->geo.kind = LANE_DIRECT;
-  ln->geo.algo = w->algo;
-  ln->geo.root_idx = w->root; /* Broadcast: the root's rank */
+static ncclResult_t lane_direct(host_chan_t* ch, host_lane_t* ln) {
   for (int j = 0; j < ln->geo.n - 1; j++) ln->dpeer[j] = steps_other_rank(ln->geo.rank, j);
   return conns_check(ch, ln, ln->dpeer, ln->geo.n - 1, true, true);
 }
@@ -185,8 +175,8 @@ static ncclResult_t zc_allgather(host_chan_t* ch, const work_t* w, const void* m
                     .root = w->root,
                     .nranks = w->nranks};
   host_lane_t* ln = &ch->lanes[0];
-  lane_init(ln, ch, &g, 1);
-  CHECK(lane_direct(ch, ln, &g));
+  lane_init(ln, ch, &g, 1, LANE_DIRECT);
+  CHECK(lane_direct(ch, ln));
   ln->nops = host_lane_nops(ln);
   return lanes_run(ch, ln, 1);
 }
@@ -323,10 +313,12 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
   }
   CHECK(lanes_reserve(ch, 2));
   host_lane_t* ln = &ch->lanes[0];
-  lane_init(ln, ch, w, esize);
+  lane_init(ln, ch, w, esize,
+            w->algo == ALGO_RING   ? LANE_RING
+            : w->algo == ALGO_TREE ? LANE_TREE_UP
+                                   : LANE_DIRECT);
   int nlanes = 1;
   if (w->algo == ALGO_RING) {
-    ln->geo.kind = LANE_RING;
     ln->geo.ring = dc->ring_ranks;
     ln->geo.idx = dc->ring_index;
     ln->prev = dc->ring_prev;
@@ -334,7 +326,6 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     CHECK(conns_check(ch, ln, &ln->next, 1, true, false));
     CHECK(conns_check(ch, ln, &ln->prev, 1, false, true));
   } else if (w->algo == ALGO_TREE) {
-    ln->geo.kind = LANE_TREE_UP;
     ln->up = dc->tree_up;
     ln->geo.has_up = ln->up >= 0;
     for (int j = 0; j < TREE_MAX_CHILDREN; j++)
@@ -353,7 +344,7 @@ ncclResult_t host_coll_run(host_chan_t* ch, const work_t* w) {
     if (ln->up < 0) ch->lanes[1].gate = ln; /* the root sends down what its up lane finished */
     nlanes = 2;
   } else { /* OneShot, TwoShot */
-    CHECK(lane_direct(ch, ln, w));
+    CHECK(lane_direct(ch, ln));
     /* an in-place combination in rank order builds in the send staging (prims.c) */
     CHECK(host_chan_stage_reserve(ch, ln->geo.chunk * ln->geo.unit));
   }
@@ -377,8 +368,7 @@ ncclResult_t host_p2p_run(host_chan_t* ch, const work_t* works, int nwork) {
       return ncclInternalError;
     }
     host_lane_t* ln = &lanes[nlanes];
-    lane_init(ln, ch, w, 1); /* point-to-point counts in bytes */
-    ln->geo.kind = w->func == FUNC_SEND ? LANE_SEND : LANE_RECV;
+    lane_init(ln, ch, w, esize, w->func == FUNC_SEND ? LANE_SEND : LANE_RECV); /* in bytes */
     ln->peer = w->root;
     CHECK(conns_check(ch, ln, &ln->peer, 1, ln->geo.kind == LANE_SEND, ln->geo.kind == LANE_RECV));
     for (int j = nlanes - 1; j >= 0; j--) { /* same connection: wait for the earlier item */

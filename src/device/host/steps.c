@@ -1,4 +1,4 @@
-/* The host executor's steps: the step math both executors share (device/steps.h), with the
+/* The host executor's steps: the step math both executors share (vocab/vocab.h), with the
  * lane's peers in place of the roles. */
 #include "device/host/host_exec.h"
 

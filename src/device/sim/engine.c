@@ -1,5 +1,5 @@
 /* Timing a launch: every rank's plan becomes lanes of steps by the executors' own step math
- * (device/steps.h), and each step is timed when what it waits for is known.
+ * (vocab/vocab.h), and each step is timed when what it waits for is known.
  *
  * A channel runs its work items in order, as one block of the CUDA executor does: a collective on
  * a ring is one lane on the whole block, and so is a direct one (OneShot, TwoShot: every other
@@ -35,7 +35,7 @@
 #define NROLES (STEP_ROLE_P2P_PEER + 1)
 #define NO_CONN (-1)
 /* A local operation of the plan (plan.local: a copy to self, a one-rank collective): one step on
- * channel 0's block, at the memory copy rate. Not a lane kind of steps.h. */
+ * channel 0's block, at the memory copy rate. Not a lane kind of vocab.h's. */
 #define ENG_LANE_LOCAL 0xff
 
 typedef struct eng_conn {
@@ -260,21 +260,13 @@ static ncclResult_t lane_connect(engine_t* e, eng_lane_t* l, const dev_channel_t
   return ncclSuccess;
 }
 
-/* The planner decided the item's slice, steps and root's ring position (device.h's work_t):
- * point-to-point in bytes, collectives in elements. */
-static void lane_geo(eng_lane_t* l, const work_t* w, const exec_comm_t* x, size_t unit) {
+/* The lane of kind `kind` of item w (vocab.h's steps_lane, as every executor makes it): the
+ * planner decided its slice, steps and root (device.h's work_t), point-to-point in bytes,
+ * collectives in elements. */
+static void lane_geo(eng_lane_t* l, const work_t* w, const exec_comm_t* x, size_t esize, int kind) {
+  const step_item_t it = steps_item_of_work(w, esize);
   l->algo = w->algo;
-  l->geo = (step_lane_t){.func = w->func,
-                         .proto = w->proto,
-                         .algo = w->algo,
-                         .unit = unit,
-                         .count = w->count,
-                         .off = w->chan_off,
-                         .cnt = w->chan_count,
-                         .chunk = w->chunk > 0 ? w->chunk : w->chan_count,
-                         .n = x->nranks,
-                         .rank = x->rank,
-                         .root_idx = w->root_idx};
+  l->geo = steps_lane(kind, &it, x->nranks, x->rank);
 }
 
 /* plan.local's operations, on channel 0 before its items (each a one-step lane of the block). */
@@ -324,19 +316,22 @@ static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
     const work_t* w = &rv->plan->works[c][i];
     size_t esize = datatype_size((ncclDataType_t)w->dtype);
     if (esize == 0 || w->chan_count == 0) continue;
+    if (w->chunk == 0) { /* the planner sizes every item's steps; the executors take them as such */
+      WARN("sim: rank %d channel %d: work item %d has steps of 0 units", r, c, i);
+      return ncclInternalError;
+    }
     bool p2p = w->func == FUNC_SEND || w->func == FUNC_RECV;
     if (!(p2p && prev_p2p)) seg++;
     prev_p2p = p2p;
     eng_lane_t* l;
     if (p2p) { /* the send half or the receive half; never to self (plan.local) */
       CHECK(lane_push(e, &l));
-      lane_geo(l, w, x, 1);
+      lane_geo(l, w, x, esize, w->func == FUNC_SEND ? LANE_SEND : LANE_RECV);
       l->rank = r;
       l->channel = c;
       l->item = i;
       l->seg = seg;
       l->half = w->func == FUNC_SEND ? 0 : 1;
-      l->geo.kind = w->func == FUNC_SEND ? LANE_SEND : LANE_RECV;
       CHECK(lane_connect(e, l, ch, w->root));
       l->nsteps = steps_count(&l->geo);
       ec->n++;
@@ -345,14 +340,10 @@ static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
     if (w->algo == ALGO_RING || w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) {
       /* One lane on the whole block: the ring, or every other rank straight away. */
       CHECK(lane_push(e, &l));
-      lane_geo(l, w, x, esize);
+      lane_geo(l, w, x, esize, w->algo == ALGO_RING ? LANE_RING : LANE_DIRECT);
       if (w->algo == ALGO_RING) {
-        l->geo.kind = LANE_RING;
         l->geo.ring = ch->ring_ranks;
         l->geo.idx = ch->ring_index;
-      } else {
-        l->geo.kind = LANE_DIRECT;
-        l->geo.root_idx = w->root; /* a direct Broadcast: the root's rank */
       }
       l->rank = r;
       l->channel = c;
@@ -370,8 +361,7 @@ static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
     int first = e->nlanes;
     for (int half = 0; half < 2; half++) {
       CHECK(lane_push(e, &l));
-      lane_geo(l, w, x, esize);
-      l->geo.kind = half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN;
+      lane_geo(l, w, x, esize, half == 0 ? LANE_TREE_UP : LANE_TREE_DOWN);
       l->geo.has_up = ch->tree_up >= 0;
       l->geo.ndown = ndown;
       l->rank = r;

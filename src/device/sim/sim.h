@@ -8,7 +8,7 @@
  *   topos.c      built-in node topologies, written as stock-format XML for the real reader
  *   cluster.c    the machines as links: NVLink ports or pairs, PCIe, NICs, an optional fat-tree;
  *                each connection's path; the calibrated costs (calib.h)
- *   engine.c     every rank's plan as steps (device/steps.h, the executors' own step math),
+ *   engine.c     every rank's plan as steps (vocab/vocab.h, the executors' own step math),
  *                timed with the fair shares of the plan's flows
  *   world.c      the virtual ranks: the platform they are created on, executor_sim_ops, results
  *

@@ -4,7 +4,7 @@
 #define BATON_DEVICE_SIM_INT_H
 
 #include "device/sim/sim.h"
-#include "device/steps.h"
+#include "vocab/vocab.h"
 
 /* ---- Calibrated costs (cluster.c; docs/sim.md says where each number comes from) --------------
  * [exec]: SIM_EXEC_HOST (the host executor: CPU threads over SHM and sockets) or SIM_EXEC_CUDA. */

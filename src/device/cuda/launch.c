@@ -1,5 +1,11 @@
-/* From a plan to kernel launches: work_t -> cuda_work_t, and the split of a plan too large for
- * one parameter block into several launches on the same stream.
+/* One launch of the CUDA executor, from a plan to kernels on the user's stream: the device made
+ * current for the communicator's work (enter, leave), the launch's streams joined and ordered
+ * after the communicator's previous launch, the capture state asked once, plan.local beside the
+ * kernel (local.c), each item packed for the kernel and the plan split over launches when one
+ * parameter block cannot hold it; and the launches' progress as the kernels mark it.
+ *
+ * Packing: work_t -> cuda_work_t, and the split of a plan too large for one parameter block into
+ * several launches on the same stream.
  *
  * The planner decided every item (steps clamped to the slots, the root's ring position,
  * point-to-point in bytes; copies to self are plan.local, run by local.c): packing looks up the
@@ -23,6 +29,220 @@
 #include "device/cuda/cuda_exec.h"
 #include "device/cuda/staged_kernels.h"
 
+/* ---- The launch: streams, capture, ordering ------------------------------------------------- */
+/* A communicator's work on this thread happens on its device. */
+ncclResult_t cuda_exec_enter(int dev, bool relax, exec_scope_t* scope) {
+  *scope = (exec_scope_t){.dev = dev, .saved = -1};
+  CHECK(cuda_device_enter(dev, &scope->saved));
+  if (relax) {
+    scope->relaxed = true;
+    scope->capture = (int)cuda_capture_relax();
+  }
+  return ncclSuccess;
+}
+
+void cuda_exec_leave(const exec_scope_t* scope) {
+  if (scope->relaxed) cuda_capture_restore((enum cudaStreamCaptureMode)scope->capture);
+  cuda_device_leave(scope->dev, scope->saved);
+}
+
+/* A failure some earlier kernel recorded: reported once, then every launch fails. */
+ncclResult_t cuda_status_check(cuda_exec_t* ex) {
+  const cuda_status_t* s = ex->h_status;
+  int err = s->error;
+  if (err == CUDA_ERR_NONE) return ncclSuccess;
+  if (!ex->status_reported) {
+    ex->status_reported = true;
+    if (err == CUDA_ERR_SIZE) {
+      WARN(
+          "CUDA executor: rank %d channel %d step %llu: a peer sent %d bytes where %d were "
+          "expected; the ranks are running different plans (the communicator must be aborted)",
+          ex->comm->rank, s->channel, s->step, s->got, s->expected);
+    } else {
+      WARN(
+          "CUDA executor: rank %d: a kernel stopped on the abort flag (channel %d); the "
+          "communicator must be destroyed",
+          ex->comm->rank, s->channel);
+    }
+  }
+  return ncclInternalError;
+}
+
+/* A communicator's kernels must run one after the other (each advances the connections'
+ * positions the next one starts from). Launches on one stream are ordered already; when the
+ * user moves to another stream, the new one waits for the last launch's stream. Inside a stream
+ * capture the graph's own order applies and nothing is waited for.
+ * The event is recorded on the last launch's stream only when it is needed (a switch of stream,
+ * or a wait): it then also covers whatever the user queued there since, which only waits a
+ * little longer. An event record per launch cost the host about a microsecond on every call. */
+static ncclResult_t mark_last(cuda_exec_t* ex) {
+  if (cudaEventRecord(ex->done, ex->last) == cudaSuccess) return ncclSuccess;
+  (void)cudaGetLastError();
+  /* the last launch's stream is gone (its owner destroyed it; its work still runs): the whole
+   * device then (the event stays as it was: complete) */
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return ncclSuccess;
+}
+
+static ncclResult_t order_before(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
+  if (!capturing && ex->have_last && ex->last != stream) {
+    CHECK(mark_last(ex));
+    CUDA_CHECK(cudaStreamWaitEvent(stream, ex->done, 0));
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t order_after(cuda_exec_t* ex, cudaStream_t stream, bool capturing) {
+  if (capturing) return ncclSuccess;
+  ex->last = stream;
+  ex->have_last = true;
+  return ncclSuccess;
+}
+
+/* ---- The streams of one launch ---------------------------------------------------------------
+ * A group's calls may name several streams: the launch runs on the first, after what each other
+ * stream holds, and each other stream's later work waits for the launch. */
+static ncclResult_t join_reserve(cuda_exec_t* ex, int n) {
+  if (n <= ex->njoin) return ncclSuccess;
+  cudaEvent_t* p = realloc(ex->join, (size_t)n * sizeof(*p));
+  if (p == NULL) {
+    WARN("Out of memory for %d stream events", n);
+    return ncclSystemError;
+  }
+  ex->join = p;
+  enum cudaStreamCaptureMode mode = cuda_capture_relax();
+  ncclResult_t res = ncclSuccess;
+  for (; ex->njoin < n; ex->njoin++)
+    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&ex->join[ex->njoin], cudaEventDisableTiming), res,
+                    restore);
+restore:
+  cuda_capture_restore(mode);
+  return res;
+}
+
+static ncclResult_t join_before(cuda_exec_t* ex, const exec_streams_t* st) {
+  if (st->n <= 1) return ncclSuccess;
+  CHECK(join_reserve(ex, st->n));
+  for (int i = 1; i < st->n; i++) {
+    CUDA_CHECK(cudaEventRecord(ex->join[i], st->s[i]));
+    CUDA_CHECK(cudaStreamWaitEvent(st->s[0], ex->join[i], 0));
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t join_after(cuda_exec_t* ex, const exec_streams_t* st) {
+  if (st->n <= 1) return ncclSuccess;
+  CUDA_CHECK(cudaEventRecord(ex->join[0], st->s[0]));
+  for (int i = 1; i < st->n; i++) CUDA_CHECK(cudaStreamWaitEvent(st->s[i], ex->join[0], 0));
+  return ncclSuccess;
+}
+
+void cuda_join_fini(cuda_exec_t* ex) {
+  for (int i = 0; i < ex->njoin; i++) (void)cudaEventDestroy(ex->join[i]);
+  (void)cudaGetLastError();
+  free(ex->join);
+}
+
+/* Launches of one communicator run one after the other (order_before), so the last one recorded
+ * finishing means all of them have. Launches captured into graphs are the graph's business, and
+ * plans of local copies alone (one rank, copies to self) use no resource of the communicator: the
+ * user's stream orders them. */
+ncclResult_t cuda_exec_wait(void* state) {
+  cuda_exec_t* ex = state;
+  if (ex == NULL || !ex->have_last) return ncclSuccess;
+  CHECK(mark_last(ex));
+  CUDA_CHECK(cudaEventSynchronize(ex->done));
+  return ncclSuccess; /* a kernel's error report waits for the next launch (cuda_status_check) */
+}
+
+/* Copies to self of at most this many bytes in all, outside a capture, run on the launch's own
+ * stream before the kernel instead of beside it: the fork and join cost the launching thread four
+ * calls, more than the copy's own time (4 H100s, eager: Gather 256 KiB-4 MiB 37-43 -> 24-27 us,
+ * AllToAll's median over 256 KiB-16 MiB 58 -> 50, with sized launches). In a graph the fork is
+ * free at replay, so captures keep it. */
+#define LOCAL_INLINE_MAX ((size_t)1 << 20)
+static bool local_inline(const plan_t* plan, bool captured) {
+  if (captured) return false;
+  size_t bytes = 0;
+  for (int i = 0; i < plan->nlocal; i++)
+    bytes += plan->local[i].count * datatype_size((ncclDataType_t)plan->local[i].dtype);
+  return bytes <= LOCAL_INLINE_MAX;
+}
+
+/* The plan on the first stream; the capture state is asked once, here. */
+static ncclResult_t launch_on(cuda_exec_t* ex, const plan_t* plan, exec_streams_t* st) {
+  const cudaStream_t stream = st->n > 0 ? st->s[0] : NULL;
+  const bool kernel = plan_has_channel_work(plan);
+  const bool local = plan->nlocal > 0;
+  CHECK(join_before(ex, st));
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaError_t asked = cudaStreamIsCapturing(stream, &cs);
+  if (asked != cudaSuccess) (void)cudaGetLastError();
+  if (!kernel) { /* copies without peers touch no connection: no ordering against kernels */
+    st->captured =
+        asked != cudaSuccess || cs != cudaStreamCaptureStatusNone; /* unknown: as captured */
+    CHECK(cuda_local_run(ex, plan, stream, !st->captured));
+    return join_after(ex, st);
+  }
+  if (asked != cudaSuccess) /* the stream is unusable: the launch fails here */
+    return cuda_call_failed(asked, "cudaStreamIsCapturing(stream, &cs)", __func__, __FILE__,
+                            __LINE__);
+  st->captured = cs != cudaStreamCaptureStatusNone;
+  CHECK(order_before(ex, stream, st->captured));
+  /* work without peers beside the kernel: small copies issued eagerly go first on the launch's
+   * own stream; the others are forked before the kernel's launch and joined after it */
+  const bool inline_local = local && local_inline(plan, st->captured);
+  const bool forked = local && !inline_local;
+  if (inline_local) CHECK(cuda_local_run(ex, plan, stream, true));
+  if (forked) CHECK(cuda_local_fork(ex, stream));
+  CHECK(cuda_plan_launch(ex, plan, stream));
+  if (forked) CHECK(cuda_local_run(ex, plan, ex->local_stream, false));
+  if (forked) CHECK(cuda_local_join(ex, stream));
+  CHECK(order_after(ex, stream, st->captured));
+  return join_after(ex, st);
+}
+
+ncclResult_t cuda_exec_launch(void* state, const plan_t* plan, exec_streams_t* streams) {
+  cuda_exec_t* ex = state;
+  exec_streams_t none = {0};
+  exec_streams_t* st = streams != NULL ? streams : &none;
+  st->captured = false;
+  if (plan == NULL) return ncclSuccess;
+  if (!plan_has_channel_work(plan) && plan->nlocal == 0)
+    return ncclSuccess; /* nothing to do: nothing is launched */
+  CHECK(cuda_status_check(ex));
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1; /* unknown: make ours current, restore none */
+  if (cur != ex->device) CUDA_CHECK(cudaSetDevice(ex->device));
+  ncclResult_t res = launch_on(ex, plan, st);
+  if (cur >= 0 && cur != ex->device) (void)cudaSetDevice(cur);
+  return res;
+}
+
+/* Reads the kernels' marks; any thread. The largest numbers seen are kept (graph replays write
+ * older ones). Without a progress record, a launch counts as started and done once issued. */
+void cuda_exec_progress(void* state, exec_progress_t* out) {
+  cuda_exec_t* ex = state;
+  uint64_t launched = __atomic_load_n(&ex->launched, __ATOMIC_RELAXED);
+  if (ex->h_progress == NULL) {
+    *out = (exec_progress_t){.launched = launched, .started = launched, .done = launched};
+    return;
+  }
+  uint64_t s = ex->h_progress->started, d = ex->h_progress->done;
+  uint64_t ms = __atomic_load_n(&ex->max_started, __ATOMIC_RELAXED);
+  uint64_t md = __atomic_load_n(&ex->max_done, __ATOMIC_RELAXED);
+  while (s > ms && !__atomic_compare_exchange_n(&ex->max_started, &ms, s, false, __ATOMIC_RELAXED,
+                                                __ATOMIC_RELAXED)) {
+  }
+  while (d > md && !__atomic_compare_exchange_n(&ex->max_done, &md, d, false, __ATOMIC_RELAXED,
+                                                __ATOMIC_RELAXED)) {
+  }
+  out->launched = launched;
+  out->started = s > ms ? s : ms;
+  out->done = d > md ? d : md;
+}
+
+/* ---- Packing and splitting ------------------------------------------------------------------- */
 static bool func_is_p2p(int func) {
   return func == FUNC_SEND || func == FUNC_RECV;
 }
@@ -40,6 +260,22 @@ static bool work_is_staged(const work_t* w) {
  */
 /* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of
  * step_bytes. */
+/* Data bytes one slot of f holds for proto (0: the FIFO has no buffer for it). */
+static size_t fifo_capacity(const conn_fifo_t* f, int proto) {
+  if (f == NULL || proto < 0 || proto >= PROTO_COUNT || f->buffs[proto] == NULL ||
+      f->buff_bytes[proto] <= 0)
+    return 0;
+  size_t slot = fifo_slot_bytes(f->buff_bytes[proto]);
+  switch (proto) {
+    case PROTO_LL:
+      return slot / sizeof(ll_line_t) * 8;
+    case PROTO_LL128:
+      return slot / LL128_LINE_BYTES * LL128_DATA_BYTES;
+    default:
+      return slot;
+  }
+}
+
 static ncclResult_t conn_check(cuda_exec_t* ex, int c, int peer, int is_send, int proto,
                                size_t step_bytes, bool* net) {
   const dev_channel_t* dc = &ex->comm->channels[c];
@@ -52,7 +288,7 @@ static ncclResult_t conn_check(cuda_exec_t* ex, int c, int peer, int is_send, in
         ex->comm->rank, is_send ? "to" : "from", peer, c);
     return ncclInternalError;
   }
-  size_t cap = cuda_fifo_capacity(f, proto);
+  size_t cap = fifo_capacity(f, proto);
   if (step_bytes > cap) {
     WARN(
         "CUDA executor: rank %d channel %d: a step of %zu bytes does not fit the %s slot of %zu "
@@ -104,20 +340,9 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     return ncclInternalError;
   }
   memset(o, 0, sizeof(*o));
-  o->func = w->func;
-  o->algo = w->algo;
-  o->proto = w->proto;
-  o->dtype = w->dtype;
+  cuda_work_geo(w, esize, o); /* the root as the item's lane names it (steps_item_root) */
   o->op = w->op.kind;
   o->scalar_on_device = w->op.scalar_on_device && w->op.scalar_ptr != NULL;
-  o->esize = (uint8_t)esize;
-  o->root = w->root_idx;
-  o->count = w->count;
-  o->off = w->chan_off;
-  o->cnt = w->chan_count;
-  o->chunk = (uint32_t)w->chunk;
-  o->sendbuff = (const char*)w->sendbuff;
-  o->recvbuff = (char*)w->recvbuff;
   if (w->zc && w->algo == ALGO_ONESHOT) CHECK(pack_zc(comm, w, o));
 
   if (func_is_p2p(w->func)) { /* point-to-point counts in bytes */
@@ -127,7 +352,6 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
            is_send ? "send" : "receive", w->root, comm->rank, comm->nranks);
       return ncclInternalError;
     }
-    o->root = w->root;
     CHECK(conn_check(ex, c, w->root, is_send, w->proto, w->chunk, net));
     return cuda_conn_mirror(ex, c, w->root, is_send, &o->u.conn);
   }
@@ -191,10 +415,8 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
           comm->rank, w->chan_off, w->chan_count, w->root, STAGE_MAX_PARTS);
       return ncclInternalError;
     }
-    o->root = w->root;
     o->zc_loc = (uint64_t)comm->stage_slot | (uint64_t)comm->stage_half << 16;
-  } else {             /* OneShot, TwoShot with LL */
-    o->root = w->root; /* a direct Broadcast's root: its rank */
+  } else { /* OneShot, TwoShot with LL (a direct Broadcast's root: its rank, cuda_work_geo) */
     const size_t need = o->zc && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
