@@ -258,8 +258,6 @@ static bool work_is_staged(const work_t* w) {
 
 /* ---- One item ----------------------------------------------------------------------------------
  */
-/* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of
- * step_bytes. */
 /* Data bytes one slot of f holds for proto (0: the FIFO has no buffer for it). */
 static size_t fifo_capacity(const conn_fifo_t* f, int proto) {
   if (f == NULL || proto < 0 || proto >= PROTO_COUNT || f->buffs[proto] == NULL ||
@@ -276,6 +274,8 @@ static size_t fifo_capacity(const conn_fifo_t* f, int proto) {
   }
 }
 
+/* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of
+ * step_bytes. */
 static ncclResult_t conn_check(cuda_exec_t* ex, int c, int peer, int is_send, int proto,
                                size_t step_bytes, bool* net) {
   const dev_channel_t* dc = &ex->comm->channels[c];
