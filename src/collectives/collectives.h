@@ -59,7 +59,10 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * a build knob. Tried on 4 H100s and dropped: the spread at every size (AllToAll 512 MiB 1563 ->
  * 1266 us, but a lone SendRecv of 256 MiB 822 -> 911 on a third of the channels); shares of
  * nchannels / (nranks - 1), leaving none idle for the copy to self (graph within 5 % either way,
- * eager AllToAll 256 KiB-16 MiB 50 -> 68 us: more items to pack and launch). */
+ * eager AllToAll 256 KiB-16 MiB 50 -> 68 us: more items to pack and launch); the share of a
+ * 4-rank communicator (nchannels / 4) on 2 and 3 ranks too (2 H100s, eager AllToAll, Scatter,
+ * Gather 4 MiB 20-30 % faster, but SendRecv and AllToAll 1-16 MiB 10-25 % slower in graph replay
+ * and 16 MiB 12-25 % slower eager). */
 #define COLL_P2P_SPREAD_MAX_BYTES (16 << 20)
 /* Direct algorithms (device.h's ALGO_ONESHOT, ALGO_TWOSHOT): the tuning model may choose them up
  * to this size (NCCL_ALGO forces them at any size), on at most this many channels (each channel
