@@ -411,6 +411,13 @@ static ncclResult_t enqueue_call(coll_args_t* a, bool* held) {
   CHECK_GOTO(comm_hold(a->comm, a->api), res, fail);
   *held = true;
   CHECK_GOTO(enqueue_check(a, &op), res, fail);
+  /* An empty collective is discarded once its arguments pass, as stock discards it: no task, no
+   * group, no operation number, no profiler event. A point-to-point call of 0 bytes still goes
+   * to its peer, which may be waiting for it. */
+  if (a->count == 0 && a->func != FUNC_SEND && a->func != FUNC_RECV) {
+    INFO(NCCL_COLL, "%s: count 0 comm %p: nothing to do", enqueue_name(a->func), (void*)a->comm);
+    return ncclSuccess;
+  }
   struct coll_comm* cc = coll_of(a->comm);
   prog_op_t pop;
   progress_enqueue(a->comm, enqueue_kind(a->func), a->count, (int)a->dtype, (int)a->op,

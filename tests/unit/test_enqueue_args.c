@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collectives/collectives.h"
 #include "core/core.h"
 #include "unit.h"
 
@@ -277,6 +278,31 @@ START_TEST(test_fuzz_entry_points) {
 }
 END_TEST
 
+/* An empty collective is discarded once its arguments pass, as stock discards it: inside a group
+ * a count-0 call of every collective entry point leaves no task, a bad argument is still refused,
+ * and a 0-byte send and receive are still tasks (a peer may wait for them). */
+START_TEST(test_empty_collectives_discarded) {
+  ncclComm_t comm = unit_one_rank_comm();
+  struct coll_comm* cc = coll_of(comm);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int e = 0; e < E_COUNT; e++) {
+    if (e == E_SEND || e == E_RECV) continue;
+    ncclResult_t r = call_entry((entry_t)e, NULL, NULL, 0, ncclFloat32, ncclSum, 0, comm);
+    ck_assert_msg(r == ncclSuccess, "%s of count 0: %d", entry_names[e], (int)r);
+  }
+  ck_assert_int_eq(cc->pending.n, 0);
+  ck_assert_int_eq(call_entry(E_SEND, NULL, NULL, 0, ncclFloat32, ncclSum, 0, comm), ncclSuccess);
+  ck_assert_int_eq(call_entry(E_RECV, NULL, NULL, 0, ncclFloat32, ncclSum, 0, comm), ncclSuccess);
+  ck_assert_int_eq(cc->pending.n, 2);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert_int_eq(ncclAllReduce(NULL, NULL, 0, (ncclDataType_t)99, ncclSum, comm, NULL),
+                   ncclInvalidArgument);
+  ck_assert_int_eq(ncclReduce(NULL, NULL, 0, ncclFloat32, ncclSum, 5, comm, NULL),
+                   ncclInvalidArgument);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+}
+END_TEST
+
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   Suite* s = suite_create("enqueue_args");
@@ -285,6 +311,7 @@ int main(void) {
   tcase_add_test(tc, test_huge_counts_one_rank);
   tcase_add_test(tc, test_huge_counts_two_ranks);
   tcase_add_test(tc, test_fuzz_entry_points);
+  tcase_add_test(tc, test_empty_collectives_discarded);
   suite_add_tcase(s, tc);
   return unit_run_suite(s);
 }
