@@ -293,12 +293,8 @@ static ncclResult_t comm_transport_init(comm_res_t* cc, ncclComm_t comm) {
   t->buff_bytes[PROTO_LL128] = (int)param_int(PARAM_LL128_BUFFSIZE);
   CHECK(transport_ctx_init(t));
   cc->tctx_ready = true;
-  size_t slot_simple = fifo_slot_bytes(t->buff_bytes[PROTO_SIMPLE]);
-  size_t slot_ll = fifo_slot_bytes(t->buff_bytes[PROTO_LL]);
-  size_t slot_ll128 = fifo_slot_bytes(t->buff_bytes[PROTO_LL128]);
-  cc->slot_data_bytes[PROTO_SIMPLE] = slot_simple;
-  cc->slot_data_bytes[PROTO_LL] = slot_ll / sizeof(ll_line_t) * 8; /* 8 data bytes per line */
-  cc->slot_data_bytes[PROTO_LL128] = slot_ll128 / LL128_LINE_BYTES * LL128_DATA_BYTES;
+  for (int p = 0; p < PROTO_COUNT; p++)
+    cc->slot_data_bytes[p] = fifo_slot_data_bytes(t->buff_bytes[p], p);
   for (int p = 0; p < PROTO_COUNT; p++) {
     if (p != PROTO_LL128 && cc->slot_data_bytes[p] < 16) {
       WARN("FIFO of protocol %s is too small (%d bytes for %d slots): raise %s",

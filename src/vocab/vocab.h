@@ -148,6 +148,14 @@ DEVICE_HOST_FN uint32_t fifo_slot(uint64_t step) {
 DEVICE_HOST_FN size_t fifo_slot_bytes(int fifo_bytes) {
   return (size_t)fifo_bytes / NCCL_STEPS;
 }
+/* Data bytes a slot of proto's buffer of fifo_bytes carries: all of it with Simple, 8 of each
+ * 16-byte LL line, LL128_DATA_BYTES of each LL128 line. */
+DEVICE_HOST_FN size_t fifo_slot_data_bytes(int fifo_bytes, int proto) {
+  const size_t slot = fifo_slot_bytes(fifo_bytes);
+  if (proto == PROTO_LL) return slot / sizeof(ll_line_t) * 8;
+  if (proto == PROTO_LL128) return slot / LL128_LINE_BYTES * LL128_DATA_BYTES;
+  return slot;
+}
 /* Where step s's slot starts in a protocol's buffer of fifo_bytes. */
 DEVICE_HOST_FN char* fifo_slot_ptr(char* buff, int fifo_bytes, uint64_t step) {
   return buff + (size_t)fifo_slot(step) * fifo_slot_bytes(fifo_bytes);

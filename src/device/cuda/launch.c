@@ -263,15 +263,7 @@ static size_t fifo_capacity(const conn_fifo_t* f, int proto) {
   if (f == NULL || proto < 0 || proto >= PROTO_COUNT || f->buffs[proto] == NULL ||
       f->buff_bytes[proto] <= 0)
     return 0;
-  size_t slot = fifo_slot_bytes(f->buff_bytes[proto]);
-  switch (proto) {
-    case PROTO_LL:
-      return slot / sizeof(ll_line_t) * 8;
-    case PROTO_LL128:
-      return slot / LL128_LINE_BYTES * LL128_DATA_BYTES;
-    default:
-      return slot;
-  }
+  return fifo_slot_data_bytes(f->buff_bytes[proto], proto);
 }
 
 /* The connection to (is_send) or from peer on channel c exists and a slot of it holds a step of

@@ -23,8 +23,7 @@ size_t host_fifo_capacity(const conn_fifo_t* f, int proto) {
   if ((proto != PROTO_SIMPLE && proto != PROTO_LL) || f->buffs[proto] == NULL ||
       f->buff_bytes[proto] <= 0)
     return 0;
-  const size_t slot = fifo_slot_bytes(f->buff_bytes[proto]);
-  return proto == PROTO_LL ? slot / sizeof(ll_line_t) * 8 : slot;
+  return fifo_slot_data_bytes(f->buff_bytes[proto], proto);
 }
 
 static char* conn_slot(const conn_fifo_t* f, int proto, uint64_t step) {
