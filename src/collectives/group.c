@@ -243,7 +243,6 @@ static ncclResult_t comm_run(struct coll_comm* cc, bool* captured) {
   exec_scope_t scope;
   bool entered = false;
   if (!cc->planned) CHECK_GOTO(coll_comm_plan(cc), res, out);
-  cc->planned = false;
   CHECK_GOTO(comm_res_enter(cc->comm, false, &scope), res, out);
   entered = true;
   if (cc->plan_nreqs > 0) /* only what does not exist yet: usually nothing */
