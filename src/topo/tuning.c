@@ -1,123 +1,173 @@
 /* The tuning model: estimated time of one collective for each algorithm x protocol, so the planner
  * can pick the fastest. A pure function of topo_tuning_t; no I/O.
  *
- *   time = base[proto] + (intra_hops * intra_lat + inter_hops * inter_lat) * hop_factor[proto]
- *          + link_bytes / (link_bw * nchannels * proto_bw[proto])
+ *   ring, tree: time = ring_base[proto] + hops * ring_step[proto]
+ *                      + inter_hops * inter_lat * hop_factor[proto]
+ *                      + link_bytes / (link_bw * nchannels * share[proto]) + the pipeline's fill
  *
  * link_bw is the per-channel bandwidth of the slowest link the algorithm uses: inter_bw when the
- * ranks span hosts, else intra_bw. Hops are the sequential link traversals on the critical path.
- * Per algorithm, with n ranks on h hosts (ranks of a host contiguous) and `bytes` the size of the
- * larger user buffer (AllGather: the output, ReduceScatter: the input, others: the buffer):
+ * ranks span hosts, else intra_bw; share is the protocol's share of it for copying or combining
+ * steps. Hops are the sequential steps on the critical path. Per algorithm, with n ranks on h
+ * hosts (ranks of a host contiguous) and `bytes` the size of the larger user buffer (AllGather:
+ * the output, ReduceScatter: the input, others: the buffer):
  *   ring AllReduce        2(n-1) hops, each link carries 2(n-1)/n * bytes (reduce-scatter then
  *                         all-gather)
  *   ring AllGather,
  *   ring ReduceScatter    n-1 hops, (n-1)/n * bytes per link
- *   ring Broadcast/Reduce n-1 hops (a pipelined chain), bytes per link; Simple on one host of
- *                         more than 2 GPUs: its own base and share of the GPU's NVLink bandwidth
- *                         (chain_base_us, chain_bw below)
+ *   ring Broadcast/Reduce n-1 hops (a pipelined chain), bytes per link; on one host a chain has
+ *                         its own costs (chain_* below)
  *   (h of a ring's n links cross hosts, so h/n of its hops are inter-host)
  *   tree AllReduce        ceil(log2 n) hops up to the root and as many back down, of which
- *                         ceil(log2 h) each way cross hosts (the top levels); the whole buffer
- *                         goes once up and once down each rank's links: 2 * bytes, divided by
- *                         tree_bw_efficiency (forwarding to two children costs a little)
+ *                         ceil(log2 h) each way cross hosts (the top levels); a parent sends the
+ *                         buffer to each of two children: 2 * bytes (2 ranks: bytes), divided by
+ *                         tree_bw_efficiency
  *   OneShot (LL, one host) one hop; each rank sends its whole buffer to every other rank
  *                         (AllReduce, Broadcast's root: (n-1) * bytes) or its n-th to each
  *                         ((n-1)/n * bytes: AllGather, ReduceScatter); no Reduce
  *   TwoShot (LL, AllReduce) two hops, 2(n-1)/n * bytes (reduce-scatter then all-gather)
  *   Both are a kernel's single pass with no forwarding, so their base cost is direct_base_us,
- *                         and each pass waits on the other ranks' flags (Broadcast's: the root's)
+ *                         and each pass waits on the other ranks' flags
+ *   OneShot, TwoShot with Simple: the staged algorithms (stage_time_us)
  * Tree is only modelled for AllReduce; LL128 only on GPUs (it relies on 128-byte stores being
  * seen whole, an NVLink property); Send/Recv are not modelled. Those return a negative time, as
  * do a missing or non-positive bandwidth and nranks < 1. */
 #include "topo/topo.h"
 
-/* The constants below are fitted to the CUDA executor on 4x H100 (docs/gpu-results.md, run 66:
- * all_reduce in graph replay with each protocol forced, 128 KiB-32 MiB; run 74: the staged
- * algorithms): root-mean-square error 6-9% per protocol, 3-5% for the LL direct algorithms and
- * 9% for the staged ones. The earlier fit (2x H200, run 6) was 2x off on 4 GPUs at 256 KiB-4 MiB.
- * Fixed cost of one operation per protocol (launch, setup, final synchronisation), microseconds:
- * a Simple ring on 48 channels pays ~30 us before its bytes count (a system fence a step). */
-static const double proto_base_us[PROTO_COUNT] = {
-    [PROTO_LL] = 20.0,
-    [PROTO_LL128] = 22.0,
-    [PROTO_SIMPLE] = 30.0,
+/* The constants below are fitted to the CUDA executor on 4 and 2 H100s (NV18 between every pair),
+ * CUDA-graph replay of every collective with every algorithm and protocol forced, 8 B-1 GiB
+ * (docs/gpu-results.md run 125; tests/gpu/fit_model.py fits each family on the points where it is
+ * within 25 % of the fastest, and elsewhere only keeps it from being priced below what it took;
+ * rings and trees everywhere, as they extrapolate to more ranks and hosts).
+ * With them the model's own choice is within 15 % of its measured time at 268 of 270 points, and
+ * costs 0.4 % over the fastest measured choice in the geometric mean (the constants before: 43
+ * points outside, 2-rank AllReduce and Reduce at 8 MiB on the staged kernel where the ring took
+ * 0.85 and 0.64 of the time).
+ *
+ * A ring's fixed cost per protocol and the cost of each of its steps on the critical path (a
+ * step: wait for the peer's data, combine, publish; on one host it holds the NVLink hop's
+ * latency, so only hops between hosts add their link latency on top): a Simple AllReduce ring
+ * pays 9.2 + 5.6 per step, 20.5 us on 2 ranks and 43 on 4 before its bytes count. */
+static const double ring_base_us[PROTO_COUNT] = {
+    [PROTO_LL] = 5.77,
+    [PROTO_LL128] = 5.99,
+    [PROTO_SIMPLE] = 9.22,
 };
-/* Multiplier on the link's per-hop latency (on one host the fit cannot tell it from the base; LL
- * is kept the lowest, as it is between hosts: data and flag arrive in one store). */
+static const double ring_step_us[PROTO_COUNT] = {
+    [PROTO_LL] = 3.92,
+    [PROTO_LL128] = 4.07,
+    [PROTO_SIMPLE] = 5.55,
+};
+/* Multiplier on an inter-host hop's latency (LL the lowest: data and flag arrive in one store). */
 static const double proto_hop_factor[PROTO_COUNT] = {
     [PROTO_LL] = 1.5,
     [PROTO_LL128] = 2.0,
     [PROTO_SIMPLE] = 2.0,
 };
-/* Share of the per-channel bandwidth the protocol achieves (LL: 8 data bytes a 16-byte line). */
-static const double proto_bw[PROTO_COUNT] = {
-    [PROTO_LL] = 0.30,
-    [PROTO_LL128] = 0.30,
-    [PROTO_SIMPLE] = 0.90,
+/* Share of the channels' bandwidth a ring reaches, for steps that only copy (AllGather,
+ * Broadcast) and for those that combine (AllReduce, ReduceScatter, Reduce): LL and LL128 combine
+ * at about half the rate they copy (LL128 AllReduce on 4 H100s: 106 GB/s against AllGather's 154).
+ */
+static const double ring_copy_bw[PROTO_COUNT] = {
+    [PROTO_LL] = 0.508,
+    [PROTO_LL128] = 0.532,
+    [PROTO_SIMPLE] = 0.962,
 };
-static const double tree_bw_efficiency = 0.9;
-/* A Simple chain (Broadcast, Reduce) of more than 2 GPUs on one host, a slot a step (plan.c):
- * its fixed cost beside the hops' latency, and the share of a GPU's NVLink bandwidth
- * (stage_read_gbs) it moves. Fitted on 4 H100s, 256 KiB-32 MiB in graph replay (within 10 %):
- * Broadcast 13.3-116.5 us, Reduce 14.3-124.0; the all-reduce ring's constants priced these
- * chains 2x too dear below 4 MiB, so the staged algorithms were chosen where the chain wins. */
-static const double chain_base_us[FUNC_COUNT] = {[FUNC_BROADCAST] = 8.4, [FUNC_REDUCE] = 10.5};
-static const double chain_bw[FUNC_COUNT] = {[FUNC_BROADCAST] = 0.87, [FUNC_REDUCE] = 0.82};
-/* Fixed cost of a direct (OneShot/TwoShot) LL operation: one pass of the kernel, no chain of
- * steps; what each further rank a rank waits on adds to a pass (its flags' round trip); and the
- * share of the channels' bandwidth its lines reach. 4 H100s in graph replay, 8-512 B: one rank
- * waited on (2-rank all-reduce, Broadcast) 5.6-5.9 us, three (all-reduce, all-gather,
- * reduce-scatter) 7.6-8.5, TwoShot's two passes 12.0 at 2 KiB; a single base priced TwoShot
- * 25 % low and 2 ranks 20 % high (0.35-0.4 of the bandwidth: 128 KiB-4 MiB). */
-static const double direct_base_us = 4.9;
-static const double direct_peer_us = 1.2;
-static const double direct_bw = 0.38;
-/* Staged direct algorithms (device.h), fitted to the staged points of 80 graph-replay times of
- * the library's own choices (4 and 2 H100s, 64 KiB-32 MiB; root-mean-square error 7.8 %, where
- * the earlier fit, made before the staged kernels per datatype, was 16.5 %): a launch's fixed
- * cost; a barrier between every rank's blocks (about 5 us: the flag round trip over NVLink and
- * the blocks' skew); per round, each source a block reduces and each peer it copies from (their
- * loads are in flight together); the local copy into staging (bytes/us); a GPU pulls from its
- * peers at about its NVLink bandwidth and a root serves its peers at 1.49 of it (several peers
- * read its memory at once). */
-static const double stage_base_us = 1.56;
-static const double stage_barrier_us = 4.99;
-static const double stage_reduce_src_us = 0.49;
-static const double stage_copy_peer_us = 0.28;
-static const double stage_copy_bytes_per_us = 4.66e5;
-static const double stage_pull_share = 0.91;
-static const double stage_serve_share = 1.49;
+static const double ring_reduce_bw[PROTO_COUNT] = {
+    [PROTO_LL] = 0.312,
+    [PROTO_LL128] = 0.247,
+    [PROTO_SIMPLE] = 0.925,
+};
+/* Filling the pipeline: a ring's receivers finish one step after their senders, which counts
+ * when a channel holds few steps (2-rank AllGather at 64 MiB: one 512 KiB step a channel, 152.6
+ * us where the bytes alone take 100): this many steps of min(a slot, a channel's share of a rank's
+ * block), at the channel's rate. */
+static const double ring_fill_steps[PROTO_COUNT] = {
+    [PROTO_LL] = 0.665,
+    [PROTO_LL128] = 0.354,
+    [PROTO_SIMPLE] = 0.458,
+};
+static const size_t ring_fill_cap_bytes[PROTO_COUNT] = {
+    [PROTO_LL] = 64 << 10,
+    [PROTO_LL128] = 64 << 10,
+    [PROTO_SIMPLE] = 512 << 10,
+};
+/* Tree AllReduce: the share of the ring's combining bandwidth a tree keeps (a parent of two
+ * children sends the buffer twice). */
+static const double tree_bw_efficiency[PROTO_COUNT] = {
+    [PROTO_LL] = 0.748,
+    [PROTO_LL128] = 0.548,
+    [PROTO_SIMPLE] = 0.828,
+};
+/* A Simple chain (Broadcast, Reduce on one host, a slot a step: plan.c): its fixed cost beside
+ * the hops' latency, and the share of a GPU's NVLink bandwidth (stage_read_gbs) it moves. With LL
+ * and LL128 a chain forwards each line as it lands: a step costs chain_ll_step_share of a ring's,
+ * and a Reduce's combine adds chain_ll_reduce_us. */
+static const double chain_base_us[FUNC_COUNT] = {[FUNC_BROADCAST] = 10.79, [FUNC_REDUCE] = 11.88};
+static const double chain_bw[FUNC_COUNT] = {[FUNC_BROADCAST] = 0.897, [FUNC_REDUCE] = 0.910};
+static const double chain_ll_step_share = 0.122;
+static const double chain_ll_reduce_us = 1.98;
+/* A direct (OneShot/TwoShot) LL operation: one pass of the kernel, no chain of steps; each
+ * further rank a rank waits on adds to a pass (its flags' round trip; a Broadcast's root pays
+ * direct_bc_less_us less: nothing to combine); its lines move at a share of the GPU's NVLink
+ * bandwidth, whatever the channels (one channel's block already writes lines as fast as they
+ * land: 2-rank AllGather 4-32 KiB 6.1-7.0 us on 1-8 channels). */
+static const double direct_base_us = 5.67;
+static const double direct_peer_us = 1.19;
+static const double direct_bc_less_us = 1.95;
+static const double direct_bw = 0.0393;
+/* Staged direct algorithms (device.h): a launch's fixed cost (a ReduceScatter's slices add
+ * stage_rs_us); a barrier between every rank's blocks (the flag round trip over NVLink and the
+ * blocks' skew); per round, each source a block reduces and each peer it copies from (their
+ * loads are in flight together); the local copy into staging and the combining of the sources
+ * (bytes/us); a GPU pulls from its peers at 1.1 of its nominal NVLink bandwidth and a root serves
+ * its peers at 1.13 of it (several peers read its memory at once); a GPU that pulls and serves at
+ * once (AllGather, ReduceScatter, AllReduce) pays stage_duplex of the link time of what it pulls
+ * again (2-rank AllGather at 16 MiB: 47.7 us where the pull alone takes 22). */
+static const double stage_base_us = 0.53;
+static const double stage_rs_us = 1.61;
+static const double stage_barrier_us = 5.8;
+static const double stage_reduce_src_us = 0.566;
+static const double stage_copy_peer_us = 0.803;
+static const double stage_copy_bytes_per_us = 1.151e6;
+static const double stage_combine_bytes_per_us = 1.123e6;
+static const double stage_pull_share = 1.115;
+static const double stage_serve_share = 1.13;
+static const double stage_duplex = 0.214;
 
 /* The staged algorithms' time: every round copies this rank's input into its staging, meets the
- * other ranks once (TwoShot AllReduce: twice) and pulls from the peers' staging; the slower of
- * what a GPU pulls in and what it serves out counts. */
+ * other ranks once (TwoShot AllReduce: twice) and pulls from the peers' staging, combining what
+ * it reduces; the slower of what a GPU pulls in and what it serves out counts. */
 static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t bytes) {
   const double n = t->nranks;
   const double b = (double)bytes;
-  double copy, in, out, staged, lat;
+  double copy, in, out, staged, lat, combined;
   int barriers = 1;
   switch (func) {
     case FUNC_ALLGATHER: /* bytes: the output; each rank stages its n-th, pulls the others' */
       copy = staged = b / n;
       in = out = (n - 1) / n * b;
       lat = (n - 1) * stage_copy_peer_us;
+      combined = 0;
       break;
     case FUNC_REDUCESCATTER: /* bytes: the input; stages all of it, pulls its block from each */
       copy = staged = b;
       in = out = (n - 1) / n * b;
       lat = n * stage_reduce_src_us;
+      combined = b; /* n sources of its n-th */
       break;
     case FUNC_BROADCAST: /* the others pull from the root */
       copy = staged = b;
       in = b;
       out = (n - 1) * b;
       lat = stage_copy_peer_us;
+      combined = 0;
       break;
     case FUNC_REDUCE: /* the root pulls from every other rank */
       copy = staged = b;
       in = (n - 1) * b;
       out = b;
       lat = n * stage_reduce_src_us;
+      combined = n * b;
       break;
     default: /* AllReduce */
       copy = staged = b;
@@ -125,9 +175,11 @@ static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t b
         in = out = 2.0 * (n - 1) / n * b;
         barriers = 2;
         lat = n * stage_reduce_src_us + (n - 1) * stage_copy_peer_us;
+        combined = b; /* n sources of its n-th */
       } else {
         in = out = (n - 1) * b;
         lat = n * stage_reduce_src_us;
+        combined = n * b;
       }
       break;
   }
@@ -135,8 +187,11 @@ static double stage_time_us(const topo_tuning_t* t, int func, int algo, size_t b
   if (rounds < 1) rounds = 1;
   const double link = t->stage_read_gbs * 1e3; /* bytes/us */
   const double pull = in / (link * stage_pull_share), serve = out / (link * stage_serve_share);
-  return stage_base_us + rounds * (barriers * stage_barrier_us + lat) +
-         copy / stage_copy_bytes_per_us + (pull > serve ? pull : serve);
+  const bool duplex = func != FUNC_BROADCAST && func != FUNC_REDUCE; /* root and others apart */
+  return stage_base_us + (func == FUNC_REDUCESCATTER ? stage_rs_us : 0.0) +
+         rounds * (barriers * stage_barrier_us + lat) + copy / stage_copy_bytes_per_us +
+         combined / stage_combine_bytes_per_us + (pull > serve ? pull : serve) +
+         (duplex ? stage_duplex * in / link : 0.0);
 }
 
 double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto, size_t bytes) {
@@ -157,7 +212,10 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   if (!(link_bw > 0.0) || t->intra_lat_us < 0.0 || (multi_host && t->inter_lat_us < 0.0))
     return -1.0;
   const int nchannels = t->nchannels > 0 ? t->nchannels : 1;
-  const double bytes_per_us = link_bw * 1e3 * nchannels * proto_bw[proto];
+  const double chan_bytes_per_us = link_bw * 1e3; /* one channel */
+  const bool combines = func != FUNC_ALLGATHER && func != FUNC_BROADCAST;
+  const double share = combines ? ring_reduce_bw[proto] : ring_copy_bw[proto];
+  const double bytes_per_us = chan_bytes_per_us * nchannels * share;
 
   const double n = t->nranks;
   const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
@@ -165,18 +223,19 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) {
     const bool whole = func == FUNC_ALLREDUCE || func == FUNC_BROADCAST;
     hops = algo == ALGO_TWOSHOT ? 2.0 : 1.0;
-    inter_hops = 0.0;
     link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes
                  : whole              ? (n - 1) * (double)bytes
                                       : (n - 1) / n * (double)bytes;
-    /* a line is read as it lands; a Broadcast's ranks wait on the root alone */
-    const double waited = func == FUNC_BROADCAST ? 1.0 : n - 1;
-    const double lat_us = hops * (t->intra_lat_us + (waited - 1) * direct_peer_us);
-    return direct_base_us + lat_us + link_bytes / (bytes_per_us / proto_bw[proto] * direct_bw);
+    const double lat_us = hops * (t->intra_lat_us + (n - 2) * direct_peer_us);
+    /* the GPU's NVLink bandwidth (staging's figure), else the channels' */
+    const double gpu_gbs =
+        t->stage_read_gbs > 0.0 ? t->stage_read_gbs : t->intra_bw_gbs * (double)nchannels;
+    return direct_base_us - (func == FUNC_BROADCAST ? direct_bc_less_us : 0.0) + lat_us +
+           link_bytes / (gpu_gbs * 1e3 * direct_bw);
   } else if (algo == ALGO_TREE) {
     hops = 2.0 * ceil_log2(t->nranks);
     inter_hops = 2.0 * ceil_log2(nhosts);
-    link_bytes = t->nranks > 1 ? 2.0 * (double)bytes / tree_bw_efficiency : 0.0;
+    link_bytes = (t->nranks > 2 ? 2.0 : 1.0) * (double)bytes / tree_bw_efficiency[proto];
   } else {
     switch (func) {
       case FUNC_ALLREDUCE: /* 2 ranks with LL/LL128: one exchange (RING_ALLREDUCE_EXCHANGE) */
@@ -188,17 +247,24 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
         hops = n - 1;
         link_bytes = (n - 1) / n * (double)bytes;
         break;
-      default: /* Broadcast, Reduce */
+      default: /* Broadcast, Reduce: a chain */
         hops = n - 1;
         link_bytes = t->nranks > 1 ? (double)bytes : 0.0;
-        if (!multi_host && t->nranks > 2 && proto == PROTO_SIMPLE && t->stage_read_gbs > 0.0 &&
-            chain_bw[func] > 0.0)
+        if (!multi_host && proto == PROTO_SIMPLE && t->stage_read_gbs > 0.0 && chain_bw[func] > 0.0)
           return chain_base_us[func] + hops * t->intra_lat_us * proto_hop_factor[proto] +
                  link_bytes / (t->stage_read_gbs * 1e3 * chain_bw[func]);
+        if (!multi_host && proto != PROTO_SIMPLE)
+          return ring_base_us[proto] + hops * ring_step_us[proto] * chain_ll_step_share +
+                 (func == FUNC_REDUCE ? chain_ll_reduce_us : 0.0) + link_bytes / bytes_per_us;
         break;
     }
     inter_hops = multi_host ? hops * nhosts / n : 0.0;
   }
-  const double lat_us = (hops - inter_hops) * t->intra_lat_us + inter_hops * t->inter_lat_us;
-  return proto_base_us[proto] + lat_us * proto_hop_factor[proto] + link_bytes / bytes_per_us;
+  /* a step of the pipeline's fill (rings and trees): a slot, or less when a channel's share of a
+   * block is less */
+  double step = n > 0 ? (double)bytes / ((double)nchannels * n) : 0.0;
+  if (step > (double)ring_fill_cap_bytes[proto]) step = (double)ring_fill_cap_bytes[proto];
+  const double fill = ring_fill_steps[proto] * step / (bytes_per_us / nchannels);
+  return ring_base_us[proto] + hops * ring_step_us[proto] +
+         inter_hops * t->inter_lat_us * proto_hop_factor[proto] + link_bytes / bytes_per_us + fill;
 }

@@ -112,9 +112,10 @@ START_TEST(test_small_ll_large_simple) {
   const double l128 = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL128, big) - l128_0;
   const double simple =
       topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, big) - simple0;
-  /* measured shares (tuning.c, run 66 on 4 H100s): Simple 0.9, LL 0.3, LL128 0.3 of a channel */
+  /* measured shares of a channel for combining steps (tuning.c, run 125 on 4 and 2 H100s): Simple
+   * 0.925, LL 0.312, LL128 0.247 */
   ck_assert_msg(ll / simple > 2.8 && ll / simple < 3.2, "LL/Simple data time %g", ll / simple);
-  ck_assert_msg(simple / l128 > 0.3 && simple / l128 < 0.37, "Simple/LL128 %g", simple / l128);
+  ck_assert_msg(simple / l128 > 0.24 && simple / l128 < 0.30, "Simple/LL128 %g", simple / l128);
 }
 END_TEST
 
