@@ -12,6 +12,7 @@
  *   kernel_empty     an empty kernel, one block of 512 threads
  *   kernel_copy8     a kernel that copies 8 bytes
  *   allreduce, broadcast, allgather, sendrecv_self   one rank, out of place, 8 bytes and 64 KiB
+ *   allreduce, allgather of 0 bytes   a count-0 call (issue 27: it must cost no more than stock's)
  * Build: nvcc -O3 -arch=sm_90 -Iinclude -o bench_call tests/gpu/bench_call.cu -Lbuild -lnccl
  * Run: taskset -c 4-7 ./bench_call [N] [REPS] (N 20000, REPS 7). The results are checked once. */
 #include <cuda_runtime.h>
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   for (size_t b : {(size_t)8, maxb})
     for (const char* n : {"allreduce", "broadcast", "allgather", "sendrecv_self"})
       vs.push_back({n, b, {}});
+  for (const char* n : {"allreduce", "allgather"}) vs.push_back({n, 0, {}});
 
   /* every variant's result once: the copy must have happened */
   std::vector<unsigned char> h(maxb), g(maxb);
@@ -125,6 +127,11 @@ int main(int argc, char** argv) {
       fprintf(stderr, "# %s %zu: wrong result\n", v.name.c_str(), v.bytes);
       return 1;
     }
+    for (size_t i = v.bytes; v.bytes == 0 && i < maxb; i++) /* a count-0 call writes nothing */
+      if (g[i] != 0) {
+        fprintf(stderr, "# %s 0: byte %zu written\n", v.name.c_str(), i);
+        return 1;
+      }
   }
 
   for (int r = 0; r < REPS; r++) {
