@@ -170,6 +170,10 @@ typedef struct comm_res {
                       executor: a launch that did not leave in time) */
   bool windows_ok; /* buffers may be shared as windows: real memory (no virtual cluster), one
                       host, 2 to DIRECT_MAX_RANKS ranks, and direct_ok */
+  /* stage_virtual: a virtual cluster's GPUs that would share staging if they were real (as
+   * windows_ok, but for the memory): comm_stage_init gives the planner a staging slot and half and
+   * allocates nothing; baton-sim times the staged algorithms. */
+  bool stage_virtual;
   bool ll128_ok;   /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok;  /* OneShot/TwoShot may run: host threads, or GPUs of one host, every pair P2P */
   bool direct_model;    /* the model may choose them with LL unforced (GPUs; the host executor runs

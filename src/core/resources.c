@@ -348,10 +348,10 @@ static ncclResult_t res_executor_choose(comm_res_t* cc, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-/* Whether buffers may be shared as windows (comm_windows_possible): every rank decides alike. */
-static bool res_windows_ok(const comm_res_t* cc) {
-  return !cc->simulated && cc->nranks >= 2 && cc->nranks <= DIRECT_MAX_RANKS && cc->nhosts == 1 &&
-         cc->direct_ok;
+/* Whether every rank could map every other's memory: one host, 2 to DIRECT_MAX_RANKS ranks, and
+ * direct_ok. Every rank decides alike. */
+static bool res_peers_mappable(const comm_res_t* cc) {
+  return cc->nranks >= 2 && cc->nranks <= DIRECT_MAX_RANKS && cc->nhosts == 1 && cc->direct_ok;
 }
 
 static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
@@ -390,7 +390,8 @@ static ncclResult_t res_init_body(comm_res_t* cc, ncclComm_t comm) {
   INFO(NCCL_INIT, "comm %p rank %d nranks %d: %d channels over %d host(s), executor %s",
        (void*)comm, cc->rank, cc->nranks, cc->nchannels, cc->nhosts, cc->executor->name);
   CHECK(comm_channels_log(cc));
-  cc->windows_ok = res_windows_ok(cc);
+  cc->windows_ok = !cc->simulated && res_peers_mappable(cc); /* comm_windows_possible */
+  cc->stage_virtual = cc->simulated && cc->gpu && res_peers_mappable(cc);
   CHECK(comm_graph_dump(cc, comm->peers));
   CHECK(comm_stage_init(comm));
   cc->tuning.stage_half = cc->exec.stage_slot >= 0 ? cc->exec.stage_half : 0; /* the planner's */

@@ -222,8 +222,14 @@ ncclResult_t comm_window_share(ncclComm_t comm, void* buff, size_t bytes,
 ncclResult_t comm_stage_init(ncclComm_t comm) {
   comm_res_t* r = comm->resources;
   const int64_t want = param_int(PARAM_STAGE_BYTES);
-  if (!r->dev_tables || !comm_windows_possible(r) || want <= 0) return ncclSuccess;
+  if (want <= 0) return ncclSuccess;
   const size_t half = ((size_t)want + 4095) & ~(size_t)4095;
+  if (r->stage_virtual) { /* the planner's view of staging, as a real run would share it */
+    r->exec.stage_slot = 0;
+    r->exec.stage_half = half;
+    return ncclSuccess;
+  }
+  if (!r->dev_tables || !comm_windows_possible(r)) return ncclSuccess;
   const size_t bytes = STAGE_DATA_OFF + 2 * half;
   void* buf = NULL;
   if (cudaMalloc(&buf, bytes) != cudaSuccess || cudaMemset(buf, 0, STAGE_DATA_OFF) != cudaSuccess ||

@@ -134,6 +134,8 @@ START_TEST(test_builtin_topologies) {
               {"h100x8-nvswitch-8nic", 8, 8, 18, TOPO_PATH_NVL, TOPO_PATH_NVL},
               {"h200x4", 4, 0, 18, TOPO_PATH_NVL, TOPO_PATH_NVL},
               {"h200x2", 2, 0, 18, TOPO_PATH_NVL, TOPO_PATH_COUNT},
+              {"h100x4", 4, 0, 18, TOPO_PATH_NVL, TOPO_PATH_NVL},
+              {"h100x2", 2, 0, 18, TOPO_PATH_NVL, TOPO_PATH_COUNT},
               {"pcie4x4", 4, 1, 0, TOPO_PATH_PIX, TOPO_PATH_PHB}};
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
     char* xml = NULL;

@@ -65,6 +65,7 @@ typedef struct options {
   int trace_ranks;
   int iters;
   int per_process;
+  bool graph;
   bool json, flows, stats;
 } options_t;
 
@@ -343,7 +344,11 @@ static const char* func_name(int f) {
   return f >= 0 && f < (int)(sizeof(n) / sizeof(n[0])) ? n[f] : "-";
 }
 static const char* algo_name(int a) {
-  return a == ALGO_TREE ? "Tree" : a == ALGO_RING ? "Ring" : a == ALGO_ONESHOT ? "OneShot" : "-";
+  return a == ALGO_TREE      ? "Tree"
+         : a == ALGO_RING    ? "Ring"
+         : a == ALGO_ONESHOT ? "OneShot"
+         : a == ALGO_TWOSHOT ? "TwoShot"
+                             : "-";
 }
 static const char* proto_name(int p) {
   return p == PROTO_LL ? "LL" : p == PROTO_LL128 ? "LL128" : p == PROTO_SIMPLE ? "Simple" : "-";
@@ -404,7 +409,8 @@ static void usage(void) {
       "usage: baton-sim --topo NAME|FILE [--nodes N] [options] (--op OP (--bytes SIZE | --sweep "
       "MIN:MAX[:FACTOR]) | --workload FILE)\n"
       "  --topo NAME|FILE    a built-in node (h200x8, h100x8-nvswitch-8nic, h200x4, h200x2,\n"
-      "                      pcie4x4) or a topology file in stock NCCL's XML format\n"
+      "                      h100x4, h100x2, pcie4x4) or a topology file in stock NCCL's XML\n"
+      "                      format\n"
       "  --nodes N           nodes of that kind (default 1)\n"
       "  --nics N            NICs per node of a built-in topology (default: the board's)\n"
       "  --nic-gbs X         every NIC's bandwidth, GB/s one way (default: its speed)\n"
@@ -429,6 +435,8 @@ static void usage(void) {
       "                      predicted_us is then the time per operation in the loop\n"
       "  --ranks-per-process N  a process launches for N ranks of a node one after another\n"
       "                      (nccl-tests -g N); default 1, a process per rank\n"
+      "  --graph             the --iters loop is a CUDA graph's replay (nccl-tests -G): each\n"
+      "                      launch starts when its GPU is done with the last, no host issue\n"
       "  --stats             init time, fair-share memo, peak memory\n");
 }
 
@@ -461,6 +469,7 @@ int main(int argc, char** argv) {
                                         {"stats", no_argument, 0, 'S'},
                                         {"iters", required_argument, 0, 'I'},
                                         {"ranks-per-process", required_argument, 0, 'P'},
+                                        {"graph", no_argument, 0, 'g'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   int c;
@@ -533,6 +542,9 @@ int main(int argc, char** argv) {
         break;
       case 'P':
         o.per_process = atoi(optarg);
+        break;
+      case 'g':
+        o.graph = true;
         break;
       case 'h':
         usage();
@@ -647,7 +659,8 @@ int main(int argc, char** argv) {
       if (ncclGroupEnd() != ncclSuccess) status = 1;
       sim_time_opts_t to = {.trace_ranks = o.trace ? o.trace_ranks : 0,
                             .iters = o.iters,
-                            .per_process = o.per_process};
+                            .per_process = o.per_process,
+                            .graph = o.graph};
       if (status != 0 || sim_world_time(w, &to, &res) != ncclSuccess) {
         fprintf(stderr, "baton-sim: %s of %zu bytes failed: %s\n", op_names[op->kind], op->bytes,
                 ncclGetLastError(NULL));

@@ -20,8 +20,12 @@
 /* CUDA: fitted to Baton's times on 2 and 4 H200 (tests/data/sim/h200-measured.txt, from
  * docs/gpu-results.md; docs/sim.md has the fit, the table and the misses): a least-squares fit
  * over every point, measured as the runs measured (nccl-tests -g N: one thread launches for every
- * GPU, operations back to back). Host: rough figures for the host executor (CPU threads over SHM
- * and sockets), not fitted. */
+ * GPU, operations back to back). The CUDA graph's launch costs and the staged algorithms' costs
+ * were fitted afterwards, the others held, to the points tests/data/sim/h100-measured.txt marks
+ * "fit" (2 and 4 H100, run 125, each algorithm forced, in graph replay): the staged ones first
+ * (OneShot/TwoShot Simple of every collective, 64 KiB-16 MiB), then graph_start_ch_us on the
+ * rings. Host: rough figures for the host executor (CPU threads over SHM and sockets), not
+ * fitted. */
 const sim_calib_t sim_calib = {
     .host_issue_us = {[SIM_EXEC_HOST] = 10.0, [SIM_EXEC_CUDA] = 4.0},
     .launch_us = {[SIM_EXEC_HOST] = 10.0, [SIM_EXEC_CUDA] = 4.0},
@@ -36,6 +40,15 @@ const sim_calib_t sim_calib = {
     .copy_gbs = {[SIM_EXEC_HOST] = 4.0, [SIM_EXEC_CUDA] = 45.0},
     .reduce_gbs = {[SIM_EXEC_HOST] = 2.0, [SIM_EXEC_CUDA] = 27.0},
     .memcpy_gbs = {[SIM_EXEC_HOST] = 8.0, [SIM_EXEC_CUDA] = 1500.0},
+    .graph_launch_us = {[SIM_EXEC_HOST] = 10.0, [SIM_EXEC_CUDA] = 1.0},
+    .graph_start_ch_us = {[SIM_EXEC_HOST] = 0.5, [SIM_EXEC_CUDA] = 0.33},
+    .stage_copy_us = 0.15,
+    .stage_copy_gbs = 28.0,
+    .stage_barrier_us = 6.0,
+    .stage_pull_gbs = 21.5,
+    .stage_load_gbs = 17.5,
+    .stage_reduce_gbs = 12.9,
+    .stage_source_us = 0.34,
     .nvl_lat_us = 0.41,
     .nvl_eff = 0.94,
     .pci_lat_us = 1.5,

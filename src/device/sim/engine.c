@@ -25,6 +25,12 @@
  * has moved on), so each iteration also ends no earlier than every NIC's bytes at its rate allow
  * (nic_bound: a bound on the time, not a schedule).
  *
+ * A staged direct item (OneShot/TwoShot with Simple: no FIFO, every rank reads the peers' staging)
+ * is a lane of its own kind (ENG_LANE_STAGED below): per round a copy into staging that signals
+ * every peer, then a barrier on every peer's signal and the reads, each source's bytes at its
+ * flow's fair share, all of them at the block's load rate. Its channels load no connections, so
+ * a launch's start costs count only the channels that do.
+ *
  * Channels whose lanes are alike on every rank (same items, same peers, same rates) form a class;
  * one channel of each class is timed, the others take its times. */
 #include <math.h>
@@ -37,6 +43,14 @@
 /* A local operation of the plan (plan.local: a copy to self, a one-rank collective): one step on
  * channel 0's block, at the memory copy rate. Not a lane kind of vocab.h's. */
 #define ENG_LANE_LOCAL 0xff
+/* A staged direct item (OneShot/TwoShot with PROTO_SIMPLE, device.h "Staged direct algorithms"):
+ * part `part` of `parts` on this channel's block, in rounds of the planner's window. Each round is
+ * phases of two steps: a copy into this rank's staging that ends in a signal to every other rank
+ * (a zero-byte message on each connection), then a step that waits for every rank's signal (the
+ * barrier) and reads what it needs from the peers' staging. A connection carries data only where
+ * its destination reads its source's staging (stage_reads); the others carry the signals. Not a
+ * lane kind of vocab.h's. */
+#define ENG_LANE_STAGED 0xfe
 
 typedef struct eng_conn {
   int channel, src, dst;
@@ -67,6 +81,7 @@ typedef struct eng_lane {
   size_t pos, nsteps;
   double t0, t1;
   double* done_at; /* per step, kept for a lane others gate on */
+  int part, parts; /* a staged lane's part (its geo.idx) and the item's parts */
 } eng_lane_t;
 
 /* One rank's channel: its lanes lanes[first .. first + n), in item order. */
@@ -300,6 +315,121 @@ static ncclResult_t chan_locals(engine_t* e, int r, int c, int* seg) {
   return ncclSuccess;
 }
 
+/* ---- Staged lanes ---------------------------------------------------------------------------- */
+/* Whether rank `reader` reads rank src's staging in a staged item of g's function (device.h:
+ * AllReduce, AllGather, ReduceScatter: every rank every other's; Broadcast: the others the
+ * root's; Reduce: the root every other's). */
+static bool stage_reads(const step_lane_t* g, int reader, int src) {
+  if (reader == src) return false;
+  if (g->func == FUNC_BROADCAST) return src == g->root_idx;
+  if (g->func == FUNC_REDUCE) return reader == g->root_idx;
+  return true;
+}
+
+/* The ranks whose staging `reader` reads (its block's loads are shared among them). */
+static int stage_sources(const step_lane_t* g, int reader) {
+  int k = 0;
+  for (int p = 0; p < g->n; p++) k += stage_reads(g, reader, p);
+  return k;
+}
+
+static int stage_phases(const step_lane_t* g) {
+  return g->func == FUNC_ALLREDUCE && g->algo == ALGO_TWOSHOT ? 4 : 2;
+}
+
+/* Elements of part `part` of a span of n (device.h's part_span: on STAGE_ALIGN-byte multiples). */
+static size_t stage_part_len(const eng_lane_t* l, size_t n) {
+  size_t off = 0, len = 0;
+  size_t unit = l->geo.unit;
+  span_part(n, l->parts, l->part, unit < STAGE_ALIGN ? STAGE_ALIGN / unit : 1, &off, &len);
+  return len;
+}
+
+/* Bytes of step k of a staged lane: what it copies into this rank's staging (copy) and what it
+ * reads from the staging of peer rank p (from[p]), as the kernel's rounds cut them
+ * (staged_device.cuh, stage_round). */
+static void stage_step_bytes(const eng_lane_t* l, size_t k, double* copy, double* from) {
+  const step_lane_t* g = &l->geo;
+  const int phases = stage_phases(g);
+  const size_t round = k / (size_t)phases, ph = k % (size_t)phases;
+  const size_t w0 = round * g->chunk;
+  const size_t wn = dev_min(g->chunk, g->count - w0);
+  const double u = (double)g->unit;
+  const bool twoshot = phases == 4;
+  *copy = 0;
+  for (int p = 0; p < g->n; p++) from[p] = 0;
+  if (ph == 2) return; /* TwoShot's second signal */
+  if (twoshot) {
+    const size_t sp = ring_part(wn, (size_t)g->n, g->unit, wn);
+    for (int q = 0; q < g->n; q++) {
+      const size_t so = dev_min((size_t)q * sp, wn), sn = dev_min(sp, wn - so);
+      const double pq = (double)stage_part_len(l, sn) * u;
+      if (ph == 0) *copy += pq;
+      if (ph == 3 && q != g->rank) from[q] = pq; /* the others' reduced slices */
+    }
+    if (ph == 1) {
+      const size_t so = dev_min((size_t)g->rank * sp, wn), sn = dev_min(sp, wn - so);
+      for (int p = 0; p < g->n; p++)
+        if (p != g->rank) from[p] = (double)stage_part_len(l, sn) * u;
+    }
+    return;
+  }
+  const double pn = (double)stage_part_len(l, wn) * u;
+  if (ph == 0) {
+    if (g->func == FUNC_REDUCESCATTER)
+      *copy = pn * g->n;
+    else if (g->func != FUNC_BROADCAST)
+      *copy = pn;
+    else if (g->rank == g->root_idx) /* and into its own output, out of place */
+      *copy = g->sendbuff != g->recvbuff ? 2 * pn : pn;
+    return;
+  }
+  for (int p = 0; p < g->n; p++)
+    if (stage_reads(g, g->rank, p)) from[p] = pn;
+}
+
+/* Rank r's lane of staged item w on channel c: a connection to and from every other rank. */
+static ncclResult_t stage_lane(engine_t* e, int r, int c, int item, int seg, const work_t* w,
+                               size_t esize) {
+  const exec_comm_t* x = e->v->ranks[r].exec;
+  eng_lane_t* l;
+  CHECK(lane_push(e, &l));
+  l->geo = (step_lane_t){.kind = ENG_LANE_STAGED,
+                         .func = w->func,
+                         .proto = PROTO_SIMPLE,
+                         .algo = w->algo,
+                         .unit = esize,
+                         .sendbuff = w->sendbuff,
+                         .recvbuff = w->recvbuff,
+                         .count = w->count,
+                         .cnt = w->count,
+                         .chunk = w->chunk,
+                         .n = x->nranks,
+                         .idx = (int)w->chan_off,
+                         .root_idx = w->root,
+                         .rank = r};
+  l->part = (int)w->chan_off;
+  l->parts = (int)w->chan_count;
+  l->algo = w->algo;
+  l->rank = r;
+  l->channel = c;
+  l->item = item;
+  l->seg = seg;
+  l->half = 2;
+  if (l->parts < 1 || l->part >= l->parts || x->nranks - 1 > STEP_MAX_PEERS) {
+    WARN("sim: rank %d channel %d: a staged item's part %d of %d (%d ranks) is out of range", r, c,
+         l->part, l->parts, x->nranks);
+    return ncclInternalError;
+  }
+  for (int j = 0; j < x->nranks - 1; j++) {
+    const int p = steps_other_rank(r, j);
+    CHECK(conn_get(e, c, r, p, &l->conn_send[j]));
+    CHECK(conn_get(e, c, p, r, &l->conn_recv[j]));
+  }
+  l->nsteps = steps_div_up(w->count, w->chunk) * (size_t)stage_phases(&l->geo);
+  return ncclSuccess;
+}
+
 /* The lanes of one rank's channel c. */
 static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
   const sim_rank_view_t* rv = &e->v->ranks[r];
@@ -334,6 +464,11 @@ static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
       l->half = w->func == FUNC_SEND ? 0 : 1;
       CHECK(lane_connect(e, l, ch, w->root));
       l->nsteps = steps_count(&l->geo);
+      ec->n++;
+      continue;
+    }
+    if (w->proto == PROTO_SIMPLE && (w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT)) {
+      CHECK(stage_lane(e, r, c, i, seg, w, esize));
       ec->n++;
       continue;
     }
@@ -438,8 +573,12 @@ static ncclResult_t solve_phase(engine_t* e, const eng_flow_t* fl, int n, bool* 
     unsigned send, recv;
     lane_roles(l, &send, &recv);
     /* The block writes P2P and SHM data itself, to every peer of a step at once; a NET flow is
-     * the proxy's, fed by the block (step_try). */
-    if (c->tr != SIM_TR_NET) fcap[f] = 1000.0 * lane_push_gbs(l, exec_of(v)) / popcount(send);
+     * the proxy's, fed by the block (step_try). A staged flow is the reading block's loads, shared
+     * among the ranks it reads from. */
+    if (l->geo.kind == ENG_LANE_STAGED)
+      fcap[f] = 1000.0 * sim_calib.stage_pull_gbs / stage_sources(&l->geo, c->dst);
+    else if (c->tr != SIM_TR_NET)
+      fcap[f] = 1000.0 * lane_push_gbs(l, exec_of(v)) / popcount(send);
   }
   off[n] = nl;
   sim_flows_t p = {.nlinks = net->nlinks,
@@ -479,6 +618,9 @@ static ncclResult_t solve_rates(engine_t* e, bool* memo_hit) {
     if (l->nsteps == 0) continue;
     for (int role = 0; role < NROLES; role++) {
       if (l->conn_send[role] == NO_CONN) continue;
+      if (l->geo.kind == ENG_LANE_STAGED &&
+          !stage_reads(&l->geo, steps_other_rank(l->rank, role), l->rank))
+        continue; /* carries the barrier's signals only */
       if (n == cap) {
         cap = cap ? 2 * cap : 1024;
         eng_flow_t* p = realloc(fl, (size_t)cap * sizeof(*p));
@@ -580,10 +722,86 @@ static double max2(double a, double b) {
   return a > b ? a : b;
 }
 
+/* Step l->pos of a staged lane (stage_step_bytes): a copy step runs when each connection has a
+ * free slot for its signal and costs the copy at the block's rate; a read step waits for every
+ * peer's signal, then costs the barrier and the slowest of its reads at the fair-share rates of
+ * the flows from each source. */
+static ncclResult_t stage_step_try(engine_t* e, eng_lane_t* l, double ready, bool* ran,
+                                   double* end) {
+  const step_lane_t* g = &l->geo;
+  const bool signal = l->pos % 2 == 0;
+  const int npeers = g->n - 1;
+  double from[DIRECT_MAX_RANKS] = {0}, copy = 0;
+  double start = ready, data = 0;
+  int nsrc = 0; /* the sources a read step loads from */
+  *ran = false;
+  stage_step_bytes(l, l->pos, &copy, from);
+  for (int j = 0; j < npeers; j++) {
+    const eng_conn_t* c = &e->conns[signal ? l->conn_send[j] : l->conn_recv[j]];
+    if (signal) {
+      if (!fifo_may_send(c->recvd, c->sent)) return ncclSuccess;
+      if (c->sent >= NCCL_STEPS) start = max2(start, c->consumed[fifo_slot(c->sent - NCCL_STEPS)]);
+    } else {
+      if (c->sent <= c->recvd) return ncclSuccess; /* that rank has not signalled yet */
+      start = max2(start, c->arrive[fifo_slot(c->recvd)]);
+    }
+  }
+  if (signal) {
+    data = copy / (1000.0 * sim_calib.stage_copy_gbs);
+  } else {
+    double loads = 0; /* every source's bytes, this rank's own staging included */
+    for (int j = 0; j < npeers; j++) {
+      const double b = from[steps_other_rank(g->rank, j)];
+      const double r = e->conns[l->conn_recv[j]].rate;
+      if (b > 0 && r > 0) data = max2(data, b / r);
+      loads += b;
+    }
+    if (loads > 0) {
+      /* A reduction reads this rank's own staging too, as does an AllGather's copy of its own
+       * block; TwoShot's last step copies the peers' slices only. */
+      const bool last = stage_phases(g) == 4 && l->pos % 4 == 3;
+      const bool reduce = !last && g->func != FUNC_ALLGATHER && g->func != FUNC_BROADCAST;
+      nsrc = stage_sources(g, g->rank);
+      if (reduce || g->func == FUNC_ALLGATHER) {
+        loads += loads / nsrc;
+        nsrc++;
+      }
+      const double gbs = reduce ? sim_calib.stage_reduce_gbs : sim_calib.stage_load_gbs;
+      data = max2(data, loads / (1000.0 * gbs));
+    }
+  }
+  double fixed = sim_calib.stage_barrier_us;
+  if (signal)
+    fixed = copy > 0 ? sim_calib.stage_copy_us : 0.0; /* a Broadcast's other ranks copy nothing */
+  else if (nsrc > 0)
+    fixed += sim_calib.stage_source_us * nsrc;
+  const double finish = start + fixed + data;
+  for (int j = 0; j < npeers; j++) {
+    if (signal) {
+      eng_conn_t* c = &e->conns[l->conn_send[j]];
+      c->arrive[fifo_slot(c->sent)] = finish + c->lat;
+      c->sent++;
+    } else {
+      eng_conn_t* c = &e->conns[l->conn_recv[j]];
+      c->consumed[fifo_slot(c->recvd)] = finish;
+      c->recvd++;
+      c->wire += from[steps_other_rank(g->rank, j)]; /* read by this rank from c->src */
+    }
+  }
+  if (l->pos == 0) l->t0 = start;
+  l->pos++;
+  l->t1 = finish;
+  e->steps++;
+  *end = finish;
+  *ran = true;
+  return ncclSuccess;
+}
+
 /* Tries step l->pos; true when it ran. *free_at: the half's (or block's) free time. */
 static ncclResult_t step_try(engine_t* e, eng_lane_t* l, double ready, bool* ran, double* end) {
   const sim_view_t* v = e->v;
   const int ex = exec_of(v);
+  if (l->geo.kind == ENG_LANE_STAGED) return stage_step_try(e, l, ready, ran, end);
   step_t st;
   steps_plan(&l->geo, l->pos, &st);
   if (l->geo.kind == ENG_LANE_LOCAL) st.nelem = l->geo.cnt; /* one copy */
@@ -910,8 +1128,11 @@ out:
 
 /* Iteration it begins: rank r's host issues it after its process's earlier launches (a process
  * launches for per_process ranks, one after another, host_issue_us each); it reaches the GPU
- * launch_us later, starts when the GPU has finished the previous one, and its blocks take
- * start_us + start_ch_us per channel before the first step (starting, loading connections), and
+ * launch_us later, starts when the GPU has finished the previous one (replayed from a CUDA graph:
+ * graph_launch_us after the previous one, whatever the host does, and graph_start_ch_us per channel
+ * that loads connections in place of the start costs below), and its blocks take
+ * start_us + start_ch_us per channel that loads connections (a staged item's load none) before
+ * the first step, and
  * p2p_peer_us per point-to-point peer and direction (the kernel sets up each one's transfers:
  * npeers, p2p_peer_counts). Lanes start over; connections keep their positions. */
 static ncclResult_t iteration_start(engine_t* e, const int* rep, const int* npeers, int it,
@@ -924,13 +1145,23 @@ static ncclResult_t iteration_start(engine_t* e, const int* rep, const int* npee
     e->conns[i].it_go = INFINITY;
   }
   for (int r = 0; r < v->nranks; r++) {
-    int nch = 0;
-    for (int c = 0; c < e->nch; c++) nch += e->chans[(size_t)r * e->nch + c].n > 0;
+    int nfifo = 0; /* channels with work on connections */
+    for (int c = 0; c < e->nch; c++) {
+      const eng_chan_t* ec = &e->chans[(size_t)r * e->nch + c];
+      bool fifo = false;
+      for (int i = ec->first; i < ec->first + ec->n; i++)
+        fifo |= e->lanes[i].geo.kind != ENG_LANE_STAGED;
+      nfifo += fifo;
+    }
     double issue = (double)(it * per + v->ranks[r].local + 1) * sim_calib.host_issue_us[ex];
     double start = issue + sim_calib.launch_us[ex];
-    if (it > 0) start = max2(start, end[r]);
-    start += sim_calib.start_us[ex] + sim_calib.start_ch_us[ex] * nch +
-             sim_calib.p2p_peer_us[ex] * npeers[r];
+    if (it > 0 && v->graph) { /* the graph's next kernel: no host, its own start costs */
+      start = end[r] + sim_calib.graph_launch_us[ex] + sim_calib.graph_start_ch_us[ex] * nfifo;
+    } else {
+      if (it > 0) start = max2(start, end[r]);
+      start += sim_calib.start_us[ex] + sim_calib.start_ch_us[ex] * nfifo;
+    }
+    start += sim_calib.p2p_peer_us[ex] * npeers[r];
     for (int c = 0; c < e->nch; c++) {
       if (rep[c] != c) continue;
       eng_chan_t* ec = &e->chans[(size_t)r * e->nch + c];

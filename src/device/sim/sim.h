@@ -133,6 +133,8 @@ typedef struct sim_time_opts {
   int iters;       /* also time it iters times back to back, as a benchmark loop (1: once) */
   int per_process; /* ranks of a node one process launches for, one after another (1: a process
                       per rank; nccl-tests -g N: N) */
+  bool graph;      /* the iters launches are a CUDA graph's replay (nccl-tests -G): each starts
+                      when its GPU is done with the last, the host's issue out of the loop */
 } sim_time_opts_t;
 /* Times what every rank has launched since the last call (each rank launches at most one plan:
  * call it after each ncclGroupEnd) and forgets those launches. ncclInvalidUsage when no rank

@@ -21,7 +21,16 @@ typedef struct sim_calib {
   double copy_gbs[SIM_EXEC_COUNT];    /* a step without a send: copy out of a slot */
   double reduce_gbs[SIM_EXEC_COUNT];  /* ... or a reduction (two sources) */
   double memcpy_gbs[SIM_EXEC_COUNT];  /* a rank's copy to itself (one rank, a send to self) */
-  double nvl_lat_us, pci_lat_us, shm_lat_us, net_lat_us; /* one hop, per transport */
+  /* A CUDA graph's replay: its next kernel's start after the last one ended, and per channel */
+  double graph_launch_us[SIM_EXEC_COUNT], graph_start_ch_us[SIM_EXEC_COUNT];
+  /* The staged direct algorithms (CUDA only; engine.c, ENG_LANE_STAGED): a copy step's fixed
+   * cost and its block's copy rate into staging; a read step's fixed cost (the barrier: the
+   * signals' round trip and the blocks' skew), what one reading block pulls over the links from
+   * the peers' staging (GB/s, shared among its sources), and what it loads from every source,
+   * its own staging included, when it copies out and when it reduces. */
+  double stage_copy_us, stage_copy_gbs, stage_barrier_us, stage_pull_gbs;
+  double stage_load_gbs, stage_reduce_gbs, stage_source_us; /* ... and per source it loads */
+  double nvl_lat_us, pci_lat_us, shm_lat_us, net_lat_us;    /* one hop, per transport */
   double nvl_eff;      /* share of topo's NVLink bandwidth estimate a GPU's port carries */
   double net_step_us;  /* the proxy's turn per NET step */
   double nic_eff;      /* share of a NIC's line rate the network carries */
@@ -91,6 +100,7 @@ typedef struct sim_view {
   sim_memo_t* memo;
   int trace_ranks;
   int iters;       /* the launch back to back this many times (1: once) */
+  bool graph;      /* ... replayed from a CUDA graph: no host issue between them */
   int per_process; /* ranks one process launches for, one after another */
 } sim_view_t;
 /* Times the launch; out's flows and spans are malloc'd (the caller frees them). */

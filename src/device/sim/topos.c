@@ -9,6 +9,8 @@
  *   h100x8-nvswitch-8nic    8x H100 SXM, likewise
  *   h200x4, h200x2          4 and 2 H200 of an HGX board in a VM (the device machines): NV18
  *                           through NVSwitches, GPUs on the root bus, no NIC
+ *   h100x4, h100x2          the same with H100 SXM 80GB (nvidia-h100-x4 / -x2: NV18 between every
+ *                           pair in nvidia-smi topo, GPUs on the root bus, one NUMA node, no NIC)
  *   pcie4x4                 4 PCIe GPUs (sm 80), two under each of two Gen4 switches on one
  *                           socket, no NVLink, one 200 Gb/s NIC under the first switch
  * A NIC count other than the board's puts the NICs under the switches of GPUs 0, 8/n, 2*8/n...
@@ -20,7 +22,7 @@
 #include "device/sim/sim.h"
 
 const char* const sim_topo_names[] = {
-    "h200x8", "h100x8-nvswitch-8nic", "h200x4", "h200x2", "pcie4x4", NULL};
+    "h200x8", "h100x8-nvswitch-8nic", "h200x4", "h200x2", "h100x4", "h100x2", "pcie4x4", NULL};
 
 typedef struct topo_spec {
   const char* name;
@@ -76,6 +78,26 @@ static const topo_spec_t specs[] = {
      .sockets = 1,
      .sm = 90,
      .gpu_device = "0x2335",
+     .nvswitch_links = 18,
+     .root_bus = true,
+     .link_speed = "32.0 GT/s PCIe",
+     .nics = 0},
+    {.name = "h100x4",
+     .about = "4x H100 SXM of an HGX board in a VM (NV18, GPUs on the root bus), no NIC",
+     .ngpus = 4,
+     .sockets = 1,
+     .sm = 90,
+     .gpu_device = "0x2330",
+     .nvswitch_links = 18,
+     .root_bus = true,
+     .link_speed = "32.0 GT/s PCIe",
+     .nics = 0},
+    {.name = "h100x2",
+     .about = "2x H100 SXM of an HGX board in a VM (NV18, GPUs on the root bus), no NIC",
+     .ngpus = 2,
+     .sockets = 1,
+     .sm = 90,
+     .gpu_device = "0x2330",
      .nvswitch_links = 18,
      .root_bus = true,
      .link_speed = "32.0 GT/s PCIe",
@@ -146,7 +168,7 @@ ncclResult_t sim_topo_builtin(const char* name, int nics, char** xml_out) {
   if (s == NULL) {
     WARN(
         "sim: no built-in topology named %s (built in: h200x8, h100x8-nvswitch-8nic, h200x4, "
-        "h200x2, pcie4x4; or give a topology file)",
+        "h200x2, h100x4, h100x2, pcie4x4; or give a topology file)",
         name ? name : "(null)");
     return ncclInvalidArgument;
   }

@@ -343,6 +343,7 @@ ncclResult_t sim_world_time(sim_world_t* w, const sim_time_opts_t* opts, sim_res
                   .memo = &w->memo,
                   .trace_ranks = opts->trace_ranks,
                   .iters = opts->iters,
+                  .graph = opts->graph,
                   .per_process = per};
   free(w->last.flows);
   free(w->last.spans);
