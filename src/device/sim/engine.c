@@ -63,6 +63,7 @@ typedef struct eng_conn {
   double arrive[NCCL_STEPS];
   double consumed[NCCL_STEPS];
   double net_free;
+  int loaded;     /* the last iteration_start pass that counted it (chan_loads) */
   double wire;    /* bytes sent */
   double it_wire; /* ... before this iteration (nic_bound) */
   double it_go;   /* NET: the proxy's first send of this iteration, INFINITY none */
@@ -103,6 +104,7 @@ typedef struct engine {
   int nconns, conns_cap;
   int* table; /* open addressing: conn index + 1, 0 empty */
   size_t table_cap;
+  int load_stamp; /* chan_loads' pass */
   uint64_t steps;
 } engine_t;
 
@@ -1126,13 +1128,38 @@ out:
   return res;
 }
 
+/* What channel ec's block loads before its first step, in connections: those its ring lanes send
+ * or receive on, each counted once (stamp: this pass's mark). A ring's channel loads two (from
+ * its previous rank, to its next), a chain's ends one (a Broadcast's root only sends, its last
+ * rank only receives). A channel with other work on connections (trees, point-to-point, direct
+ * LL) counts as a ring's two: their set-up was fitted per channel (and per peer, p2p_peer_us). */
+static int chan_loads(engine_t* e, const eng_chan_t* ec, int stamp) {
+  int n = 0;
+  bool other = false;
+  for (int i = ec->first; i < ec->first + ec->n; i++) {
+    const eng_lane_t* l = &e->lanes[i];
+    if (l->geo.kind == ENG_LANE_STAGED) continue;
+    if (l->geo.kind != LANE_RING) {
+      other = true;
+      continue;
+    }
+    for (int k = 0; k < 2 * NROLES; k++) {
+      int ci = k < NROLES ? l->conn_send[k] : l->conn_recv[k - NROLES];
+      if (ci == NO_CONN || e->conns[ci].loaded == stamp) continue;
+      e->conns[ci].loaded = stamp;
+      n++;
+    }
+  }
+  return other && n < 2 ? 2 : n;
+}
+
 /* Iteration it begins: rank r's host issues it after its process's earlier launches (a process
  * launches for per_process ranks, one after another, host_issue_us each); it reaches the GPU
  * launch_us later, starts when the GPU has finished the previous one (replayed from a CUDA graph:
  * graph_launch_us after the previous one, whatever the host does, and graph_start_ch_us per channel
  * that loads connections in place of the start costs below), and its blocks take
- * start_us + start_ch_us per channel that loads connections (a staged item's load none) before
- * the first step, and
+ * start_us + start_ch_us per channel that loads connections (a staged item's load none; a
+ * channel that loads one, a chain's end, half: chan_loads) before the first step, and
  * p2p_peer_us per point-to-point peer and direction (the kernel sets up each one's transfers:
  * npeers, p2p_peer_counts). Lanes start over; connections keep their positions. */
 static ncclResult_t iteration_start(engine_t* e, const int* rep, const int* npeers, int it,
@@ -1145,21 +1172,17 @@ static ncclResult_t iteration_start(engine_t* e, const int* rep, const int* npee
     e->conns[i].it_go = INFINITY;
   }
   for (int r = 0; r < v->nranks; r++) {
-    int nfifo = 0; /* channels with work on connections */
-    for (int c = 0; c < e->nch; c++) {
-      const eng_chan_t* ec = &e->chans[(size_t)r * e->nch + c];
-      bool fifo = false;
-      for (int i = ec->first; i < ec->first + ec->n; i++)
-        fifo |= e->lanes[i].geo.kind != ENG_LANE_STAGED;
-      nfifo += fifo;
-    }
+    int nloads = 0; /* connections its channels load */
+    for (int c = 0; c < e->nch; c++)
+      nloads += chan_loads(e, &e->chans[(size_t)r * e->nch + c], ++e->load_stamp);
+    const double nch = nloads / 2.0; /* ... as channels of a ring */
     double issue = (double)(it * per + v->ranks[r].local + 1) * sim_calib.host_issue_us[ex];
     double start = issue + sim_calib.launch_us[ex];
     if (it > 0 && v->graph) { /* the graph's next kernel: no host, its own start costs */
-      start = end[r] + sim_calib.graph_launch_us[ex] + sim_calib.graph_start_ch_us[ex] * nfifo;
+      start = end[r] + sim_calib.graph_launch_us[ex] + sim_calib.graph_start_ch_us[ex] * nch;
     } else {
       if (it > 0) start = max2(start, end[r]);
-      start += sim_calib.start_us[ex] + sim_calib.start_ch_us[ex] * nfifo;
+      start += sim_calib.start_us[ex] + sim_calib.start_ch_us[ex] * nch;
     }
     start += sim_calib.p2p_peer_us[ex] * npeers[r];
     for (int c = 0; c < e->nch; c++) {

@@ -13,7 +13,9 @@ typedef struct sim_calib {
   double host_issue_us[SIM_EXEC_COUNT]; /* the host's part of one rank's launch */
   double launch_us[SIM_EXEC_COUNT];     /* from the issue to the device */
   double start_us[SIM_EXEC_COUNT];      /* a launch's start on the device, before its first step */
-  double start_ch_us[SIM_EXEC_COUNT];   /* ... and per channel (block) it runs */
+  /* ... and per channel (block) it runs that loads connections: a ring's two; a chain's ends,
+   * which load one, half that (engine.c, chan_loads) */
+  double start_ch_us[SIM_EXEC_COUNT];
   double step_us[SIM_EXEC_COUNT][PROTO_COUNT];  /* each step: waits, barriers, publishing */
   double push_gbs[SIM_EXEC_COUNT][PROTO_COUNT]; /* one block (or half) writing to a peer */
   double p2p_push_gbs[SIM_EXEC_COUNT];          /* a half block's Simple point-to-point sends */
@@ -21,7 +23,8 @@ typedef struct sim_calib {
   double copy_gbs[SIM_EXEC_COUNT];    /* a step without a send: copy out of a slot */
   double reduce_gbs[SIM_EXEC_COUNT];  /* ... or a reduction (two sources) */
   double memcpy_gbs[SIM_EXEC_COUNT];  /* a rank's copy to itself (one rank, a send to self) */
-  /* A CUDA graph's replay: its next kernel's start after the last one ended, and per channel */
+  /* A CUDA graph's replay: its next kernel's start after the last one ended, and per channel
+   * (as start_ch_us: a chain's ends half) */
   double graph_launch_us[SIM_EXEC_COUNT], graph_start_ch_us[SIM_EXEC_COUNT];
   /* The staged direct algorithms (CUDA only; engine.c, ENG_LANE_STAGED): a copy step's fixed
    * cost and its block's copy rate into staging; a read step's fixed cost (the barrier: the
