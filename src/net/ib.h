@@ -287,6 +287,7 @@ typedef struct ib_comm {
   char peer[128];     /* "host (address)" for messages */
   uint64_t next_liveness_ns;
   uint64_t port_down_since; /* when a port of this comm was first seen down (0: up) */
+  uint64_t closed_since;    /* when the side channel was first seen closed (0: open) */
   ncclResult_t error;       /* first failure: later calls return it without logging again */
   uint64_t seq;             /* messages posted */
   ib_req_t reqs[2 * IB_MAX_REQS];
