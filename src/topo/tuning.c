@@ -20,7 +20,7 @@
  *   tree AllReduce        ceil(log2 n) hops up to the root and as many back down, of which
  *                         ceil(log2 h) each way cross hosts (the top levels); a parent sends the
  *                         buffer to each of two children: 2 * bytes (2 ranks: bytes), divided by
- *                         tree_bw_efficiency
+ *                         proto_costs_t.tree_eff
  *   OneShot (LL, one host) one hop; each rank sends its whole buffer to every other rank
  *                         (AllReduce, Broadcast's root: (n-1) * bytes) or its n-th to each
  *                         ((n-1)/n * bytes: AllGather, ReduceScatter); no Reduce
@@ -43,60 +43,56 @@
  * points outside, 2-rank AllReduce and Reduce at 8 MiB on the staged kernel where the ring took
  * 0.85 and 0.64 of the time).
  *
- * A ring's fixed cost per protocol and the cost of each of its steps on the critical path (a
- * step: wait for the peer's data, combine, publish; on one host it holds the NVLink hop's
- * latency, so only hops between hosts add their link latency on top): a Simple AllReduce ring
- * pays 9.2 + 5.6 per step, 20.5 us on 2 ranks and 43 on 4 before its bytes count. */
-static const double ring_base_us[PROTO_COUNT] = {
-    [PROTO_LL] = 5.77,
-    [PROTO_LL128] = 5.99,
-    [PROTO_SIMPLE] = 9.22,
-};
-static const double ring_step_us[PROTO_COUNT] = {
-    [PROTO_LL] = 3.92,
-    [PROTO_LL128] = 4.07,
-    [PROTO_SIMPLE] = 5.55,
-};
-/* Multiplier on an inter-host hop's latency (LL the lowest: data and flag arrive in one store). */
-static const double proto_hop_factor[PROTO_COUNT] = {
-    [PROTO_LL] = 1.5,
-    [PROTO_LL128] = 2.0,
-    [PROTO_SIMPLE] = 2.0,
-};
-/* Share of the channels' bandwidth a ring reaches, for steps that only copy (AllGather,
- * Broadcast) and for those that combine (AllReduce, ReduceScatter, Reduce): LL and LL128 combine
- * at about half the rate they copy (LL128 AllReduce on 4 H100s: 106 GB/s against AllGather's 154).
- */
-static const double ring_copy_bw[PROTO_COUNT] = {
-    [PROTO_LL] = 0.508,
-    [PROTO_LL128] = 0.532,
-    [PROTO_SIMPLE] = 0.962,
-};
-static const double ring_reduce_bw[PROTO_COUNT] = {
-    [PROTO_LL] = 0.312,
-    [PROTO_LL128] = 0.247,
-    [PROTO_SIMPLE] = 0.925,
-};
-/* Filling the pipeline: a ring's receivers finish one step after their senders, which counts
- * when a channel holds few steps (2-rank AllGather at 64 MiB: one 512 KiB step a channel, 152.6
- * us where the bytes alone take 100): this many steps of min(a slot, a channel's share of a rank's
- * block), at the channel's rate. */
-static const double ring_fill_steps[PROTO_COUNT] = {
-    [PROTO_LL] = 0.665,
-    [PROTO_LL128] = 0.354,
-    [PROTO_SIMPLE] = 0.458,
-};
-static const size_t ring_fill_cap_bytes[PROTO_COUNT] = {
-    [PROTO_LL] = 64 << 10,
-    [PROTO_LL128] = 64 << 10,
-    [PROTO_SIMPLE] = 512 << 10,
-};
-/* Tree AllReduce: the share of the ring's combining bandwidth a tree keeps (a parent of two
- * children sends the buffer twice). */
-static const double tree_bw_efficiency[PROTO_COUNT] = {
-    [PROTO_LL] = 0.748,
-    [PROTO_LL128] = 0.548,
-    [PROTO_SIMPLE] = 0.828,
+ * Per protocol, a ring's (and a tree's) costs (proto_costs below):
+ *   base_us, step_us  its fixed cost and the cost of each of its steps on the critical path (a
+ *                     step: wait for the peer's data, combine, publish; on one host it holds the
+ *                     NVLink hop's latency, so only hops between hosts add their link latency on
+ *                     top): a Simple AllReduce ring pays 9.2 + 5.6 per step, 20.5 us on 2 ranks
+ *                     and 43 on 4 before its bytes count
+ *   hop_factor        multiplier on an inter-host hop's latency (LL the lowest: data and flag
+ *                     arrive in one store)
+ *   copy_bw, reduce_bw  share of the channels' bandwidth reached by steps that only copy
+ *                     (AllGather, Broadcast) and by those that combine (AllReduce, ReduceScatter,
+ *                     Reduce): LL and LL128 combine at about half the rate they copy (LL128
+ *                     AllReduce on 4 H100s: 106 GB/s against AllGather's 154)
+ *   fill_steps, fill_cap  filling the pipeline: a ring's receivers finish one step after their
+ *                     senders, which counts when a channel holds few steps (2-rank AllGather at
+ *                     64 MiB: one 512 KiB step a channel, 152.6 us where the bytes alone take
+ *                     100): this many steps of min(fill_cap, a channel's share of a rank's block),
+ *                     at the channel's rate (fill_cap: Simple's 512 KiB slot; for LL and LL128 the
+ *                     cap the fit used)
+ *   tree_eff          the share of the ring's combining bandwidth a tree AllReduce keeps (a
+ *                     parent of two children sends the buffer twice) */
+typedef struct proto_costs {
+  double base_us, step_us, hop_factor, copy_bw, reduce_bw, fill_steps;
+  size_t fill_cap;
+  double tree_eff;
+} proto_costs_t;
+static const proto_costs_t proto_costs[PROTO_COUNT] = {
+    [PROTO_LL] = {.base_us = 5.77,
+                  .step_us = 3.92,
+                  .hop_factor = 1.5,
+                  .copy_bw = 0.508,
+                  .reduce_bw = 0.312,
+                  .fill_steps = 0.665,
+                  .fill_cap = 64 << 10,
+                  .tree_eff = 0.748},
+    [PROTO_LL128] = {.base_us = 5.99,
+                     .step_us = 4.07,
+                     .hop_factor = 2.0,
+                     .copy_bw = 0.532,
+                     .reduce_bw = 0.247,
+                     .fill_steps = 0.354,
+                     .fill_cap = 64 << 10,
+                     .tree_eff = 0.548},
+    [PROTO_SIMPLE] = {.base_us = 9.22,
+                      .step_us = 5.55,
+                      .hop_factor = 2.0,
+                      .copy_bw = 0.962,
+                      .reduce_bw = 0.925,
+                      .fill_steps = 0.458,
+                      .fill_cap = 512 << 10,
+                      .tree_eff = 0.828},
 };
 /* A Simple chain (Broadcast, Reduce on one host, a slot a step: plan.c): its fixed cost beside
  * the hops' latency, and the share of a GPU's NVLink bandwidth (stage_read_gbs) it moves. With LL
@@ -214,7 +210,8 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   const int nchannels = t->nchannels > 0 ? t->nchannels : 1;
   const double chan_bytes_per_us = link_bw * 1e3; /* one channel */
   const bool combines = func != FUNC_ALLGATHER && func != FUNC_BROADCAST;
-  const double share = combines ? ring_reduce_bw[proto] : ring_copy_bw[proto];
+  const proto_costs_t* pc = &proto_costs[proto];
+  const double share = combines ? pc->reduce_bw : pc->copy_bw;
   const double bytes_per_us = chan_bytes_per_us * nchannels * share;
 
   const double n = t->nranks;
@@ -235,7 +232,7 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   } else if (algo == ALGO_TREE) {
     hops = 2.0 * ceil_log2(t->nranks);
     inter_hops = 2.0 * ceil_log2(nhosts);
-    link_bytes = (t->nranks > 2 ? 2.0 : 1.0) * (double)bytes / tree_bw_efficiency[proto];
+    link_bytes = (t->nranks > 2 ? 2.0 : 1.0) * (double)bytes / pc->tree_eff;
   } else {
     switch (func) {
       case FUNC_ALLREDUCE: /* 2 ranks with LL/LL128: one exchange (RING_ALLREDUCE_EXCHANGE) */
@@ -251,10 +248,10 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
         hops = n - 1;
         link_bytes = t->nranks > 1 ? (double)bytes : 0.0;
         if (!multi_host && proto == PROTO_SIMPLE && t->stage_read_gbs > 0.0 && chain_bw[func] > 0.0)
-          return chain_base_us[func] + hops * t->intra_lat_us * proto_hop_factor[proto] +
+          return chain_base_us[func] + hops * t->intra_lat_us * pc->hop_factor +
                  link_bytes / (t->stage_read_gbs * 1e3 * chain_bw[func]);
         if (!multi_host && proto != PROTO_SIMPLE)
-          return ring_base_us[proto] + hops * ring_step_us[proto] * chain_ll_step_share +
+          return pc->base_us + hops * pc->step_us * chain_ll_step_share +
                  (func == FUNC_REDUCE ? chain_ll_reduce_us : 0.0) + link_bytes / bytes_per_us;
         break;
     }
@@ -263,8 +260,8 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   /* a step of the pipeline's fill (rings and trees): a slot, or less when a channel's share of a
    * block is less */
   double step = n > 0 ? (double)bytes / ((double)nchannels * n) : 0.0;
-  if (step > (double)ring_fill_cap_bytes[proto]) step = (double)ring_fill_cap_bytes[proto];
-  const double fill = ring_fill_steps[proto] * step / (bytes_per_us / nchannels);
-  return ring_base_us[proto] + hops * ring_step_us[proto] +
-         inter_hops * t->inter_lat_us * proto_hop_factor[proto] + link_bytes / bytes_per_us + fill;
+  if (step > (double)pc->fill_cap) step = (double)pc->fill_cap;
+  const double fill = pc->fill_steps * step / (bytes_per_us / nchannels);
+  return pc->base_us + hops * pc->step_us + inter_hops * t->inter_lat_us * pc->hop_factor +
+         link_bytes / bytes_per_us + fill;
 }

@@ -33,7 +33,9 @@ PROTOS = ["LL", "LL128", "Simple"]
 SHORT = {"ar": "all_reduce", "ag": "all_gather", "rs": "reduce_scatter", "bc": "broadcast",
          "rd": "reduce"}
 
-C = dict(  # tuning.c's constants, its names (per protocol: _LL, _LL128, _Simple)
+C = dict(  # tuning.c's constants (per protocol, proto_costs' fields: ring_base_us_LL is
+    # proto_costs[PROTO_LL].base_us, ring_step_us step_us, ring_copy_bw copy_bw, ring_reduce_bw
+    # reduce_bw, ring_fill_steps fill_steps, tree_bw_efficiency tree_eff)
     ring_base_us_LL=5.77, ring_base_us_LL128=5.99, ring_base_us_Simple=9.22,
     ring_step_us_LL=3.92, ring_step_us_LL128=4.07, ring_step_us_Simple=5.55,
     ring_copy_bw_LL=0.508, ring_copy_bw_LL128=0.532, ring_copy_bw_Simple=0.962,
