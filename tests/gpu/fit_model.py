@@ -33,15 +33,14 @@ PROTOS = ["LL", "LL128", "Simple"]
 SHORT = {"ar": "all_reduce", "ag": "all_gather", "rs": "reduce_scatter", "bc": "broadcast",
          "rd": "reduce"}
 
-C = dict(  # tuning.c's constants (per protocol, proto_costs' fields: ring_base_us_LL is
-    # proto_costs[PROTO_LL].base_us, ring_step_us step_us, ring_copy_bw copy_bw, ring_reduce_bw
-    # reduce_bw, ring_fill_steps fill_steps, tree_bw_efficiency tree_eff)
+C = dict(  # tuning.c's constants; per protocol, proto_costs' fields as FAMILY_FIELD_PROTO
+    # (ring_base_us_LL is proto_costs[PROTO_LL].base_us, tree_eff_LL its tree_eff)
     ring_base_us_LL=5.77, ring_base_us_LL128=5.99, ring_base_us_Simple=9.22,
     ring_step_us_LL=3.92, ring_step_us_LL128=4.07, ring_step_us_Simple=5.55,
     ring_copy_bw_LL=0.508, ring_copy_bw_LL128=0.532, ring_copy_bw_Simple=0.962,
     ring_reduce_bw_LL=0.312, ring_reduce_bw_LL128=0.247, ring_reduce_bw_Simple=0.925,
     ring_fill_steps_LL=0.665, ring_fill_steps_LL128=0.354, ring_fill_steps_Simple=0.458,
-    tree_bw_efficiency_LL=0.748, tree_bw_efficiency_LL128=0.548, tree_bw_efficiency_Simple=0.828,
+    tree_eff_LL=0.748, tree_eff_LL128=0.548, tree_eff_Simple=0.828,
     chain_base_us_BC=10.79, chain_base_us_RD=11.88, chain_bw_BC=0.897, chain_bw_RD=0.910,
     chain_ll_step_share=0.122, chain_ll_reduce_us=1.98,
     direct_base_us=5.67, direct_peer_us=1.19, direct_bc_less_us=1.95, direct_bw=0.0393,
@@ -126,7 +125,7 @@ def model(p, n, f, algo, proto, b, nch):
     bpu = LINK / NCH * 1e3 * nch * share
     if algo == "Tree":
         hops = 2.0 * ceil_log2(n)
-        lb = (2.0 if n > 2 else 1.0) * b / p["tree_bw_efficiency_" + proto]
+        lb = (2.0 if n > 2 else 1.0) * b / p["tree_eff_" + proto]
     elif f == AR:
         hops = 1.0 if (n == 2 and proto != "Simple") else 2.0 * (n - 1)
         lb = 2.0 * (n - 1) / n * b
