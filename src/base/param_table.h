@@ -97,6 +97,9 @@ PARAM_ROW(NTHREADS, "NCCL_NTHREADS", PARAM_INT, "0",
 
 /* Transports */
 PARAM_ROW(P2P_DISABLE, "NCCL_P2P_DISABLE", PARAM_INT, "0", "Disable the P2P (CUDA IPC) transport")
+PARAM_ROW(P2P_DIRECT_DISABLE, "NCCL_P2P_DIRECT_DISABLE", PARAM_INT, "0",
+          "1: GPUs of one process never store into each other's user buffers (ring steps then "
+          "deliver through the FIFOs): for buffers the other GPUs cannot reach")
 PARAM_ROW(P2P_LEVEL, "NCCL_P2P_LEVEL", PARAM_STR, NULL,
           "Furthest path P2P may use: LOC, NVL, PIX, PXB, PHB, SYS")
 PARAM_ROW(SHM_DISABLE, "NCCL_SHM_DISABLE", PARAM_INT, "0", "Disable the shared-memory transport")

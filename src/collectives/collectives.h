@@ -73,6 +73,9 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * why): AllReduce and Broadcast, AllGather and ReduceScatter. */
 #define COLL_ZC_MIN_BYTES_WHOLE (64 << 10)
 #define COLL_ZC_MIN_BYTES_PARTS (512 << 10)
+/* Smallest share of an operation (coll_task_bytes over its channels) whose ring steps write into
+ * the next rank's output (plan.c, plan_direct, says why). */
+#define COLL_DIRECT_WRITE_MIN_CHANNEL_BYTES (128 << 10)
 /* Pipelines (Broadcast and Reduce chains, tree AllReduce) on more than 2 ranks: a channel's Simple
  * slice of D bytes is cut into chunks so the hops overlap (not a chain of GPUs on one host: a slot
  * a step there, plan_chunk says why). h hops over D/C chunks of C bytes take

@@ -224,6 +224,14 @@ static void p2p_describe(conn_t* conn, p2p_kind_t kind) {
                                    : "P2P/IPC");
 }
 
+/* Both ends of a direct-pointer connection may take direct writes into the receiver's output
+ * (CONN_FLAG_DIRECT), as stock's P2P/direct pointer does, unless NCCL_P2P_DIRECT_DISABLE=1 (for
+ * user buffers that the other GPUs of the process cannot reach: cuMem or memory-pool allocations
+ * without peer access). Both ends read the same process's parameter. */
+static int p2p_conn_flags(p2p_kind_t kind) {
+  return kind == P2P_MEM_DIRECT && param_int(PARAM_P2P_DIRECT_DISABLE) == 0 ? CONN_FLAG_DIRECT : 0;
+}
+
 /* ---- Receiver
  * ------------------------------------------------------------------------------------ */
 static ncclResult_t p2p_recv_alloc(transport_ctx_t* ctx, conn_t* conn, p2p_res_t* r,
@@ -286,7 +294,7 @@ static ncclResult_t p2p_recv_setup(transport_ctx_t* ctx, conn_t* conn, void* inf
     p2p_res_free(r);
     return res;
   }
-  transport_fifo_attach(&conn->fifo, r->ptr, ctx->buff_bytes, 0);
+  transport_fifo_attach(&conn->fifo, r->ptr, ctx->buff_bytes, p2p_conn_flags(r->kind));
   memcpy(info, &pi, sizeof(pi));
   conn->priv = r;
   conn->bytes = r->map_bytes; /* the block is this side's; the sender only maps it */
@@ -311,9 +319,10 @@ static ncclResult_t p2p_send_attach(transport_ctx_t* ctx, conn_t* conn, const p2
         return ncclInternalError;
       }
       r->ptr = (void*)(uintptr_t)pi->ptr;
-      if (!pi->cumem && pi->recv_dev != r->dev) {
+      if ((!pi->cumem || p2p_conn_flags(P2P_MEM_DIRECT) != 0) && pi->recv_dev != r->dev) {
         /* cudaMalloc'd memory of another device of this process: needs peer access (cuMem memory
-         * got access for this device from the receiver already). */
+         * got access for this device from the receiver already), and so do direct writes into
+         * the receiver's output (the user's cudaMalloc'd buffers). */
         CUDA_CHECK(cuda_accept(cudaDeviceEnablePeerAccess(pi->recv_dev, 0),
                                cudaErrorPeerAccessAlreadyEnabled));
       }
@@ -358,7 +367,7 @@ static ncclResult_t p2p_send_connect(transport_ctx_t* ctx, conn_t* conn, const v
     p2p_res_free(r);
     return res;
   }
-  transport_fifo_attach(&conn->fifo, r->ptr, pi.buff_bytes, 0);
+  transport_fifo_attach(&conn->fifo, r->ptr, pi.buff_bytes, p2p_conn_flags(r->kind));
   conn->priv = r;
   p2p_describe(conn, r->kind);
   return ncclSuccess;

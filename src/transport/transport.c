@@ -31,6 +31,8 @@ typedef struct fifo_ctrl {
   volatile uint64_t tail;
   char pad1[FIFO_LINE - sizeof(uint64_t)];
   volatile int sizes[NCCL_STEPS];
+  char pad2[FIFO_LINE - NCCL_STEPS * sizeof(int)];
+  volatile uint64_t dmbox[2]; /* conn_fifo_t.dmbox */
 } fifo_ctrl_t;
 
 static size_t align_up(size_t v, size_t a) {
@@ -58,6 +60,7 @@ void transport_fifo_attach(conn_fifo_t* fifo, char* base, const int buff_bytes[P
   fifo->head = &ctrl->head;
   fifo->tail = &ctrl->tail;
   fifo->sizes = ctrl->sizes;
+  fifo->dmbox = ctrl->dmbox;
   fifo->step = 0;
   fifo->flags = flags;
   fifo->net_dev = -1;

@@ -797,6 +797,18 @@ START_TEST(test_plan_reuse_key) {
 }
 END_TEST
 
+/* Builds t on w and checks that the plan is one ring item on each of the 4 channels. */
+static const plan_t* build_ring_items(plan_world_t* w, coll_task_t* t) {
+  ck_assert_int_eq(build(w, t, 1), ncclSuccess);
+  const plan_t* p = &w->cc->plan;
+  ck_assert_int_eq(p->nchannels, 4);
+  for (int c = 0; c < 4; c++) {
+    ck_assert_int_eq(p->nwork[c], 1);
+    ck_assert_int_eq(p->works[c][0].algo, ALGO_RING);
+  }
+  return p;
+}
+
 /* A chain's steps (Broadcast, Reduce on more than 2 ranks): on GPUs of one host a slot each;
  * on the host executor, and between hosts, the pipeline's chunk (coll_pipe_chunk_bytes). */
 START_TEST(test_plan_chain_steps) {
@@ -812,13 +824,9 @@ START_TEST(test_plan_chain_steps) {
       w.cc->kernels = mode > 0;
       w.cc->tuning.nhosts = mode == 2 ? 2 : 1;
       coll_task_t t = task(func, ncclFloat32, (size_t)1 << 20, a, b, 0, DEV_OP_SUM);
-      ck_assert_int_eq(build(&w, &t, 1), ncclSuccess);
-      const plan_t* p = &w.cc->plan;
-      ck_assert_int_eq(p->nchannels, 4);
+      const plan_t* p = build_ring_items(&w, &t);
       for (int c = 0; c < 4; c++) {
-        ck_assert_int_eq(p->nwork[c], 1);
         const work_t* x = &p->works[c][0];
-        ck_assert_int_eq(x->algo, ALGO_RING);
         const size_t want =
             mode == 1 ? slot : coll_pipe_chunk_bytes(x->chan_count * 4, 3, slot, TEST_PIPE_COST);
         ck_assert_msg(x->chunk * 4 == want, "mode %d channel %d: steps of %zu bytes, not %zu", mode,
@@ -827,6 +835,47 @@ START_TEST(test_plan_chain_steps) {
       }
       world_free(&w);
     }
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+}
+END_TEST
+
+/* Direct writes (vocab.h): the planner marks ring AllReduce and AllGather items with Simple on
+ * GPUs, from COLL_DIRECT_WRITE_MIN_CHANNEL_BYTES a channel (the larger buffer over the channels);
+ * never Broadcast, Reduce, ReduceScatter, LL, or the host executor's items. */
+START_TEST(test_plan_direct_writes) {
+  static float a[1 << 20], b[1 << 22];
+  const struct {
+    int func, proto;
+    size_t count; /* floats; AllGather and ReduceScatter: a rank's share */
+    bool kernels, direct;
+  } cases[] = {{FUNC_ALLREDUCE, PROTO_SIMPLE, 1 << 20, true, true}, /* 1 MiB a channel */
+               {FUNC_ALLREDUCE, PROTO_SIMPLE, 1 << 17, true, true}, /* 128 KiB a channel */
+               {FUNC_ALLREDUCE, PROTO_SIMPLE, (1 << 17) - 4, true, false},
+               {FUNC_ALLREDUCE, PROTO_SIMPLE, 1 << 20, false, false}, /* host threads */
+               {FUNC_ALLREDUCE, PROTO_LL, 1 << 20, true, false},
+               {FUNC_ALLGATHER, PROTO_SIMPLE, 1 << 18, true, true},  /* 4 MiB of output */
+               {FUNC_ALLGATHER, PROTO_SIMPLE, 1 << 13, true, false}, /* 128 KiB of output */
+               {FUNC_REDUCESCATTER, PROTO_SIMPLE, 1 << 18, true, false},
+               {FUNC_BROADCAST, PROTO_SIMPLE, 1 << 20, true, false},
+               {FUNC_REDUCE, PROTO_SIMPLE, 1 << 20, true, false}};
+  setenv("NCCL_ALGO", "Ring", 1);
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+    setenv("NCCL_PROTO", cases[ci].proto == PROTO_LL ? "LL" : "Simple", 1);
+    param_reload();
+    plan_world_t w = world_make(4, 1);
+    w.cc->kernels = cases[ci].kernels;
+    coll_task_t t = task(cases[ci].func, ncclFloat32, cases[ci].count, a, b, 0, DEV_OP_SUM);
+    const plan_t* p = build_ring_items(&w, &t);
+    for (int c = 0; c < 4; c++) {
+      const work_t* x = &p->works[c][0];
+      ck_assert_int_eq(x->proto, cases[ci].proto);
+      ck_assert_msg(x->direct == cases[ci].direct, "case %zu channel %d: direct %d, expected %d",
+                    ci, c, x->direct, cases[ci].direct);
+    }
+    world_free(&w);
   }
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
@@ -1011,6 +1060,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_plan_items_decided);
   tcase_add_test(tc, test_plan_channel_slices);
   tcase_add_test(tc, test_plan_chain_steps);
+  tcase_add_test(tc, test_plan_direct_writes);
   tcase_add_test(tc, test_plan_reuse_key);
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);

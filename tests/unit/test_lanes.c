@@ -58,6 +58,7 @@ static void assert_same_lane(const step_lane_t* a, const step_lane_t* b) {
   ck_assert_int_eq(a->n, b->n);
   ck_assert_int_eq(a->rank, b->rank);
   ck_assert_int_eq(a->root_idx, b->root_idx);
+  ck_assert_int_eq(a->direct, b->direct);
 }
 
 /* Every step of the two lanes, on a channel whose ring puts this rank at index 2. */
@@ -104,6 +105,7 @@ static void check(const work_t* w, size_t esize, int kind) {
   ck_assert_uint_eq(host.count, w->count);
   ck_assert_int_eq(host.n, NRANKS);
   ck_assert_int_eq(host.rank, RANK);
+  ck_assert_int_eq(host.direct, w->direct != 0);
 }
 
 START_TEST(test_every_kind) {
@@ -117,6 +119,11 @@ START_TEST(test_every_kind) {
   check(&w, 8, LANE_RING);
   w = item(FUNC_ALLGATHER, ALGO_RING, PROTO_SIMPLE, ncclInt8, -1, 0);
   check(&w, 1, LANE_RING);
+  w.direct = 1; /* direct writes reach the kernel's lane */
+  check(&w, 1, LANE_RING);
+  w = item(FUNC_BROADCAST, ALGO_RING, PROTO_SIMPLE, ncclFloat32, 2, 3);
+  w.direct = 1;
+  check(&w, 4, LANE_RING);
   /* trees: both halves */
   w = item(FUNC_ALLREDUCE, ALGO_TREE, PROTO_SIMPLE, ncclFloat64, -1, 0);
   check(&w, 8, LANE_TREE_UP);

@@ -26,13 +26,15 @@
 typedef struct {
   int32_t* data; /* message k occupies data[k * cap_elems ...] */
   size_t* nelem;
+  bool* direct; /* message k was stored into the receiver's output (its data: SENTINEL) */
   size_t cap_msgs, cap_elems, head, tail;
 } queue_t;
 
 static void queue_init(queue_t* q, size_t msgs, size_t elems) {
   q->data = calloc(msgs * elems + 1, sizeof(int32_t));
   q->nelem = calloc(msgs + 1, sizeof(size_t));
-  ck_assert(q->data != NULL && q->nelem != NULL);
+  q->direct = calloc(msgs + 1, sizeof(bool));
+  ck_assert(q->data != NULL && q->nelem != NULL && q->direct != NULL);
   q->cap_msgs = msgs;
   q->cap_elems = elems;
   q->head = q->tail = 0;
@@ -41,10 +43,12 @@ static void queue_init(queue_t* q, size_t msgs, size_t elems) {
 static void queue_free(queue_t* q) {
   free(q->data);
   free(q->nelem);
+  free(q->direct);
 }
 
 typedef struct {
   int n, func, proto, root_idx;
+  bool direct; /* work_t.direct, every connection CONN_FLAG_DIRECT */
   size_t count, chunk;
   int ring[MAXN];        /* ring position -> rank */
   int32_t* send[MAXN];   /* per rank */
@@ -71,18 +75,34 @@ static step_lane_t lane_of(const ring_case_t* rc, int pos, size_t off, size_t cn
   ln.root_idx = rc->root_idx;
   ln.rank = rank;
   ln.ring = rc->ring;
+  ln.direct = rc->direct;
   return ln;
 }
+
+/* Direct writes of a ring step (vocab.h, "Direct writes"; NULL ln: none): a receive that
+ * steps_recv_direct names takes its data from the step's output, where its sender stored it; a
+ * send that steps_send_direct names stores into next_out (the next rank's output) at the offset
+ * the step's output has in this rank's, and its message carries no data. */
+typedef struct {
+  const step_lane_t* ln;
+  char* next_out;
+} direct_t;
+static size_t direct_sends; /* sends stored into the next rank's output, since the last reset */
 
 /* Carries out step st if every queue it receives from holds a message (in[j]: the queue of its
  * j-th receive, out[j]: of its j-th send); false when one is still empty. res: chunk elements. */
 static bool step_try(const step_t* st, queue_t* const* in, queue_t* const* out, int32_t* res,
-                     const char* who, size_t k) {
+                     const char* who, size_t k, direct_t d) {
+  const bool drecv = d.ln != NULL && steps_recv_direct(d.ln, st);
+  const bool dsend = d.ln != NULL && steps_send_direct(d.ln, st);
   for (int j = 0; j < st->nrecv; j++) {
     if (in[j]->head == in[j]->tail) return false; /* nothing arrived yet */
     ck_assert_msg(in[j]->nelem[in[j]->head] == st->nelem,
                   "%s step %zu: receives %zu elements, the sender sent %zu", who, k, st->nelem,
                   in[j]->nelem[in[j]->head]);
+    ck_assert_msg(in[j]->direct[in[j]->head] == drecv,
+                  "%s step %zu: a %s receive of a %s send (the ends disagree)", who, k,
+                  drecv ? "direct" : "FIFO", in[j]->direct[in[j]->head] ? "direct" : "FIFO");
   }
   const int32_t* local = (const int32_t*)st->local;
   for (size_t i = 0; i < st->nelem; i++) {
@@ -91,6 +111,9 @@ static bool step_try(const step_t* st, queue_t* const* in, queue_t* const* out, 
       ck_assert_ptr_nonnull(local);
       v = local[i];
       for (int j = 0; j < st->nrecv; j++) v += in[j]->data[in[j]->head * in[j]->cap_elems + i];
+    } else if (drecv) {
+      ck_assert(st->nrecv == 1 && st->out != NULL);
+      v = ((const int32_t*)st->out)[i];
     } else {
       ck_assert(st->nrecv == 1 || (st->nrecv == 0 && local != NULL));
       v = st->nrecv == 1 ? in[0]->data[in[0]->head * in[0]->cap_elems + i] : local[i];
@@ -102,7 +125,15 @@ static bool step_try(const step_t* st, queue_t* const* in, queue_t* const* out, 
   for (int j = 0; j < st->nsend; j++) {
     queue_t* o = out[j];
     ck_assert_uint_lt(o->tail, o->cap_msgs);
-    memcpy(o->data + o->tail * o->cap_elems, res, st->nelem * sizeof(int32_t));
+    int32_t* slot = o->data + o->tail * o->cap_elems;
+    if (dsend) {
+      memcpy(d.next_out + (st->out - d.ln->recvbuff), res, st->nelem * sizeof(int32_t));
+      for (size_t i = 0; i < st->nelem; i++) slot[i] = SENTINEL;
+    } else {
+      memcpy(slot, res, st->nelem * sizeof(int32_t));
+    }
+    o->direct[o->tail] = dsend;
+    direct_sends += dsend;
     o->nelem[o->tail++] = st->nelem;
   }
   return true;
@@ -130,6 +161,20 @@ static void run_slice(const ring_case_t* rc, size_t off, size_t cnt) {
     if (nops[p] > most) most = nops[p];
   }
   for (int p = 0; p < n; p++) queue_init(&q[p], most, rc->chunk);
+  /* A lane posts its output in the mailbox exactly when some step of it receives directly (a
+   * sender waits for the post before its first direct send). */
+  for (int p = 0; p < n; p++) {
+    bool any = false;
+    for (size_t k = 0; k < nops[p] && !any; k++) {
+      step_t st;
+      memset(&st, 0, sizeof(st));
+      steps_plan(&ln[p], k, &st);
+      any = steps_recv_direct(&ln[p], &st);
+    }
+    ck_assert_msg(steps_lane_recvs_direct(&ln[p]) == any,
+                  "func %d n %d position %d: the lane %s its output but %s", rc->func, n, p,
+                  any ? "does not post" : "posts", any ? "receives directly" : "never uses it");
+  }
   int32_t* res = calloc(rc->chunk + 1, sizeof(int32_t));
   ck_assert_ptr_nonnull(res);
   for (;;) {
@@ -146,7 +191,8 @@ static void run_slice(const ring_case_t* rc, size_t off, size_t cnt) {
         if (st.nsend == 1) ck_assert_int_eq(st.send[0], STEP_ROLE_RING_NEXT);
         queue_t* in[1] = {&q[(p + n - 1) % n]};
         queue_t* out[1] = {&q[p]};
-        if (!step_try(&st, in, out, res, "ring", pos[p])) break;
+        const direct_t d = {&ln[p], (char*)rc->recv[rc->ring[(p + 1) % n]]};
+        if (!step_try(&st, in, out, res, "ring", pos[p], d)) break;
         pos[p]++;
         moved = true;
       }
@@ -225,7 +271,8 @@ static void run_tree_of(int n, const int* parent, const int* kids, int32_t* cons
           ck_assert(role == STEP_ROLE_TREE_UP || (role >= 0 && role < ln[i].ndown));
           out[j] = role == STEP_ROLE_TREE_UP ? &up[r] : &down[tree_kid(kids, n, r, role)];
         }
-        if (!step_try(&st, in, out, res, i % 2 == 0 ? "tree up" : "tree down", pos[i])) break;
+        const direct_t none = {NULL, NULL};
+        if (!step_try(&st, in, out, res, i % 2 == 0 ? "tree up" : "tree down", pos[i], none)) break;
         pos[i]++;
         moved = true;
       }
@@ -270,11 +317,13 @@ static int32_t expected(const ring_case_t* rc, int r, size_t i) {
   }
 }
 
-/* Runs one collective over nslices channel slices and checks every rank's output. */
-static void run_case(int func, int proto, int n, int root_idx, size_t count, size_t chunk,
-                     int nslices, bool in_place) {
+/* Runs one collective over nslices channel slices and checks every rank's output; direct: with
+ * direct writes (work_t.direct over CONN_FLAG_DIRECT connections). */
+static void run_case_of(int func, int proto, int n, int root_idx, size_t count, size_t chunk,
+                        int nslices, bool in_place, bool direct) {
   ring_case_t rc;
   memset(&rc, 0, sizeof(rc));
+  rc.direct = direct;
   rc.n = n;
   rc.func = func;
   rc.proto = proto;
@@ -301,16 +350,21 @@ static void run_case(int func, int proto, int n, int root_idx, size_t count, siz
     for (size_t i = 0; i < rc.recv_n; i++) {
       const int32_t want = expected(&rc, r, i);
       ck_assert_msg(rc.recv[r][i] == want,
-                    "func %d proto %d n %d root position %d count %zu chunk %zu slices %d%s: "
+                    "func %d proto %d n %d root position %d count %zu chunk %zu slices %d%s%s: "
                     "rank %d element %zu is %d, expected %d",
-                    func, proto, n, root_idx, count, chunk, nslices, in_place ? " in place" : "", r,
-                    i, rc.recv[r][i], want);
+                    func, proto, n, root_idx, count, chunk, nslices, in_place ? " in place" : "",
+                    direct ? " direct" : "", r, i, rc.recv[r][i], want);
     }
   }
   for (int r = 0; r < n; r++) {
     if (rc.recv[r] != rc.send[r]) free(rc.recv[r]);
     free(rc.send[r]);
   }
+}
+
+static void run_case(int func, int proto, int n, int root_idx, size_t count, size_t chunk,
+                     int nslices, bool in_place) {
+  run_case_of(func, proto, n, root_idx, count, chunk, nslices, in_place, false);
 }
 
 static const size_t counts[] = {1, 7, 100, 1001};
@@ -347,6 +401,32 @@ START_TEST(test_ring_chain_data) {
         run_case(FUNC_BROADCAST, PROTO_SIMPLE, n, root, counts[ci], 16, 2, false);
         run_case(FUNC_REDUCE, PROTO_SIMPLE, n, root, counts[ci], 16, 2, false);
       }
+}
+END_TEST
+
+/* Direct writes: AllReduce (in place too) and AllGather store what a step only delivers into the
+ * next rank's output, and the slots carry none of it (SENTINEL); every output is still the
+ * collective's result, and every receive pairs with a send of its kind (step_try). Broadcast,
+ * Reduce and ReduceScatter have no such steps, and Simple only. */
+START_TEST(test_ring_direct_data) {
+  for (int n = 2; n <= MAXN; n++)
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+      for (size_t ki = 0; ki < sizeof(chunks) / sizeof(chunks[0]); ki++)
+        for (int slices = 1; slices <= 3; slices += 2) {
+          const size_t count = counts[ci], chunk = chunks[ki];
+          direct_sends = 0;
+          run_case_of(FUNC_ALLREDUCE, PROTO_SIMPLE, n, 0, count, chunk, slices, false, true);
+          run_case_of(FUNC_ALLREDUCE, PROTO_SIMPLE, n, 0, count, chunk, slices, true, true);
+          run_case_of(FUNC_ALLGATHER, PROTO_SIMPLE, n, 0, count, chunk, slices, false, true);
+          ck_assert_uint_gt(direct_sends, 0);
+          direct_sends = 0;
+          for (int root = 0; root < n; root++)
+            run_case_of(FUNC_BROADCAST, PROTO_SIMPLE, n, root, count, chunk, slices, false, true);
+          run_case_of(FUNC_REDUCESCATTER, PROTO_SIMPLE, n, 0, count, chunk, slices, false, true);
+          run_case_of(FUNC_REDUCE, PROTO_SIMPLE, n, n - 1, count, chunk, slices, false, true);
+          run_case_of(FUNC_ALLREDUCE, PROTO_LL, n, 0, count, chunk, slices, false, true);
+          ck_assert_uint_eq(direct_sends, 0);
+        }
 }
 END_TEST
 
@@ -450,6 +530,7 @@ static Suite* steps_data_suite(void) {
   tcase_add_test(tc, test_ring_allreduce_data);
   tcase_add_test(tc, test_ring_gather_scatter_data);
   tcase_add_test(tc, test_ring_chain_data);
+  tcase_add_test(tc, test_ring_direct_data);
   tcase_add_test(tc, test_tree_allreduce_data);
   tcase_add_test(tc, test_tree_rails_allreduce_data);
   suite_add_tcase(s, tc);

@@ -80,6 +80,12 @@ typedef struct cuda_conn {
   /* Send side: the last value read from head (which lives in the receiver's memory, across the
    * link). head only grows, so a sender that still has room by this value need not read it. */
   uint64_t head_seen;
+  uint64_t* dmbox; /* conn_fifo_t.dmbox (CONN_FLAG_DIRECT) */
+  /* Kept only in the shared-memory copy, per item (the kernel sets them when the item starts):
+   * the FIFO step the item started at, and the receiver's output base from the mailbox once the
+   * sender has read it (0: not yet). */
+  uint64_t dstart;
+  char* dpeer;
 } cuda_conn_t;
 
 /* ---- Per-channel table (device memory, one entry per channel of the communicator) ----------- */
@@ -110,7 +116,8 @@ typedef struct cuda_work {
   uint8_t dtype; /* ncclDataType_t */
   uint8_t op;    /* dev_op_kind_t */
   uint8_t scalar_on_device;
-  uint8_t zc;     /* work_t.zc: a OneShot item that starts with the zero-copy probe */
+  uint8_t flags;  /* CUDA_WORK_ZC: work_t.zc (a OneShot item that starts with the zero-copy
+                   * probe); CUDA_WORK_DIRECT: work_t.direct (a ring item) */
   uint8_t esize;  /* datatype size */
   int32_t root;   /* Broadcast/Reduce: the root's index in the channel's ring; Send/Recv: peer */
   uint32_t chunk; /* units per step (a slot holds at most INT_MAX bytes) */
@@ -128,6 +135,7 @@ typedef struct cuda_work {
    * below: one word, so the item grows by 8 bytes only (the parameter blocks hold items). */
   uint64_t zc_loc;
 } cuda_work_t;
+enum { CUDA_WORK_ZC = 1, CUDA_WORK_DIRECT = 2 };
 #define CUDA_ZC_WIN_SHIFT 48 /* zc_off < 2^48 bytes; the slot + 1 <= ZC_MAX_WINDOWS in 16 bits */
 
 /* What launch.c packs of an item's geometry (the rest, the operation's scalar, the connection,
@@ -147,6 +155,7 @@ DEVICE_HOST_FN void cuda_work_geo(const work_t* w, size_t esize, cuda_work_t* o)
   o->chunk = (uint32_t)w->chunk;
   o->sendbuff = (const char*)w->sendbuff;
   o->recvbuff = (char*)w->recvbuff;
+  o->flags = (uint8_t)((o->flags & ~CUDA_WORK_DIRECT) | (w->direct ? CUDA_WORK_DIRECT : 0));
 }
 DEVICE_HOST_FN step_item_t cuda_work_item(const cuda_work_t* w) {
   step_item_t it;
@@ -161,6 +170,7 @@ DEVICE_HOST_FN step_item_t cuda_work_item(const cuda_work_t* w) {
   it.cnt = w->cnt;
   it.chunk = w->chunk;
   it.root = w->root;
+  it.direct = (w->flags & CUDA_WORK_DIRECT) != 0;
   return it;
 }
 

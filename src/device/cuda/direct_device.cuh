@@ -481,8 +481,9 @@ static __device__ bool direct_run(const kctx_t& k, direct_smem_t& d, const cuda_
   it.zc_read = false;
   __syncthreads();
   DIRECT_PHASE(1);
-  const bool ok = w->zc && w->algo == ALGO_ONESHOT ? zc_run(k, d, hdr, w, it)
-                                                   : direct_typed(k, d, it, w->dtype);
+  const bool ok = (w->flags & CUDA_WORK_ZC) && w->algo == ALGO_ONESHOT
+                      ? zc_run(k, d, hdr, w, it)
+                      : direct_typed(k, d, it, w->dtype);
   __syncthreads();
   if (threadIdx.x < 2 * peers) {
     const int j = threadIdx.x;

@@ -443,6 +443,7 @@ ncclResult_t cuda_conn_mirror(cuda_exec_t* ex, int c, int peer, int is_send, cud
   img.head = (uint64_t*)f->head;
   img.tail = (uint64_t*)f->tail;
   img.sizes = (int*)f->sizes;
+  img.dmbox = (uint64_t*)f->dmbox;
   img.step = f->step;
   CHECK(side_copy(ex, m->dev, &img, sizeof(img)));
   m->host = f;

@@ -58,6 +58,25 @@ static __device__ void lane_step(const lane_t& ln, size_t k, dstep_t& st) {
   steps_plan(&ln, k, &st);
   for (int j = 0; j < st.nrecv; j++) st.recv[j] = conn_of_role(st.recv[j]);
   for (int j = 0; j < st.nsend; j++) st.send[j] = conn_of_role(st.send[j]);
+  st.drecv = steps_recv_direct(&ln, &st);
+  st.dsend = steps_send_direct(&ln, &st);
+  st.dx = st.out != nullptr ? (size_t)(st.out - ln.recvbuff) : 0;
+}
+
+/* Thread 0, when a ring item starts: the direct writes' state of its connections (vocab.h's
+ * "Direct writes"), and the mailbox of its receive connection filled with its output when a step
+ * of the item will find its data there: the base first, then the tag with release order. */
+static __device__ void direct_begin(const grp_t& g, const lane_t& ln) {
+  if (!steps_lane_direct(&ln)) return;
+  for (int j = CONN_RING_RECV; j <= CONN_RING_SEND; j++) {
+    g.conns[j].dstart = g.conns[j].step;
+    g.conns[j].dpeer = nullptr;
+  }
+  cuda_conn_t& r = g.conns[CONN_RING_RECV];
+  if ((r.flags & CONN_FLAG_DIRECT) && steps_lane_recvs_direct(&ln)) {
+    st_volatile_u64(r.dmbox, (uint64_t)(uintptr_t)ln.recvbuff);
+    st_release_sys_u64(r.dmbox + 1, steps_direct_tag(r.step));
+  }
 }
 
 #define GROUP_WARPS (CUDA_EXEC_GROUP_THREADS / 32)
@@ -297,7 +316,8 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     }
     src[CONN_RING_RECV] = ch->ring_recv;
     src[CONN_RING_SEND] = ch->ring_send;
-    conns_load(k, g, sm.home[0], src); /* also publishes gs to the group */
+    conns_load(k, g, sm.home[0], src);      /* also publishes gs to the group */
+    if (g.tid == 0) direct_begin(g, gs.ln); /* the group reads conns after a step's barrier */
     bool ok = lane_run(k, g, sm, gs, w->proto, false, false);
     conns_store(g, sm.home[0]);
     return ok;

@@ -313,7 +313,7 @@ static ncclResult_t pack_zc(const exec_comm_t* comm, const work_t* w, cuda_work_
         ZC_MAX_WINDOWS);
     return ncclInternalError;
   }
-  o->zc = 1;
+  o->flags |= CUDA_WORK_ZC;
   o->zc_loc = (uint64_t)(w->zc_win + 1) << CUDA_ZC_WIN_SHIFT | (uint64_t)w->zc_off;
   return ncclSuccess;
 }
@@ -409,7 +409,8 @@ static ncclResult_t pack_item(cuda_exec_t* ex, int c, const work_t* w, cuda_work
     }
     o->zc_loc = (uint64_t)comm->stage_slot | (uint64_t)comm->stage_half << 16;
   } else { /* OneShot, TwoShot with LL (a direct Broadcast's root: its rank, cuda_work_geo) */
-    const size_t need = o->zc && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
+    const size_t need =
+        (o->flags & CUDA_WORK_ZC) && step < ZC_DESC_BYTES ? ZC_DESC_BYTES : step; /* the probe's */
     for (int p = 0; p < comm->nranks; p++) {
       if (p == comm->rank) continue;
       CHECK(conn_check(ex, c, p, 1, w->proto, need, net));

@@ -54,6 +54,11 @@ static __device__ __forceinline__ uint64_t ld_acquire_sys(const uint64_t* p) {
   asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+static __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -279,10 +284,29 @@ struct dstep_t : step_t {
   /* Simple: the FIFO steps the leader claimed for recv[j] / send[j] (their publisher's input) */
   uint64_t seq_recv[TREE_MAX_CHILDREN];
   uint64_t seq_send[TREE_MAX_CHILDREN];
+  /* Direct writes (vocab.h): the step's receive finds its data in out, its send goes to the next
+   * rank's output at dx bytes (out's offset in this rank's output), where the connection has
+   * CONN_FLAG_DIRECT. */
+  bool drecv, dsend;
+  size_t dx;
 };
 
 static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto) {
   return fifo_slot_ptr(c.buffs[proto], c.buff_bytes[proto], c.step);
+}
+
+static __device__ __forceinline__ void st_release_sys_u64(volatile uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+/* Thread 0, a direct send on c: where the receiver's output starts, from the mailbox it filled
+ * for this item (tagged by the step the item started at); read once per item. NULL on a stop. */
+static __device__ char* direct_peer_out(const kctx_t& k, cuda_conn_t& c) {
+  if (c.dpeer != nullptr) return c.dpeer;
+  uint64_t tag;
+  if (!wait_counter(k, c.dmbox + 1, steps_direct_tag(c.dstart), &tag)) return nullptr;
+  c.dpeer = (char*)(uintptr_t)ld_volatile_u64(c.dmbox);
+  return c.dpeer;
 }
 
 /* Thread 0: every send FIFO has a free slot. head is read across the link only when the value
@@ -473,10 +497,24 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
       a.nsrc = 1;
       a.ndst = 0;
       a.nelem = st.nelem;
-      a.src[0] = st.local != nullptr ? st.local : slot_of(g.conns[st.recv[0]], PROTO_SIMPLE);
+      if (st.local != nullptr)
+        a.src[0] = st.local;
+      else if (st.drecv && (g.conns[st.recv[0]].flags & CONN_FLAG_DIRECT))
+        a.src[0] = st.out; /* the sender stored it there */
+      else
+        a.src[0] = slot_of(g.conns[st.recv[0]], PROTO_SIMPLE);
       if (st.out != nullptr && st.out != a.src[0]) a.dst[a.ndst++] = st.out;
     }
-    for (int j = 0; j < st.nsend; j++) a.dst[a.ndst++] = slot_of(g.conns[st.send[j]], PROTO_SIMPLE);
+    for (int j = 0; j < st.nsend && !bad; j++) {
+      cuda_conn_t& c = g.conns[st.send[j]];
+      if (st.dsend && (c.flags & CONN_FLAG_DIRECT)) {
+        char* peer = direct_peer_out(k, c);
+        bad = peer == nullptr;
+        a.dst[a.ndst++] = peer + st.dx;
+      } else {
+        a.dst[a.ndst++] = slot_of(c, PROTO_SIMPLE);
+      }
+    }
     for (int j = 0; j < st.nrecv; j++) st.seq_recv[j] = g.conns[st.recv[j]].step++;
     for (int j = 0; j < st.nsend; j++) st.seq_send[j] = g.conns[st.send[j]].step++;
   }
