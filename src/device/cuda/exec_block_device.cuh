@@ -63,17 +63,23 @@ static __device__ void lane_step(const lane_t& ln, size_t k, dstep_t& st) {
   st.dx = st.out != nullptr ? (size_t)(st.out - ln.recvbuff) : 0;
 }
 
-/* Thread 0, when a ring item starts: the direct writes' state of its connections (vocab.h's
- * "Direct writes"), and the mailbox of its receive connection filled with its output when a step
- * of the item will find its data there: the base first, then the tag with release order. */
+/* The group, when a ring item starts: thread 0 sets the direct writes' state of its connections
+ * (vocab.h's "Direct writes"), and the mailbox of its receive connection gets its output when a
+ * step of the item will find its data there: the base first, then the tag with release order.
+ * The publishing thread posts (thread 0 in a group without one): the release store took 2.5 us
+ * of thread 0's way to its first step (2 H100s); the publisher only waits for that step's data.
+ * (Step 0 of a direct lane never receives, so the receive connection's step is still the item's
+ * first when it is read.) */
 static __device__ void direct_begin(const grp_t& g, const lane_t& ln) {
   if (!steps_lane_direct(&ln)) return;
-  for (int j = CONN_RING_RECV; j <= CONN_RING_SEND; j++) {
-    g.conns[j].dstart = g.conns[j].step;
-    g.conns[j].dpeer = nullptr;
-  }
-  cuda_conn_t& r = g.conns[CONN_RING_RECV];
-  if ((r.flags & CONN_FLAG_DIRECT) && steps_lane_recvs_direct(&ln)) {
+  if (g.tid == 0)
+    for (int j = CONN_RING_RECV; j <= CONN_RING_SEND; j++) {
+      g.conns[j].dstart = g.conns[j].step;
+      g.conns[j].dpeer = nullptr;
+    }
+  const cuda_conn_t& r = g.conns[CONN_RING_RECV];
+  if (g.tid == (g.nw < g.nth ? g.nw : 0) && (r.flags & CONN_FLAG_DIRECT) &&
+      steps_lane_recvs_direct(&ln)) {
     st_volatile_u64(r.dmbox, (uint64_t)(uintptr_t)ln.recvbuff);
     st_release_sys_u64(r.dmbox + 1, steps_direct_tag(r.step));
   }
@@ -316,8 +322,8 @@ static __device__ bool coll_run(const kctx_t& k, block_smem_t& sm, const cuda_ar
     }
     src[CONN_RING_RECV] = ch->ring_recv;
     src[CONN_RING_SEND] = ch->ring_send;
-    conns_load(k, g, sm.home[0], src);      /* also publishes gs to the group */
-    if (g.tid == 0) direct_begin(g, gs.ln); /* the group reads conns after a step's barrier */
+    conns_load(k, g, sm.home[0], src); /* also publishes gs to the group */
+    direct_begin(g, gs.ln);            /* the group reads conns after a step's barrier */
     bool ok = lane_run(k, g, sm, gs, w->proto, false, false);
     conns_store(g, sm.home[0]);
     return ok;
