@@ -228,8 +228,11 @@ static void p2p_describe(conn_t* conn, p2p_kind_t kind) {
  * (CONN_FLAG_DIRECT), as stock's P2P/direct pointer does, unless NCCL_P2P_DIRECT_DISABLE=1 (for
  * user buffers that the other GPUs of the process cannot reach: cuMem or memory-pool allocations
  * without peer access). Both ends read the same process's parameter. */
+static bool p2p_direct_writes(void) {
+  return param_int(PARAM_P2P_DIRECT_DISABLE) == 0;
+}
 static int p2p_conn_flags(p2p_kind_t kind) {
-  return kind == P2P_MEM_DIRECT && param_int(PARAM_P2P_DIRECT_DISABLE) == 0 ? CONN_FLAG_DIRECT : 0;
+  return kind == P2P_MEM_DIRECT && p2p_direct_writes() ? CONN_FLAG_DIRECT : 0;
 }
 
 /* ---- Receiver
@@ -319,7 +322,7 @@ static ncclResult_t p2p_send_attach(transport_ctx_t* ctx, conn_t* conn, const p2
         return ncclInternalError;
       }
       r->ptr = (void*)(uintptr_t)pi->ptr;
-      if ((!pi->cumem || p2p_conn_flags(P2P_MEM_DIRECT) != 0) && pi->recv_dev != r->dev) {
+      if ((!pi->cumem || p2p_direct_writes()) && pi->recv_dev != r->dev) {
         /* cudaMalloc'd memory of another device of this process: needs peer access (cuMem memory
          * got access for this device from the receiver already), and so do direct writes into
          * the receiver's output (the user's cudaMalloc'd buffers). */

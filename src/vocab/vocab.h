@@ -237,9 +237,9 @@ typedef struct work {
   uint8_t zc;
   int zc_win;
   size_t zc_off;
-  /* Ring items with Simple (AllReduce, AllGather, Broadcast) on the GPU executor: over
-   * CONN_FLAG_DIRECT connections, the steps that only deliver data write it into the next rank's
-   * output ("Steps": steps_send_direct); the same on every rank. */
+  /* Items steps_direct_writes allows, on the GPU executor: over CONN_FLAG_DIRECT connections,
+   * the steps that only deliver data write it into the next rank's output ("Direct writes":
+   * steps_send_direct); the same on every rank. */
   uint8_t direct;
 } work_t;
 
@@ -798,9 +798,14 @@ DEVICE_HOST_FN void steps_direct(const step_lane_t* ln, size_t k, step_t* st) {
  * executor applies the rules where its connection has CONN_FLAG_DIRECT, the same flag at both
  * ends. The receiver tells the sender where its output lies through the connection's mailbox
  * (conn_fifo_t.dmbox), once per item that receives that way, tagged steps_direct_tag. */
+/* The items whose steps pair up that way: ring AllReduce (its general cut, not the 2-rank LL
+ * exchange) and AllGather, with Simple. The planner sets work_t.direct only on these. */
+DEVICE_HOST_FN bool steps_direct_writes(int func, int algo, int proto) {
+  return algo == ALGO_RING && proto == PROTO_SIMPLE &&
+         (func == FUNC_ALLREDUCE || func == FUNC_ALLGATHER);
+}
 DEVICE_HOST_FN bool steps_lane_direct(const step_lane_t* ln) {
-  return ln->direct && ln->kind == LANE_RING && ln->proto == PROTO_SIMPLE &&
-         (ln->func == FUNC_ALLREDUCE || ln->func == FUNC_ALLGATHER);
+  return ln->direct && ln->kind == LANE_RING && steps_direct_writes(ln->func, ln->algo, ln->proto);
 }
 DEVICE_HOST_FN bool steps_recv_direct(const step_lane_t* ln, const step_t* st) {
   return steps_lane_direct(ln) && st->nrecv > 0 && !st->reduce && st->out != NULL;

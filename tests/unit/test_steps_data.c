@@ -61,6 +61,7 @@ static step_lane_t lane_of(const ring_case_t* rc, int pos, size_t off, size_t cn
   step_lane_t ln;
   memset(&ln, 0, sizeof(ln));
   ln.kind = LANE_RING;
+  ln.algo = ALGO_RING;
   ln.func = (uint8_t)rc->func;
   ln.proto = (uint8_t)rc->proto;
   ln.unit = sizeof(int32_t);

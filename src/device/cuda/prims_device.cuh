@@ -59,6 +59,9 @@ static __device__ __forceinline__ uint64_t ld_volatile_u64(const uint64_t* p) {
   asm volatile("ld.volatile.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+static __device__ __forceinline__ void st_release_sys_u64(volatile uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 static __device__ __forceinline__ void st_volatile_u64(uint64_t* p, uint64_t v) {
   asm volatile("st.volatile.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -293,10 +296,6 @@ struct dstep_t : step_t {
 
 static __device__ __forceinline__ char* slot_of(const cuda_conn_t& c, int proto) {
   return fifo_slot_ptr(c.buffs[proto], c.buff_bytes[proto], c.step);
-}
-
-static __device__ __forceinline__ void st_release_sys_u64(volatile uint64_t* p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 /* Thread 0, a direct send on c: where the receiver's output starts, from the mailbox it filled
