@@ -41,7 +41,10 @@
  * With them the model's own choice is within 15 % of its measured time at 268 of 270 points, and
  * costs 0.4 % over the fastest measured choice in the geometric mean (the constants before: 43
  * points outside, 2-rank AllReduce and Reduce at 8 MiB on the staged kernel where the ring took
- * 0.85 and 0.64 of the time).
+ * 0.85 and 0.64 of the time). With Simple channels that saturate the GPU's NVLink (simple_chan_gbs,
+ * below) a later library's choices were within 15 % at 262 of 270 points, the 2-rank AllReduce and
+ * ReduceScatter at 8 MiB now on the ring (50.8 us against TwoShot's 55.8; 36.8 against OneShot's
+ * 37.1).
  *
  * Per protocol, a ring's (and a tree's) costs (proto_costs below):
  *   base_us, step_us  its fixed cost and the cost of each of its steps on the critical path (a
@@ -94,6 +97,10 @@ static const proto_costs_t proto_costs[PROTO_COUNT] = {
                       .fill_cap = 512 << 10,
                       .tree_eff = 0.828},
 };
+/* What one channel of a Simple ring moves at best, GB/s: on 2 H200s an 8 MiB ring AllReduce on 24
+ * channels took 57.2 us, on 32 51.6 and on 62 50.5 (its bytes at 0.79, 0.96 and all of the
+ * NVLink rate). */
+static const double simple_chan_gbs = 12.0;
 /* A Simple chain (Broadcast, Reduce on one host, a slot a step: plan.c): its fixed cost beside
  * the hops' latency, and the share of a GPU's NVLink bandwidth (stage_read_gbs) it moves. With LL
  * and LL128 a chain forwards each line as it lands: a step costs chain_ll_step_share of a ring's,
@@ -208,11 +215,18 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   if (!(link_bw > 0.0) || t->intra_lat_us < 0.0 || (multi_host && t->inter_lat_us < 0.0))
     return -1.0;
   const int nchannels = t->nchannels > 0 ? t->nchannels : 1;
-  const double chan_bytes_per_us = link_bw * 1e3; /* one channel */
   const bool combines = func != FUNC_ALLGATHER && func != FUNC_BROADCAST;
   const proto_costs_t* pc = &proto_costs[proto];
   const double share = combines ? pc->reduce_bw : pc->copy_bw;
-  const double bytes_per_us = chan_bytes_per_us * nchannels * share;
+  /* Simple on one host: an operation on fewer channels than the communicator's still fills the
+   * GPU's NVLink bandwidth (stage_read_gbs, what the communicator's channels share) until its
+   * channels reach simple_chan_gbs each: a linear share of it priced 8 MiB rings on the 48
+   * channels below COLL_WIDE_MIN_BYTES 17-19 % above what they took on 2 and 4 H100s. */
+  double op_gbs = link_bw * nchannels;
+  if (!multi_host && proto == PROTO_SIMPLE && t->stage_read_gbs > op_gbs)
+    op_gbs = t->stage_read_gbs < simple_chan_gbs * nchannels ? t->stage_read_gbs
+                                                             : simple_chan_gbs * nchannels;
+  const double bytes_per_us = op_gbs * 1e3 * share;
 
   const double n = t->nranks;
   const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
