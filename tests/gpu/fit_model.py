@@ -26,6 +26,7 @@ LINK = 18 * 20.6  # stage_read_gbs of an H100 (NV18), as res_gpu.c and test_coll
 LAT = 0.8  # RES_GPU_NVL_LAT_US
 NCH = 62  # the communicator's channels on these machines
 HALF = 8 << 20  # a staging half (NCCL_BATON_STAGE_BYTES' default)
+SIMPLE_CHAN_GBS = 12.0  # tuning.c's simple_chan_gbs
 FUNCS = {"broadcast": 0, "reduce": 1, "all_gather": 2, "reduce_scatter": 3, "all_reduce": 4}
 BC, RD, AG, RS, AR = range(5)
 ALGOS = ["Tree", "Ring", "OneShot", "TwoShot"]
@@ -122,7 +123,10 @@ def model(p, n, f, algo, proto, b, nch):
                 + lb / (LINK * 1e3 * p["direct_bw"]))
     combines = f not in (AG, BC)
     share = p[("ring_reduce_bw_" if combines else "ring_copy_bw_") + proto]
-    bpu = LINK / NCH * 1e3 * nch * share
+    gbs = LINK / NCH * nch
+    if proto == "Simple":  # tuning.c: up to the GPU's NVLink rate, simple_chan_gbs a channel
+        gbs = max(gbs, min(LINK, SIMPLE_CHAN_GBS * nch))
+    bpu = gbs * 1e3 * share
     if algo == "Tree":
         hops = 2.0 * ceil_log2(n)
         lb = (2.0 if n > 2 else 1.0) * b / p["tree_eff_" + proto]
