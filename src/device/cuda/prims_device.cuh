@@ -169,8 +169,9 @@ enum dtrace_ids {
   TR_PLANNED = 7,   /* the leader planned the step (lane_step) */
   TR_STEP_IN = 8,   /* the step's protocol function began */
   TR_ITEM_END = 9,
-  TR_STAGED = 10, /* LL/LL128 reduction: a round's lines are staged and described */
-  TR_REDUCED = 11 /* LL/LL128 reduction: the round is reduced */
+  TR_STAGED = 10,  /* LL/LL128 reduction: a round's lines are staged and described */
+  TR_REDUCED = 11, /* LL/LL128 reduction: the round is reduced */
+  TR_PLAN_IN = 12  /* the leader starts planning the step */
 };
 #define TRACE_MAX 40
 #define TRACE_EVERY 512
@@ -530,7 +531,11 @@ static __device__ __noinline__ bool step_simple(const kctx_t& k, const grp_t& g,
     else
       copy_multi(a.src[0], a.dst, a.ndst, nbytes, w.tid, w.nth);
   }
-  if (split) return !grp_sync_or(g, false); /* the publisher takes it from here */
+  if (split) { /* the publisher takes it from here */
+    const bool stopped = grp_sync_or(g, false);
+    DTRACE(k, g, TR_MOVED);
+    return !stopped;
+  }
   grp_sync(g);
   DTRACE(k, g, TR_MOVED);
   if (g.tid == 0) publish_simple(g, st, (int)nbytes);
