@@ -10,6 +10,10 @@
                              names); needs scipy
   fit_model.py check FILE    the model's choice at every (ranks, collective, bytes): its price, the
                              measured time of that choice, the fastest measured
+  fit_model.py compare FILE  this copy's price against tuning.c's at each line of FILE, "ranks
+                             collective bytes algo proto channels us" (the C model's price to
+                             0.1 us, as its INFO line prints it: tests/tools/check_model_copy.sh);
+                             exits 1 if any differs by more than that rounding
 
 The model written here must be kept equal to tuning.c's (test_coll_plan holds the C model to the
 same file). Each family is fitted on the points where it is within 25 % of the fastest measured;
@@ -269,6 +273,23 @@ def check(path, p=C):
           % (out, len(slow), math.exp(sum(map(math.log, slow)) / len(slow)), max(slow)))
 
 
+def compare(path):
+    bad = n = 0
+    for line in open(path):
+        f = line.split()
+        if len(f) != 7:
+            continue
+        ranks, coll, b, algo, proto, nch, c_us = int(f[0]), f[1], int(f[2]), f[3], f[4], int(f[5]), float(f[6])
+        py_us = model(C, ranks, FUNCS[coll], algo, proto, b, nch)
+        n += 1
+        if abs(py_us - c_us) > 0.051 + 1e-4 * c_us:
+            bad += 1
+            print("DIFFERS %d ranks %s %d bytes %s/%s on %d channels: tuning.c %.1f us, fit_model.py %.2f"
+                  % (ranks, coll, b, algo, proto, nch, c_us, py_us))
+    print("%d prices compared, %d differ" % (n, bad))
+    return 1 if bad or n == 0 else 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "extract":
         extract(sys.argv[2], sys.argv[3], sys.argv[4])
@@ -276,5 +297,7 @@ if __name__ == "__main__":
         check(sys.argv[2], fit(sys.argv[2]))
     elif len(sys.argv) == 3 and sys.argv[1] == "check":
         check(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "compare":
+        sys.exit(compare(sys.argv[2]))
     else:
         sys.exit(__doc__)
