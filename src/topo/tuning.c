@@ -223,9 +223,12 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
    * channels reach simple_chan_gbs each: a linear share of it priced 8 MiB rings on the 48
    * channels below COLL_WIDE_MIN_BYTES 17-19 % above what they took on 2 and 4 H100s. */
   double op_gbs = link_bw * nchannels;
-  if (!multi_host && proto == PROTO_SIMPLE && t->stage_read_gbs > op_gbs)
-    op_gbs = t->stage_read_gbs < simple_chan_gbs * nchannels ? t->stage_read_gbs
-                                                             : simple_chan_gbs * nchannels;
+  if (!multi_host && proto == PROTO_SIMPLE) {
+    const double sat = t->stage_read_gbs < simple_chan_gbs * nchannels
+                           ? t->stage_read_gbs
+                           : simple_chan_gbs * nchannels;
+    if (sat > op_gbs) op_gbs = sat; /* never below the channels' share */
+  }
   const double bytes_per_us = op_gbs * 1e3 * share;
 
   const double n = t->nranks;

@@ -37,6 +37,40 @@ static bool supported(int func, int algo, int proto, bool gpu, const topo_tuning
   return vocab_supports(func, algo, proto, &caps);
 }
 
+/* A Simple operation on one host moves at the GPU's NVLink rate (stage_read_gbs) once its
+ * channels can carry it at 12 GB/s each, and never slower than its channels' share of it: the
+ * model's time with the NVLink rate known against the same without it (the linear share). */
+START_TEST(test_simple_channels_saturate) {
+  const size_t bytes = (size_t)16 << 20;
+  topo_tuning_t t = one_host(4, true);
+  t.nchannels = 48; /* of a communicator's 62: 6 GB/s each */
+  t.intra_bw_gbs = 372.0 / 62;
+  topo_tuning_t lin = t;
+  t.stage_read_gbs = 372.0;
+  /* 48 channels: the whole link, where the linear share gave 48/62 of it */
+  const double sat = topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, bytes);
+  const double share = topo_model_time_us(&lin, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, bytes);
+  ck_assert(sat > 0 && share > sat);
+  t.nchannels = lin.nchannels = 62; /* every channel: the same either way */
+  ck_assert_double_eq_tol(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, bytes),
+                          topo_model_time_us(&lin, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, bytes),
+                          1e-9);
+  /* a communicator of 16 channels at 23 GB/s each: 12 GB/s a channel is below its share, which
+   * stands */
+  t.nchannels = lin.nchannels = 16;
+  t.intra_bw_gbs = lin.intra_bw_gbs = 23.0;
+  ck_assert_double_eq_tol(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, bytes),
+                          topo_model_time_us(&lin, FUNC_ALLREDUCE, ALGO_RING, PROTO_SIMPLE, bytes),
+                          1e-9);
+  /* LL is not Simple: its share stands at 48 channels too */
+  t.nchannels = lin.nchannels = 48;
+  t.intra_bw_gbs = lin.intra_bw_gbs = 372.0 / 62;
+  ck_assert_double_eq_tol(topo_model_time_us(&t, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL, bytes),
+                          topo_model_time_us(&lin, FUNC_ALLREDUCE, ALGO_RING, PROTO_LL, bytes),
+                          1e-9);
+}
+END_TEST
+
 START_TEST(test_monotonic_in_bytes) {
   const int sizes[] = {1, 2, 3, 8, 64, 1024};
   for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
@@ -400,6 +434,7 @@ static Suite* tuning_suite(void) {
   Suite* s = suite_create("tuning");
   TCase* model = tcase_create("model");
   tcase_add_test(model, test_monotonic_in_bytes);
+  tcase_add_test(model, test_simple_channels_saturate);
   tcase_add_test(model, test_small_ll_large_simple);
   tcase_add_test(model, test_tree_vs_ring);
   tcase_add_test(model, test_direct);
