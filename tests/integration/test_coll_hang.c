@@ -46,7 +46,8 @@ typedef struct hang_shared {
   atomic_int failed;     /* die: survivors whose call has failed */
   atomic_int reported;   /* waiting ranks whose watchdog is done looking for the report */
   atomic_int stall_release;
-  double report_s[NRANKS]; /* when each rank saw its report (-1: never) */
+  atomic_int stall_calling; /* stall: rank 2's proxy has stalled and rank 2 is about to call */
+  double report_s[NRANKS];  /* when each rank saw its report (-1: never) */
   double abort_s[NRANKS];
 } hang_shared_t;
 
@@ -145,6 +146,20 @@ static void* watchdog_main(void* p) {
   w->abort_res = ncclCommAbort(w->comm);
   w->abort_s = itest_now() - a0;
   return NULL;
+}
+
+/* A rank whose report did not say what was expected: what it did say, for the test's log. */
+static void print_reports(int rank, const hang_cfg_t* cfg) {
+  char path[160], line[4096];
+  snprintf(path, sizeof(path), cfg->log_tmpl, (int)getpid());
+  FILE* f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(stderr, "rank %d: no log at %s\n", rank, path);
+    return;
+  }
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strstr(line, "Hang report") != NULL) fprintf(stderr, "rank %d's report: %s", rank, line);
+  fclose(f);
 }
 
 static int hang_body(itest_rank_t* r, void* arg) {
@@ -252,6 +267,16 @@ static int hang_body(itest_rank_t* r, void* arg) {
     return 0;
   }
 
+  /* stall: the others call once rank 2 is about to. A rank whose report came before rank 2 had
+   * called (its proxy's stall took a while on a loaded machine) rightly said "Not called yet by
+   * rank 2", once, and no report follows for the same call. */
+  if (cfg->mode == HANG_STALL && r->rank == 2) atomic_store(&sh->stall_calling, 1);
+  if (cfg->mode == HANG_STALL && r->rank != 2) {
+    double c0 = itest_now();
+    while (!atomic_load(&sh->stall_calling) && itest_now() - c0 < 30) usleep(1000);
+    IT_EXPECT(atomic_load(&sh->stall_calling), "rank %d: rank 2 never got to its call", r->rank);
+    w.t0 = itest_now();
+  }
   pthread_t t;
   if (!r->opts->nonblocking) IT_EXPECT(pthread_create(&t, NULL, watchdog_main, &w) == 0, "thread");
   res = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL);
@@ -279,6 +304,8 @@ static int hang_body(itest_rank_t* r, void* arg) {
     kill(atomic_load(&sh->pids[VICTIM]), SIGKILL);
   fprintf(stderr, "rank %d: report after %.2f s, abort took %.3f s\n", r->rank, w.report_s,
           w.abort_s);
+  if (!w.saw_report && cfg->mode != HANG_QUIET)
+    print_reports(r->rank, cfg); /* quiet: printed whole */
   IT_EXPECT(w.saw_report, "rank %d: no hang report with the expected verdict within %.0f s",
             r->rank, REPORT_WITHIN_S);
   IT_EXPECT(w.async_ok, "rank %d: ncclCommGetAsyncError reported an error during the wait",
