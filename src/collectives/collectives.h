@@ -103,10 +103,6 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
 /* Blocks (channels) of every staged item: they read from the peers at once, each its part. 48
  * parts were slower on 4 H100s from 2 MiB (AllReduce 8 MiB 63.6 -> 79.0 us in graph replay). */
 #define COLL_STAGE_PARTS 32
-/* A direct algorithm over the peers' staging (device.h, "Staged direct algorithms"). */
-static inline bool coll_is_staged(int algo, int proto) {
-  return (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && proto == PROTO_SIMPLE;
-}
 
 /* One operation as the user posted it (AlltoAll/Gather/Scatter are already split into p2p). */
 typedef struct coll_task {

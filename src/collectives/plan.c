@@ -115,8 +115,7 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
     for (int p = 0; p < PROTO_COUNT; p++) {
       if (!vocab_supports(func, a, p, &caps)) continue;
       topo_tuning_t at = *tun;
-      if ((a == ALGO_ONESHOT || a == ALGO_TWOSHOT) && p != PROTO_SIMPLE &&
-          at.nchannels > COLL_DIRECT_MAX_CHANNELS)
+      if (vocab_algo_is_direct(a) && p != PROTO_SIMPLE && at.nchannels > COLL_DIRECT_MAX_CHANNELS)
         at.nchannels = COLL_DIRECT_MAX_CHANNELS;
       if (use_proto && !cc->filter.proto_ok[func][p]) continue;
       if (!coll_direct_allowed(cc, func, a, p, bytes, use_algo)) continue;
@@ -143,7 +142,7 @@ double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo,
     return -1;
   topo_tuning_t tun = cc->tuning;
   tun.nchannels = t->nchannels;
-  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && proto != PROTO_SIMPLE &&
+  if (vocab_algo_is_direct(algo) && proto != PROTO_SIMPLE &&
       tun.nchannels > COLL_DIRECT_MAX_CHANNELS)
     tun.nchannels = COLL_DIRECT_MAX_CHANNELS;
   return topo_model_time_us(&tun, t->func, algo, proto, bytes);
@@ -193,8 +192,7 @@ static bool plan_pick_selected(const struct coll_comm* cc, const coll_task_t* t,
       if (!(t->select & (1u << (a * PROTO_COUNT + p)))) continue;
       if (!cc->filter.algo_ok[t->func][a] || !cc->filter.proto_ok[t->func][p]) continue;
       if (!vocab_supports(t->func, a, p, &caps)) continue;
-      bool direct = a == ALGO_ONESHOT || a == ALGO_TWOSHOT;
-      if (direct && p != PROTO_SIMPLE && !cc->direct_ok) continue;
+      if (vocab_algo_is_direct(a) && p != PROTO_SIMPLE && !cc->direct_ok) continue;
       topo_tuning_t tun = cc->tuning;
       tun.nchannels = t->nchannels;
       double time = topo_model_time_us(&tun, t->func, a, p, bytes);
@@ -239,10 +237,9 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   } else {
     t->forced = true;
   }
-  if (coll_is_staged(algo, proto))
+  if (vocab_algo_is_staged(algo, proto))
     t->nchannels = cc->stage_parts; /* every staged item runs on the same parts */
-  else if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) &&
-           t->nchannels > COLL_DIRECT_MAX_CHANNELS)
+  else if (vocab_algo_is_direct(algo) && t->nchannels > COLL_DIRECT_MAX_CHANNELS)
     t->nchannels = COLL_DIRECT_MAX_CHANNELS; /* every channel connects every pair */
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
@@ -284,7 +281,7 @@ static void plan_req_add(struct coll_comm* cc, int channel, int peer, int is_sen
 static void plan_req_collective(struct coll_comm* cc, const coll_task_t* t, int channel,
                                 int* nreqs) {
   const dev_channel_t* ch = &cc->channels[channel];
-  if (t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT) { /* every peer, both directions */
+  if (vocab_algo_is_direct(t->algo)) { /* every peer, both directions */
     for (int p = 0; p < cc->nranks; p++) {
       plan_req_add(cc, channel, p, 1, nreqs);
       plan_req_add(cc, channel, p, 0, nreqs);
@@ -510,7 +507,7 @@ static ncclResult_t plan_staged(struct coll_comm* cc, const coll_task_t* t) {
 }
 
 static ncclResult_t plan_collective(struct coll_comm* cc, const coll_task_t* t, int* nreqs) {
-  if (coll_is_staged(t->algo, t->proto)) return plan_staged(cc, t);
+  if (vocab_algo_is_staged(t->algo, t->proto)) return plan_staged(cc, t);
   size_t esize = datatype_size((ncclDataType_t)t->dtype);
   size_t align = esize < 16 ? 16 / esize : 1;
   work_t zc;
@@ -695,7 +692,7 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
       coll_task_t* t = &tasks->items[i];
       if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
       CHECK_GOTO(coll_plan_choose(cc, t), res, out);
-      const bool d = t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT;
+      const bool d = vocab_algo_is_direct(t->algo);
       direct |= d;
       other |= !d;
     }
@@ -704,7 +701,7 @@ ncclResult_t coll_plan_build(struct coll_comm* cc, coll_task_list_t* tasks, int*
       for (int i = 0; i < tasks->n && res == ncclSuccess; i++) {
         coll_task_t* t = &tasks->items[i];
         if (t->func == FUNC_SEND || t->func == FUNC_RECV || t->count == 0) continue;
-        if (t->algo == ALGO_ONESHOT || t->algo == ALGO_TWOSHOT) res = coll_plan_choose(cc, t);
+        if (vocab_algo_is_direct(t->algo)) res = coll_plan_choose(cc, t);
       }
       cc->no_direct = false;
       CHECK_GOTO(res, res, out);

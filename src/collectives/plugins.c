@@ -107,7 +107,7 @@ void coll_tuner_apply(struct coll_comm* cc, coll_task_t* t, size_t bytes, int* a
          coll_proto_name(*proto));
     return;
   }
-  if ((*algo == ALGO_ONESHOT || *algo == ALGO_TWOSHOT) && best_a != *algo)
+  if (vocab_algo_is_direct(*algo) && best_a != *algo)
     t->nchannels = coll_op_nchannels(bytes, cc->nchannels, cc->min_channels);
   if (nch > 0) t->nchannels = nch < cc->nchannels ? nch : cc->nchannels;
   *algo = best_a;

@@ -205,7 +205,7 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
                              .nranks = t->nranks,
                              .nhosts = t->nhosts};
   if (!vocab_supports(func, algo, proto, &caps)) return -1.0;
-  if ((algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) && proto == PROTO_SIMPLE) {
+  if (vocab_algo_is_staged(algo, proto)) {
     if (!(t->stage_read_gbs > 0.0)) return -1.0; /* staged: one host (the table), staging */
     return stage_time_us(t, func, algo, bytes);
   }
@@ -234,7 +234,7 @@ double topo_model_time_us(const topo_tuning_t* t, int func, int algo, int proto,
   const double n = t->nranks;
   const int nhosts = multi_host ? (t->nhosts < t->nranks ? t->nhosts : t->nranks) : 1;
   double hops, inter_hops, link_bytes;
-  if (algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT) {
+  if (vocab_algo_is_direct(algo)) {
     const bool whole = func == FUNC_ALLREDUCE || func == FUNC_BROADCAST;
     hops = algo == ALGO_TWOSHOT ? 2.0 : 1.0;
     link_bytes = algo == ALGO_TWOSHOT ? 2.0 * (n - 1) / n * (double)bytes

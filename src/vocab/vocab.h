@@ -85,6 +85,15 @@ DEVICE_HOST_FN bool vocab_direct_supported(int proto, const vocab_caps_t* caps) 
   return (proto == PROTO_LL || (proto == PROTO_SIMPLE && caps->staged)) && caps->direct &&
          caps->nranks >= 2 && caps->nranks <= DIRECT_MAX_RANKS && caps->nhosts <= 1;
 }
+/* The direct algorithms talk to every other rank at once. With Simple they are staged: they run
+ * over the peers' staging and use no connection (device.h, "Staged direct algorithms"); with LL
+ * they write the peers' FIFOs. */
+DEVICE_HOST_FN bool vocab_algo_is_direct(int algo) {
+  return algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT;
+}
+DEVICE_HOST_FN bool vocab_algo_is_staged(int algo, int proto) {
+  return vocab_algo_is_direct(algo) && proto == PROTO_SIMPLE;
+}
 DEVICE_HOST_FN bool vocab_supports(int func, int algo, int proto, const vocab_caps_t* caps) {
   if (func < FUNC_BROADCAST || func > FUNC_ALLREDUCE) return false; /* collectives only */
   if (!vocab_proto_supported(proto, caps)) return false;

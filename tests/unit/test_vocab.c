@@ -145,6 +145,20 @@ START_TEST(test_table_out_of_range) {
 }
 END_TEST
 
+/* Which algorithms are direct (every peer at once) and which pairs are staged (direct with
+ * Simple): the planner, the CUDA executor's launch and baton-sim all ask these two. */
+START_TEST(test_algo_kinds) {
+  const bool direct[ALGO_COUNT] = {
+      [ALGO_TREE] = false, [ALGO_RING] = false, [ALGO_ONESHOT] = true, [ALGO_TWOSHOT] = true};
+  for (int a = 0; a < ALGO_COUNT; a++) {
+    ck_assert_msg(vocab_algo_is_direct(a) == direct[a], "algo %d", a);
+    for (int p = 0; p < PROTO_COUNT; p++)
+      ck_assert_msg(vocab_algo_is_staged(a, p) == (direct[a] && p == PROTO_SIMPLE),
+                    "algo %d proto %d", a, p);
+  }
+}
+END_TEST
+
 /* The FIFO helpers, with NCCL_STEPS = 8 slots. */
 START_TEST(test_fifo_helpers) {
   ck_assert_int_eq(NCCL_STEPS, 8);
@@ -189,6 +203,7 @@ static Suite* vocab_suite(void) {
   tcase_add_test(tc, test_table_direct_limits);
   tcase_add_test(tc, test_table_staged);
   tcase_add_test(tc, test_table_out_of_range);
+  tcase_add_test(tc, test_algo_kinds);
   tcase_add_test(tc, test_fifo_helpers);
   suite_add_tcase(s, tc);
   return s;

@@ -248,12 +248,12 @@ static bool func_is_p2p(int func) {
 }
 
 static bool work_is_direct(const work_t* w) {
-  return !func_is_p2p(w->func) && (w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT);
+  return !func_is_p2p(w->func) && vocab_algo_is_direct(w->algo);
 }
 
 /* A staged direct item (device.h): it runs on the peers' staging and uses no connection. */
 static bool work_is_staged(const work_t* w) {
-  return work_is_direct(w) && w->proto == PROTO_SIMPLE;
+  return !func_is_p2p(w->func) && vocab_algo_is_staged(w->algo, w->proto);
 }
 
 /* ---- One item ----------------------------------------------------------------------------------

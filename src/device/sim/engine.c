@@ -469,12 +469,12 @@ static ncclResult_t chan_lanes(engine_t* e, int r, int c) {
       ec->n++;
       continue;
     }
-    if (w->proto == PROTO_SIMPLE && (w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT)) {
+    if (vocab_algo_is_staged(w->algo, w->proto)) {
       CHECK(stage_lane(e, r, c, i, seg, w, esize));
       ec->n++;
       continue;
     }
-    if (w->algo == ALGO_RING || w->algo == ALGO_ONESHOT || w->algo == ALGO_TWOSHOT) {
+    if (w->algo == ALGO_RING || vocab_algo_is_direct(w->algo)) {
       /* One lane on the whole block: the ring, or every other rank straight away. */
       CHECK(lane_push(e, &l));
       lane_geo(l, w, x, esize, w->algo == ALGO_RING ? LANE_RING : LANE_DIRECT);
