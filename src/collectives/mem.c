@@ -257,6 +257,12 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
     *ptr = NULL;
     return ncclSuccess;
   }
+  /* Rounding it up to pages or the allocation granularity would wrap to a tiny size. */
+  if (size > (size_t)PTRDIFF_MAX) {
+    WARN("%s: invalid size %zu: more than %td bytes, the largest object there can be", api, size,
+         (ptrdiff_t)PTRDIFF_MAX);
+    return ncclInvalidArgument;
+  }
   int dev = -1;
   if (comm_device_count() > 0 && cudaGetDevice(&dev) != cudaSuccess) {
     (void)cudaGetLastError(); /* no current device: host memory */

@@ -445,6 +445,16 @@ START_TEST(test_mem_registry) {
   ck_assert_ptr_null(a);
   ck_assert_int_eq(ncclMemFree(a), ncclSuccess);
   ck_assert_int_eq(ncclMemAlloc(NULL, 8), ncclInvalidArgument);
+  /* Sizes no object can have (rounded up to pages they used to wrap to a page or to nothing, and
+   * succeed) are refused, naming the size, and the output is left alone. */
+  const size_t huge[] = {SIZE_MAX, SIZE_MAX - 100, (size_t)PTRDIFF_MAX + 1};
+  for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+    a = &local;
+    log_clear_last_error();
+    ck_assert_int_eq(ncclMemAlloc(&a, huge[i]), ncclInvalidArgument);
+    ck_assert_ptr_eq(a, &local);
+    ck_assert_ptr_nonnull(strstr(ncclGetLastError(NULL), "ncclMemAlloc: invalid size"));
+  }
 }
 END_TEST
 
