@@ -311,6 +311,15 @@ static ncclResult_t reg_comm(ncclComm_t comm, const char* api, struct coll_comm*
   return ncclSuccess;
 }
 
+/* A range that wraps around the address space (or exceeds the largest object) names no buffer: a
+ * window of it would let one-sided writes reach any address. */
+static ncclResult_t reg_check_range(const char* api, const void* buff, size_t size) {
+  if (size <= (size_t)PTRDIFF_MAX && (uintptr_t)buff + size >= (uintptr_t)buff) return ncclSuccess;
+  WARN("%s: invalid size %zu for buff %p: the range wraps around the address space", api, size,
+       buff);
+  return ncclInvalidArgument;
+}
+
 static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buff, size_t size,
                             int flags, struct ncclWindow_vidmem** out) {
   struct ncclWindow_vidmem* reg = NULL;
@@ -552,6 +561,7 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
   CHECK(comm_check(comm, api));
   CHECK(arg_check_ptr(handle, api, "handle"));
   if (buff == NULL && size > 0) CHECK(arg_check_ptr(buff, api, "buff"));
+  CHECK(reg_check_range(api, buff, size));
   CHECK(reg_comm(comm, api, &cc));
   CHECK(reg_add(cc, MEM_REG_BUFFER, buff, size, 0, &reg));
   INFO(NCCL_REG,
@@ -579,6 +589,7 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size
   CHECK(comm_check(comm, api));
   CHECK(arg_check_ptr(win, api, "win"));
   if (buff == NULL && size > 0) CHECK(arg_check_ptr(buff, api, "buff"));
+  CHECK(reg_check_range(api, buff, size));
   if (winFlags & ~(NCCL_WIN_COLL_SYMMETRIC)) {
     WARN("%s: unknown winFlags 0x%x (winFlags): use NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC",
          api, (unsigned)winFlags);

@@ -512,6 +512,17 @@ START_TEST(test_register_args) {
   ck_assert_int_eq(ncclCommRegister(b, buf, sizeof(buf), &hb), ncclSuccess);
   ck_assert_int_eq(ncclCommWindowRegister(a, buf, sizeof(buf), &wa, NCCL_WIN_DEFAULT), ncclSuccess);
   EXPECT_ERR(ncclCommRegister(a, buf, sizeof(buf), NULL), ncclInvalidArgument, a, "handle");
+  /* Ranges that wrap around the address space: no record, outputs untouched. A window of one
+   * would let ncclPutSignal's offset check pass any offset. */
+  void* hw = SENTINEL;
+  ncclWindow_t ww = (ncclWindow_t)SENTINEL;
+  EXPECT_ERR(ncclCommRegister(a, buf, SIZE_MAX, &hw), ncclInvalidArgument, a, "wraps around");
+  EXPECT_ERR(ncclCommWindowRegister(a, buf, SIZE_MAX - 8, &ww, NCCL_WIN_DEFAULT),
+             ncclInvalidArgument, a, "wraps around");
+  EXPECT_ERR(ncclCommWindowRegister(a, (void*)(UINTPTR_MAX - 15), 32, &ww, NCCL_WIN_DEFAULT),
+             ncclInvalidArgument, a, "wraps around");
+  ck_assert_ptr_eq(hw, SENTINEL);
+  ck_assert_ptr_eq(ww, (ncclWindow_t)SENTINEL);
   /* a wild pointer (unmapped), the buffer itself, NULL */
   EXPECT_ERR(ncclCommDeregister(a, (void*)(uintptr_t)0x10), ncclInvalidArgument, a,
              "was not returned by ncclCommRegister");
