@@ -353,8 +353,11 @@ static ncclResult_t reg_add(struct coll_comm* cc, mem_reg_kind_t kind, void* buf
   return ncclSuccess;
 }
 
+static void win_pend_drop(const struct coll_comm* cc, const struct ncclWindow_vidmem* w);
+
 /* Takes handle out of cc's table if it is a registration of that kind there; false otherwise
- * (handle is not dereferenced then). A shared window stops being shared first. */
+ * (handle is not dereferenced then). A shared window stops being shared first; one still waiting
+ * for this thread's ncclGroupEnd is never shared. */
 static bool reg_remove(struct coll_comm* cc, const void* handle, mem_reg_kind_t kind) {
   bool found = false;
   pthread_mutex_lock(&cc->lock);
@@ -362,6 +365,7 @@ static bool reg_remove(struct coll_comm* cc, const void* handle, mem_reg_kind_t 
     if ((const void*)cc->regs[i] != handle) continue;
     if (cc->regs[i]->kind != kind) break;
     comm_window_unshare(cc->comm, cc->regs[i]->shared);
+    if (kind == MEM_REG_WINDOW) win_pend_drop(cc, cc->regs[i]);
     free(cc->regs[i]);
     cc->regs[i] = cc->regs[--cc->nregs];
     __atomic_add_fetch(&cc->regs_gen, 1, __ATOMIC_RELEASE);
@@ -426,6 +430,7 @@ void coll_regs_free(struct coll_comm* cc) {
   if (cc->nregs > 0)
     INFO(NCCL_REG, "comm %p: releasing %d registrations left at destroy", (void*)cc->comm,
          cc->nregs);
+  win_pend_drop(cc, NULL); /* destroyed inside the group that registered them */
   for (int i = 0; i < cc->nregs; i++) free(cc->regs[i]);
   free(cc->regs);
   cc->regs = NULL;
@@ -477,6 +482,16 @@ static ncclResult_t win_defer(struct coll_comm* cc, struct ncclWindow_vidmem* w,
   win_pend[coll_win_npend++] = (win_pending_t){
       .cc = cc, .w = w, .has_host = host != NULL, .host = host ? *host : (share_host_mem_t){0}};
   return ncclSuccess;
+}
+
+/* Forgets this thread's deferred sharing of w (NULL: of every window of cc), which is going away
+ * before the outermost ncclGroupEnd: that must not share a freed record, nor run on a freed
+ * communicator. */
+static void win_pend_drop(const struct coll_comm* cc, const struct ncclWindow_vidmem* w) {
+  int n = 0;
+  for (int i = 0; i < coll_win_npend; i++)
+    if (win_pend[i].cc != cc || (w != NULL && win_pend[i].w != w)) win_pend[n++] = win_pend[i];
+  coll_win_npend = n;
 }
 
 /* Shares w and records the outcome in it (held by cc's table). */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "collectives/collectives.h"
 #include "core/core.h"
 #include "fork_ranks.h"
 #include "unit.h"
@@ -190,6 +191,39 @@ START_TEST(test_init_all_threads) {
   ck_assert_uint_eq(comms[0]->comm_hash, comms[3]->comm_hash);
   check_comms_connected(comms, 4);
   for (int i = 0; i < 4; i++) ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);
+}
+END_TEST
+
+/* A window deregistered inside the group that registered it, or whose communicator is destroyed
+ * there, is never shared: the outermost ncclGroupEnd used to share it anyway, writing into the
+ * freed record and leaving a shared window no handle names, or reading the freed communicator. */
+START_TEST(test_windows_dropped_in_group) {
+  enum { N = 2 };
+  ncclComm_t comms[N];
+  static char bufs[N][4096];
+  ncclWindow_t win[N], kept[N];
+  ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    ck_assert_int_eq(ncclCommWindowRegister(comms[i], bufs[i], 4096, &win[i], 0), ncclSuccess);
+    ck_assert_int_eq(ncclCommWindowRegister(comms[i], bufs[i], 2048, &kept[i], 0), ncclSuccess);
+  }
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(ncclCommWindowDeregister(comms[i], win[i]), ncclSuccess);
+  ck_assert_int_eq(coll_win_npend, N); /* only the kept ones wait for ncclGroupEnd */
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    ck_assert(comm_windows_shared(comms[i]));
+    ck_assert_int_eq(comms[i]->resources->nwindows, 1);
+    ck_assert_int_eq(ncclCommWindowDeregister(comms[i], kept[i]), ncclSuccess);
+    ck_assert_int_eq(comms[i]->resources->nwindows, 0);
+  }
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(ncclCommWindowRegister(comms[i], bufs[i], 4096, &win[i], 0), ncclSuccess);
+  for (int i = 0; i < N; i++) ck_assert_int_eq(ncclCommDestroy(comms[i]), ncclSuccess);
+  ck_assert_int_eq(coll_win_npend, 0);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
 }
 END_TEST
 
@@ -681,6 +715,7 @@ int main(void) {
   tcase_add_test(tc, test_init_all_threads);
   tcase_add_test(tc, test_init_all_devlist);
   tcase_add_test(tc, test_windows_in_group);
+  tcase_add_test(tc, test_windows_dropped_in_group);
   tcase_add_test(tc, test_nonblocking_init);
   tcase_add_test(tc, test_nonblocking_env);
   tcase_add_test(tc, test_abort_while_init_waits);
