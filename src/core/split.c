@@ -135,6 +135,45 @@ static ncclResult_t child_parent_check(ncclComm_t parent, const char* api) {
   return ncclInvalidUsage;
 }
 
+/* A blocking parent's split or shrink inside a group (ncclGroupStart ... ncclGroupEnd, how one
+ * thread splits the communicators of several ranks): run inline, the first rank's call would wait
+ * in the parent's allgather for ranks this thread has not called for yet. So the job runs on a
+ * thread of its own, and the outermost ncclGroupEnd waits for it, as for a communicator created in
+ * the group: the parent and the child are handed to group_add_init (the parent also for
+ * NCCL_SPLIT_NOCOLOR, whose part of the allgather the others need; a group that fails aborts it,
+ * which stops that allgather). One such call per parent and group: a second would run its
+ * allgather on the parent's bootstrap beside the first. Takes job's reference. */
+static ncclResult_t child_start_grouped(ncclComm_t parent, comm_job_t* job, ncclComm_t child,
+                                        ncclComm_t* newcomm, const char* api) {
+  ncclResult_t res = ncclSuccess;
+  if (parent->job != NULL && !comm_job_wait_done(parent->job, 0)) {
+    WARN(
+        "%s: comm %p already has a split or shrink pending in this group; call ncclGroupEnd "
+        "before the next one",
+        api, (void*)parent);
+    res = ncclInvalidUsage;
+    goto fail;
+  }
+  comm_job_attach(parent, job);
+  if (child != NULL) comm_job_attach(child, job);
+  res = comm_job_start(job, false);
+  if (RESULT_IS_ERROR(res)) goto fail;
+  res = core_upper()->group_add_init(parent);
+  if (res == ncclSuccess && child != NULL) res = core_upper()->group_add_init(child);
+  if (res != ncclSuccess) { /* the group's end cannot wait for it: stop it now */
+    (void)comm_abort_and_wait(parent);
+    goto fail;
+  }
+  comm_job_release(job);
+  *newcomm = child;
+  return ncclSuccess;
+fail:
+  core_upper()->group_set_error(res);
+  comm_job_release(job);
+  if (child != NULL) comm_free(child);
+  return res;
+}
+
 /* Builds the child (unless NOCOLOR) and runs the job. Takes ownership of exclude. */
 static ncclResult_t child_start(ncclComm_t parent, const ncclConfig_t* config, int color, int key,
                                 int* exclude, int nexclude, ncclComm_t* newcomm, const char* api) {
@@ -172,6 +211,8 @@ static ncclResult_t child_start(ncclComm_t parent, const ncclConfig_t* config, i
          parent->rank);
   }
 
+  if (parent->config.blocking && core_upper()->group_open())
+    return child_start_grouped(parent, job, child, newcomm, api);
   if (parent->config.blocking) {
     res = comm_job_start(job, true);
     comm_job_release(job);

@@ -276,6 +276,64 @@ START_TEST(test_windows_in_group) {
 }
 END_TEST
 
+/* One thread splits the communicators of every rank inside a group, as the NCCL documentation
+ * tells a single-threaded multi-GPU program to: each rank's split must wait for ncclGroupEnd (run
+ * inline, the first would wait in the parent's allgather for ranks not called yet, forever).
+ * Ranks 0, 2, 3 take color 7 with keys that reverse them; rank 1 opts out. Then an AllReduce on
+ * the children and one on the parents, each a group of the ranks. A second split of the same
+ * parent in one group is refused, and that group fails without hanging. */
+START_TEST(test_split_in_group) {
+  enum { N = 4, COUNT = 256 };
+  ncclComm_t comms[N] = {NULL}, child[N];
+  float buf[N][COUNT];
+  ck_assert_int_eq(ncclCommInitAll(comms, N, NULL), ncclSuccess);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    child[i] = (ncclComm_t)&child[i]; /* must be overwritten */
+    int color = i == 1 ? NCCL_SPLIT_NOCOLOR : 7;
+    ck_assert_int_eq(ncclCommSplit(comms[i], color, N - i, &child[i], NULL), ncclSuccess);
+  }
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  ck_assert(child[1] == NULL);
+  /* keys 4, 2, 1 for ranks 0, 2, 3: new ranks 2, 1, 0 */
+  const int new_rank[N] = {2, -1, 1, 0};
+  for (int i = 0; i < N; i++)
+    if (i != 1) ck_assert_int_eq(check_queries(child[i], 3, new_rank[i]), 0);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    for (int k = 0; k < COUNT; k++) buf[i][k] = (float)(i + 1);
+    if (i != 1)
+      ck_assert_int_eq(ncclAllReduce(buf[i], buf[i], COUNT, ncclFloat32, ncclSum, child[i], NULL),
+                       ncclSuccess);
+  }
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int i = 0; i < N; i++)
+    for (int k = 0; k < COUNT && i != 1; k++) ck_assert_float_eq(buf[i][k], 1.0f + 3.0f + 4.0f);
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(ncclAllReduce(buf[i], buf[i], 1, ncclFloat32, ncclSum, comms[i], NULL),
+                     ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  /* rank 1 still holds 2; the others 8 */
+  for (int i = 0; i < N; i++) ck_assert_float_eq(buf[i][0], 8.0f * 3 + 2.0f);
+  for (int i = 0; i < N; i++)
+    if (i != 1) ck_assert_int_eq(ncclCommDestroy(child[i]), ncclSuccess);
+
+  ncclComm_t second = NULL;
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N; i++)
+    ck_assert_int_eq(ncclCommSplit(comms[i], 0, i, &child[i], NULL), ncclSuccess);
+  ck_assert_int_eq(ncclCommSplit(comms[0], 1, 0, &second, NULL), ncclInvalidUsage);
+  ck_assert(second == NULL);
+  ck_assert_ptr_nonnull(strstr(ncclGetLastError(comms[0]), "already has a split or shrink"));
+  ck_assert_int_ne(ncclGroupEnd(), ncclSuccess);
+  for (int i = 0; i < N; i++) {
+    if (child[i] != NULL) ck_assert_int_eq(ncclCommAbort(child[i]), ncclSuccess);
+    ck_assert_int_eq(ncclCommAbort(comms[i]), ncclSuccess);
+  }
+}
+END_TEST
+
 START_TEST(test_init_all_devlist) {
   /* No GPU (main hides them): devlist is validated, and the comms run on the host executor. */
   int devlist[3] = {2, 0, 1};
@@ -722,6 +780,7 @@ int main(void) {
   tcase_add_test(tc, test_abort_from_other_thread);
   tcase_add_test(tc, test_split_colors_keys);
   tcase_add_test(tc, test_split_nocolor);
+  tcase_add_test(tc, test_split_in_group);
   tcase_add_test(tc, test_split_nonblocking);
   tcase_add_test(tc, test_shrink_dead_rank);
   tcase_add_test(tc, test_shrink_abort_flag);
