@@ -416,6 +416,30 @@ START_TEST(test_abort_while_init_waits) {
 }
 END_TEST
 
+/* A communicator created in a group and aborted before ncclGroupEnd (its other rank never came):
+ * the group forgets it, so ncclGroupEnd has nothing to wait for. It used to keep it in the
+ * group's list and read the freed communicator there, failing with "rank -1 ... failed to
+ * initialize". The same for a blocking one, whose init runs on a thread of its own in a group. */
+START_TEST(test_abort_init_in_group) {
+  for (int blocking = 0; blocking <= 1; blocking++) {
+    ncclUniqueId id;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = blocking;
+    ncclComm_t comm = NULL;
+    ck_assert_int_eq(ncclGetUniqueId(&id), ncclSuccess);
+    ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+    ck_assert_int_eq(ncclCommInitRankConfig(&comm, 2, id, 0, &cfg),
+                     blocking ? ncclSuccess : ncclInProgress);
+    ck_assert_ptr_nonnull(comm);
+    usleep(100 * 1000);
+    ck_assert_int_eq(ncclCommAbort(comm), ncclSuccess);
+    uint64_t t0 = clock_ns();
+    ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+    ck_assert_double_lt(seconds_since(t0), 1.0);
+  }
+}
+END_TEST
+
 /* Abort from another thread while the creating thread is still polling. */
 typedef struct abort_arg {
   ncclComm_t comm;
@@ -777,6 +801,7 @@ int main(void) {
   tcase_add_test(tc, test_nonblocking_init);
   tcase_add_test(tc, test_nonblocking_env);
   tcase_add_test(tc, test_abort_while_init_waits);
+  tcase_add_test(tc, test_abort_init_in_group);
   tcase_add_test(tc, test_abort_from_other_thread);
   tcase_add_test(tc, test_split_colors_keys);
   tcase_add_test(tc, test_split_nocolor);
