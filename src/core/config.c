@@ -74,6 +74,13 @@ static ncclResult_t config_validate(const ncclConfig_t* c, const char* api) {
                      (c->hostCftMode >= ncclHostCftEnable && c->hostCftMode <= ncclHostCftFallback),
                  hostCftMode);
 #undef CONFIG_REQUIRE
+  const int64_t rma_ctx = c->numRmaCtx == UNDEF ? 1 : c->numRmaCtx;
+  const int64_t rma_sig = c->numRmaSig == UNDEF ? 1 : c->numRmaSig;
+  if (rma_ctx * rma_sig > COMM_RMA_MAX_SIGNALS) {
+    WARN("%s: invalid config: numRmaCtx %lld x numRmaSig %lld is more than %d signals", api,
+         (long long)rma_ctx, (long long)rma_sig, COMM_RMA_MAX_SIGNALS);
+    return ncclInvalidArgument;
+  }
   if (c->minCTAs != UNDEF && c->maxCTAs != UNDEF && c->minCTAs > c->maxCTAs) {
     WARN("%s: invalid config: minCTAs %d is larger than maxCTAs %d", api, c->minCTAs, c->maxCTAs);
     return ncclInvalidArgument;

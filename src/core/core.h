@@ -284,6 +284,9 @@ ncclResult_t comm_rma_wait(ncclComm_t comm, const ncclWaitSignalDesc_t* descs, i
 void comm_rma_free(struct comm_rma* m);
 /* The config's numRmaCtx and numRmaSig (1 when unset). */
 void comm_rma_shape(ncclComm_t comm, int* nctx, int* nsig);
+/* The most signals (numRmaCtx x numRmaSig) a communicator may have: each takes two bootstrap tags,
+ * and rma.c's tags stay inside one block of 64 Ki that no other layer uses. */
+#define COMM_RMA_MAX_SIGNALS 32768
 
 /* ---- One-sided operations between hosts (rma_net.c) -------------------------------------------
  * Puts as RDMA writes into the peer's registered window, signals as writes of counters, for the

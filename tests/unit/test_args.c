@@ -119,6 +119,23 @@ START_TEST(test_config_bad_fields) {
   cfg.maxCTAs = 4;
   EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, NULL,
              "minCTAs 8 is larger than maxCTAs 4");
+  /* numRmaCtx x numRmaSig bootstrap tag pairs: at most 32768 (a product that overflowed int
+   * used to be accepted, its tags wrapping into other layers'). */
+  cfg = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+  cfg.numRmaCtx = 65536;
+  cfg.numRmaSig = 65536;
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, NULL,
+             "numRmaCtx 65536 x numRmaSig 65536 is more than 32768 signals");
+  cfg.numRmaCtx = NCCL_CONFIG_UNDEF_INT;
+  cfg.numRmaSig = 32769;
+  EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclInvalidArgument, NULL,
+             "numRmaCtx 1 x numRmaSig 32769");
+  ck_assert_ptr_eq(comm, SENTINEL);
+  cfg.numRmaCtx = 128; /* 128 x 256 = 32768: the most there may be */
+  cfg.numRmaSig = 256;
+  ck_assert_int_eq(ncclCommInitRankConfig(&comm, 1, id, 0, &cfg), ncclSuccess);
+  ck_assert_int_eq(ncclCommDestroy(comm), ncclSuccess);
+  comm = SENTINEL;
   ncclConfig_t bad_magic = NCCL_CONFIG_INITIALIZER;
   bad_magic.magic = 0x12345678;
   EXPECT_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &bad_magic), ncclInvalidArgument, NULL,
