@@ -319,6 +319,18 @@ START_TEST(test_split_in_group) {
   for (int i = 0; i < N; i++)
     if (i != 1) ck_assert_int_eq(ncclCommDestroy(child[i]), ncclSuccess);
 
+  /* Shrink the same way: ranks 0-2 leave rank 3 out (it does not call). */
+  int exclude[1] = {3};
+  ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < N - 1; i++)
+    ck_assert_int_eq(ncclCommShrink(comms[i], exclude, 1, &child[i], NULL, NCCL_SHRINK_DEFAULT),
+                     ncclSuccess);
+  ck_assert_int_eq(ncclGroupEnd(), ncclSuccess);
+  for (int i = 0; i < N - 1; i++) {
+    ck_assert_int_eq(check_queries(child[i], N - 1, i), 0);
+    ck_assert_int_eq(ncclCommDestroy(child[i]), ncclSuccess);
+  }
+
   ncclComm_t second = NULL;
   ck_assert_int_eq(ncclGroupStart(), ncclSuccess);
   for (int i = 0; i < N; i++)
