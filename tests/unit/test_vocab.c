@@ -195,6 +195,57 @@ START_TEST(test_fifo_helpers) {
 }
 END_TEST
 
+/* The data bytes of a slot (fifo_slot_data_bytes): all of a Simple slot, 8 of each 16-byte LL
+ * line, LL128_DATA_BYTES (120) of each 128-byte LL128 line; whole lines only. */
+START_TEST(test_fifo_slot_data_bytes) {
+  ck_assert_uint_eq(fifo_slot_data_bytes(4 << 20, PROTO_SIMPLE), 512 << 10);
+  ck_assert_uint_eq(fifo_slot_data_bytes(80, PROTO_SIMPLE), 10);
+  /* LL: 256 KiB, slots of 32 KiB = 2048 lines */
+  ck_assert_uint_eq(fifo_slot_data_bytes(256 << 10, PROTO_LL), 2048 * 8);
+  ck_assert_uint_eq(fifo_slot_data_bytes(8 * (16 * 5 + 15), PROTO_LL), 5 * 8);
+  /* LL128: slots of 100 lines; then 3 lines and part of one */
+  ck_assert_uint_eq(fifo_slot_data_bytes(8 * 128 * 100, PROTO_LL128), 100 * 120);
+  ck_assert_uint_eq(fifo_slot_data_bytes(8 * (128 * 3 + 100), PROTO_LL128), 3 * 120);
+}
+END_TEST
+
+/* dev_udiv / dev_umod take a 32-bit path only where both operands fit in 32 bits: against C's
+ * 64-bit division around and beyond 2^32. */
+START_TEST(test_dev_div_64) {
+  const uint64_t as[] = {0,
+                         1,
+                         1000003,
+                         0xffffffffull,
+                         1ull << 32,
+                         (1ull << 32) + 10,
+                         (1ull << 33) - 1,
+                         1ull << 33,
+                         (1ull << 40) + 7,
+                         ~0ull};
+  const uint64_t bs[] = {1, 3, 16, 1000, 0xffffffffull, (1ull << 32) + 1, 1ull << 35};
+  for (size_t i = 0; i < sizeof(as) / sizeof(as[0]); i++)
+    for (size_t j = 0; j < sizeof(bs) / sizeof(bs[0]); j++) {
+      const uint64_t a = as[i], b = bs[j];
+      ck_assert_msg(dev_udiv(a, b) == a / b, "%llu / %llu", (unsigned long long)a,
+                    (unsigned long long)b);
+      ck_assert_msg(dev_umod(a, b) == a % b, "%llu %% %llu", (unsigned long long)a,
+                    (unsigned long long)b);
+    }
+  /* 2^32 + 10 elements in chunks of 3: ceil((2^32 + 10) / 3) steps */
+  ck_assert_uint_eq(steps_div_up((1ull << 32) + 10, 3), ((1ull << 32) + 12) / 3);
+}
+END_TEST
+
+/* The direct-write mailbox tag (steps_direct_tag): nonzero from the first FIFO step on, and larger
+ * for every later start. */
+START_TEST(test_direct_tag) {
+  ck_assert_uint_ne(steps_direct_tag(0), 0);
+  const uint64_t starts[] = {0, 1, 2, 7, 8, 1000, 1ull << 40};
+  for (size_t i = 0; i + 1 < sizeof(starts) / sizeof(starts[0]); i++)
+    ck_assert_uint_lt(steps_direct_tag(starts[i]), steps_direct_tag(starts[i + 1]));
+}
+END_TEST
+
 static Suite* vocab_suite(void) {
   Suite* s = suite_create("vocab");
   TCase* tc = tcase_create("vocab");
@@ -205,6 +256,9 @@ static Suite* vocab_suite(void) {
   tcase_add_test(tc, test_table_out_of_range);
   tcase_add_test(tc, test_algo_kinds);
   tcase_add_test(tc, test_fifo_helpers);
+  tcase_add_test(tc, test_fifo_slot_data_bytes);
+  tcase_add_test(tc, test_dev_div_64);
+  tcase_add_test(tc, test_direct_tag);
   suite_add_tcase(s, tc);
   return s;
 }
