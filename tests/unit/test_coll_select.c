@@ -42,6 +42,8 @@ START_TEST(test_names_and_prefixes) {
   expect("oneshot", ONESHOT);
   expect("TwoShot_LL", B(ALGO_TWOSHOT, PROTO_LL));
   expect("  tree_simple\t", B(ALGO_TREE, PROTO_SIMPLE));
+  expect("^ ring", ALL & ~RING); /* blanks between '^' and its name too */
+  expect("ring + ^\tring_ll", B(ALGO_RING, PROTO_LL128) | B(ALGO_RING, PROTO_SIMPLE));
 }
 END_TEST
 
