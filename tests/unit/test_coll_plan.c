@@ -1039,6 +1039,54 @@ START_TEST(test_direct_all_or_none) {
 }
 END_TEST
 
+/* The model may choose a direct algorithm up to COLL_DIRECT_MAX_BYTES, that size included
+ * (collectives.h: "up to this size"); NCCL_ALGO forces them beyond it. */
+START_TEST(test_direct_size_bound) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  struct coll_comm* cc = plan_comm(4, true);
+  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
+  cc->direct_ok = true;
+  for (int algo = ALGO_ONESHOT; algo <= ALGO_TWOSHOT; algo++) {
+    ck_assert(
+        coll_direct_allowed(cc, FUNC_ALLREDUCE, algo, PROTO_LL, COLL_DIRECT_MAX_BYTES, false));
+    ck_assert(
+        !coll_direct_allowed(cc, FUNC_ALLREDUCE, algo, PROTO_LL, COLL_DIRECT_MAX_BYTES + 1, false));
+    ck_assert(
+        coll_direct_allowed(cc, FUNC_ALLREDUCE, algo, PROTO_LL, COLL_DIRECT_MAX_BYTES + 1, true));
+  }
+  free(cc);
+}
+END_TEST
+
+/* A direct LL item runs on at most COLL_DIRECT_MAX_CHANNELS channels, and the time the planner
+ * reports for it is the model's for those channels (a GPU whose NVLink rate is unknown: the model
+ * prices a direct pass by its channels' bandwidth), not for the operation's 32. */
+START_TEST(test_direct_priced_on_its_channels) {
+  setenv("NCCL_ALGO", "OneShot", 1);
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  struct coll_comm* cc = plan_comm(4, true);
+  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
+  cc->direct_ok = true;
+  const size_t bytes = (size_t)256 << 10; /* 64 channels' worth of COLL_MIN_CHANNEL_BYTES */
+  coll_task_t t = allreduce_task(bytes / 4, DEV_OP_SUM);
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.algo, ALGO_ONESHOT);
+  ck_assert_int_eq(t.proto, PROTO_LL);
+  ck_assert_int_eq(t.nchannels, COLL_DIRECT_MAX_CHANNELS);
+  topo_tuning_t on8 = cc->tuning;
+  on8.nchannels = COLL_DIRECT_MAX_CHANNELS;
+  const double want = topo_model_time_us(&on8, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_LL, bytes);
+  ck_assert_msg(fabs(t.model_us - want) < 1e-9, "priced %g us, %g on %d channels", t.model_us, want,
+                COLL_DIRECT_MAX_CHANNELS);
+  free(cc);
+  unsetenv("NCCL_ALGO");
+  param_reload();
+}
+END_TEST
+
 static Suite* plan_suite(void) {
   Suite* s = suite_create("coll_plan");
   TCase* tc = tcase_create("plan");
@@ -1065,6 +1113,8 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_plan_p2p_and_self);
   tcase_add_test(tc, test_plan_one_rank);
   tcase_add_test(tc, test_direct_all_or_none);
+  tcase_add_test(tc, test_direct_size_bound);
+  tcase_add_test(tc, test_direct_priced_on_its_channels);
   suite_add_tcase(s, tc);
   return s;
 }
