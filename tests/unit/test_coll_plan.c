@@ -1087,6 +1087,37 @@ START_TEST(test_direct_priced_on_its_channels) {
 }
 END_TEST
 
+/* A *Config call's channel bounds (coll_task_t.min_ch, max_ch; 0: none): at most max_ch of the
+ * communicator's channels, at least min_ch; a bound beyond the communicator's count is its count.
+ */
+START_TEST(test_call_channel_bounds) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  struct coll_comm* cc = plan_comm(4, false);                     /* 32 channels */
+  coll_task_t big = allreduce_task((size_t)16 << 20, DEV_OP_SUM); /* 64 MiB: every channel */
+  coll_task_t t = big;
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.nchannels, 32);
+  t = big;
+  t.max_ch = 5;
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.nchannels, 5);
+  t = big;
+  t.max_ch = 40;
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.nchannels, 32);
+  t = allreduce_task(2, DEV_OP_SUM); /* 8 bytes: one channel, unless min_ch asks for more */
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.nchannels, 1);
+  t = allreduce_task(2, DEV_OP_SUM);
+  t.min_ch = 7;
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.nchannels, 7);
+  free(cc);
+}
+END_TEST
+
 static Suite* plan_suite(void) {
   Suite* s = suite_create("coll_plan");
   TCase* tc = tcase_create("plan");
@@ -1115,6 +1146,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_direct_all_or_none);
   tcase_add_test(tc, test_direct_size_bound);
   tcase_add_test(tc, test_direct_priced_on_its_channels);
+  tcase_add_test(tc, test_call_channel_bounds);
   suite_add_tcase(s, tc);
   return s;
 }
