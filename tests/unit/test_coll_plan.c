@@ -1118,6 +1118,61 @@ START_TEST(test_call_channel_bounds) {
 }
 END_TEST
 
+/* A tree AllReduce with Simple is a pipeline of 2 * ceil(log2 n) hops (up the tree and down) on
+ * more than 2 ranks: a channel's slice of D bytes goes in chunks of sqrt(D * cost / (hops - 1))
+ * bytes (collectives.h), rounded down to 16 bytes, within [COLL_PIPE_MIN_BYTES, a slot]; on 2
+ * ranks there is no pipeline: a slot a step. Across hosts on GPUs, a chunk no larger than the one
+ * whose fixed cost the network hides: f + C / push <= C / net, f the cost bytes at
+ * COLL_PIPE_COST_GBS. The expected chunks are computed here from those formulas. */
+START_TEST(test_plan_tree_steps) {
+  setenv("NCCL_ALGO", "Tree", 1);
+  setenv("NCCL_PROTO", "Simple", 1);
+  param_reload();
+  static float a[1 << 20], b[1 << 20];
+  const size_t slot = (4 << 20) / NCCL_STEPS;
+  const struct {
+    int n, hops, nhosts;
+    bool kernels;
+  } cases[] = {{2, 0, 1, false}, {3, 4, 1, false}, {4, 4, 1, false},
+               {5, 6, 1, false}, {8, 6, 1, false}, {4, 4, 2, true}};
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+    plan_world_t w = world_make(cases[ci].n, 1);
+    w.cc->pipe_cost_bytes = TEST_PIPE_COST;
+    w.cc->kernels = cases[ci].kernels;
+    w.cc->tuning.nhosts = cases[ci].nhosts;
+    w.cc->tuning.inter_bw_gbs = 3.0;
+    coll_task_t t = task(FUNC_ALLREDUCE, ncclFloat32, (size_t)1 << 20, a, b, -1, DEV_OP_SUM);
+    ck_assert_int_eq(build(&w, &t, 1), ncclSuccess);
+    const plan_t* p = &w.cc->plan;
+    ck_assert_int_eq(p->nchannels, 4);
+    for (int c = 0; c < 4; c++) {
+      ck_assert_int_eq(p->nwork[c], 1);
+      const work_t* x = &p->works[c][0];
+      ck_assert_int_eq(x->algo, ALGO_TREE);
+      size_t want = slot;
+      if (cases[ci].hops > 0) {
+        double best = sqrt((double)(x->chan_count * 4) * TEST_PIPE_COST / (cases[ci].hops - 1));
+        if (cases[ci].kernels && cases[ci].nhosts > 1) {
+          const double f = TEST_PIPE_COST / COLL_PIPE_COST_GBS; /* ns */
+          const double hidden = f / (1.0 / 3.0 - 1.0 / COLL_PIPE_PUSH_GBS);
+          if (hidden < best) best = hidden;
+        }
+        want = best < COLL_PIPE_MIN_BYTES ? COLL_PIPE_MIN_BYTES
+               : best > (double)slot      ? slot
+                                          : (size_t)best;
+        want &= ~(size_t)15;
+      }
+      ck_assert_msg(x->chunk * 4 == want, "case %zu channel %d: steps of %zu bytes, not %zu", ci, c,
+                    x->chunk * 4, want);
+    }
+    world_free(&w);
+  }
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+}
+END_TEST
+
 static Suite* plan_suite(void) {
   Suite* s = suite_create("coll_plan");
   TCase* tc = tcase_create("plan");
@@ -1147,6 +1202,7 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_direct_size_bound);
   tcase_add_test(tc, test_direct_priced_on_its_channels);
   tcase_add_test(tc, test_call_channel_bounds);
+  tcase_add_test(tc, test_plan_tree_steps);
   suite_add_tcase(s, tc);
   return s;
 }
