@@ -1173,6 +1173,60 @@ START_TEST(test_plan_tree_steps) {
 }
 END_TEST
 
+/* Point-to-point messages up to COLL_P2P_LL_MAX_BYTES (16 KiB), that size included, use LL;
+ * larger ones Simple. */
+START_TEST(test_plan_p2p_proto) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static char s[(16 << 10) + 16];
+  const struct {
+    size_t bytes;
+    int proto;
+  } cases[] = {{1, PROTO_LL}, {16 << 10, PROTO_LL}, {(16 << 10) + 1, PROTO_SIMPLE}};
+  for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+    plan_world_t w = world_make(2, 0);
+    coll_task_t t = task(FUNC_SEND, ncclInt8, cases[ci].bytes, s, NULL, 1, 0);
+    ck_assert_int_eq(build(&w, &t, 1), ncclSuccess);
+    const plan_t* p = &w.cc->plan;
+    int items = 0;
+    for (int c = 0; c < p->nchannels; c++)
+      for (int i = 0; i < p->nwork[c]; i++, items++)
+        ck_assert_msg(p->works[c][i].proto == cases[ci].proto, "%zu bytes: proto %d, expected %d",
+                      cases[ci].bytes, p->works[c][i].proto, cases[ci].proto);
+    ck_assert_int_gt(items, 0);
+    world_free(&w);
+  }
+}
+END_TEST
+
+/* A send to rank + d and the receive of it on rank + d (from rank - d there) have the same
+ * distance d, so both land on the same channels, starting at d * nchannels / nranks. */
+START_TEST(test_plan_p2p_channels_pair) {
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  param_reload();
+  static char buf[1024];
+  for (int d = 1; d < 4; d++) {
+    const int sender = 1, receiver = (sender + d) % 4;
+    plan_world_t ws = world_make(4, sender), wr = world_make(4, receiver);
+    coll_task_t s = task(FUNC_SEND, ncclInt8, sizeof(buf), buf, NULL, receiver, 0);
+    coll_task_t r = task(FUNC_RECV, ncclInt8, sizeof(buf), NULL, buf, sender, 0);
+    ck_assert_int_eq(build(&ws, &s, 1), ncclSuccess);
+    ck_assert_int_eq(build(&wr, &r, 1), ncclSuccess);
+    const int first = d * 4 / 4; /* 1 KiB: one channel */
+    for (int c = 0; c < 4; c++) {
+      const int ns = c < ws.cc->plan.nchannels ? ws.cc->plan.nwork[c] : 0;
+      const int nr = c < wr.cc->plan.nchannels ? wr.cc->plan.nwork[c] : 0;
+      ck_assert_msg(ns == (c == first) && nr == (c == first),
+                    "d %d channel %d: %d send items, %d receive items", d, c, ns, nr);
+    }
+    world_free(&ws);
+    world_free(&wr);
+  }
+}
+END_TEST
+
 static Suite* plan_suite(void) {
   Suite* s = suite_create("coll_plan");
   TCase* tc = tcase_create("plan");
@@ -1203,6 +1257,8 @@ static Suite* plan_suite(void) {
   tcase_add_test(tc, test_direct_priced_on_its_channels);
   tcase_add_test(tc, test_call_channel_bounds);
   tcase_add_test(tc, test_plan_tree_steps);
+  tcase_add_test(tc, test_plan_p2p_proto);
+  tcase_add_test(tc, test_plan_p2p_channels_pair);
   suite_add_tcase(s, tc);
   return s;
 }
