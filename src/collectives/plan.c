@@ -103,6 +103,18 @@ bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int pro
   return forced && cc->filter.algo_set[func] && cc->filter.algo_ok[func][algo];
 }
 
+/* The model's price of (algo, proto) on base's link figures and nch channels, of which a direct
+ * LL item runs on at most COLL_DIRECT_MAX_CHANNELS (each connects every pair): what every choice
+ * below compares. */
+static double plan_price(const topo_tuning_t* base, int nch, int func, int algo, int proto,
+                         size_t bytes) {
+  topo_tuning_t tun = *base;
+  tun.nchannels = nch;
+  if (vocab_algo_is_direct(algo) && proto != PROTO_SIMPLE && nch > COLL_DIRECT_MAX_CHANNELS)
+    tun.nchannels = COLL_DIRECT_MAX_CHANNELS;
+  return topo_model_time_us(&tun, func, algo, proto, bytes);
+}
+
 /* Best (algo, proto) by the model among the supported ones, among those NCCL_ALGO allows when
  * use_algo and those NCCL_PROTO allows when use_proto. Returns false when none qualifies. */
 static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int func, size_t bytes,
@@ -114,12 +126,9 @@ static bool plan_pick(const struct coll_comm* cc, const topo_tuning_t* tun, int 
     if (use_algo && !cc->filter.algo_ok[func][a]) continue;
     for (int p = 0; p < PROTO_COUNT; p++) {
       if (!vocab_supports(func, a, p, &caps)) continue;
-      topo_tuning_t at = *tun;
-      if (vocab_algo_is_direct(a) && p != PROTO_SIMPLE && at.nchannels > COLL_DIRECT_MAX_CHANNELS)
-        at.nchannels = COLL_DIRECT_MAX_CHANNELS;
       if (use_proto && !cc->filter.proto_ok[func][p]) continue;
       if (!coll_direct_allowed(cc, func, a, p, bytes, use_algo)) continue;
-      double t = topo_model_time_us(&at, func, a, p, bytes);
+      double t = plan_price(tun, tun->nchannels, func, a, p, bytes);
       if (t < 0) continue;
       if (!found || t < best) {
         found = true;
@@ -140,12 +149,7 @@ double coll_model_us(const struct coll_comm* cc, const coll_task_t* t, int algo,
   if (!cc->filter.algo_ok[t->func][algo] || !cc->filter.proto_ok[t->func][proto]) return -1;
   if (!coll_direct_allowed(cc, t->func, algo, proto, bytes, cc->filter.algo_set[t->func]))
     return -1;
-  topo_tuning_t tun = cc->tuning;
-  tun.nchannels = t->nchannels;
-  if (vocab_algo_is_direct(algo) && proto != PROTO_SIMPLE &&
-      tun.nchannels > COLL_DIRECT_MAX_CHANNELS)
-    tun.nchannels = COLL_DIRECT_MAX_CHANNELS;
-  return topo_model_time_us(&tun, t->func, algo, proto, bytes);
+  return plan_price(&cc->tuning, t->nchannels, t->func, algo, proto, bytes);
 }
 
 /* The model's choice under the NCCL_ALGO / NCCL_PROTO filters; why says what decided. */
@@ -193,9 +197,7 @@ static bool plan_pick_selected(const struct coll_comm* cc, const coll_task_t* t,
       if (!cc->filter.algo_ok[t->func][a] || !cc->filter.proto_ok[t->func][p]) continue;
       if (!vocab_supports(t->func, a, p, &caps)) continue;
       if (vocab_algo_is_direct(a) && p != PROTO_SIMPLE && !cc->direct_ok) continue;
-      topo_tuning_t tun = cc->tuning;
-      tun.nchannels = t->nchannels;
-      double time = topo_model_time_us(&tun, t->func, a, p, bytes);
+      double time = plan_price(&cc->tuning, t->nchannels, t->func, a, p, bytes);
       if (found && (time < 0 || (*us >= 0 && time >= *us))) continue;
       found = true;
       *algo = a;

@@ -1081,9 +1081,22 @@ START_TEST(test_direct_priced_on_its_channels) {
   const double want = topo_model_time_us(&on8, FUNC_ALLREDUCE, ALGO_ONESHOT, PROTO_LL, bytes);
   ck_assert_msg(fabs(t.model_us - want) < 1e-9, "priced %g us, %g on %d channels", t.model_us, want,
                 COLL_DIRECT_MAX_CHANNELS);
-  free(cc);
+  /* The same pair chosen by a *Config call's algSelection (no NCCL_ALGO): the same price. */
   unsetenv("NCCL_ALGO");
   param_reload();
+  free(cc);
+  cc = plan_comm(4, true);
+  cc->kernels = cc->direct_model = true;
+  cc->direct_ok = true;
+  t = allreduce_task(bytes / 4, DEV_OP_SUM);
+  t.select = (uint16_t)(1u << (ALGO_ONESHOT * PROTO_COUNT + PROTO_LL));
+  ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
+  ck_assert_int_eq(t.algo, ALGO_ONESHOT);
+  ck_assert_int_eq(t.proto, PROTO_LL);
+  ck_assert_int_eq(t.nchannels, COLL_DIRECT_MAX_CHANNELS);
+  ck_assert_msg(fabs(t.model_us - want) < 1e-9, "selected: priced %g us, %g on %d channels",
+                t.model_us, want, COLL_DIRECT_MAX_CHANNELS);
+  free(cc);
 }
 END_TEST
 
