@@ -78,7 +78,6 @@ bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_
   const uint64_t all = SELECT_NNAMES == 64 ? ~0ull : (1ull << SELECT_NNAMES) - 1;
   uint64_t result = 0, conj = all;
   const char* p = expr;
-  bool empty = true;
   for (;;) {
     while (*p == ' ' || *p == '\t') p++;
     bool neg = *p == '^';
@@ -94,7 +93,6 @@ bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_
       snprintf(bad, bad_cap, "%.*s", (int)(n < 48 ? n : 48), start);
       return false;
     }
-    empty = false;
     conj &= neg ? ~set : set;
     if (*p == '+') {
       p++;
@@ -105,7 +103,7 @@ bool coll_select_parse(const char* expr, uint16_t* pairs, char* bad, size_t bad_
     if (*p == '\0') break;
     p++; /* ',' */
   }
-  *pairs = empty ? 0 : (uint16_t)(result & ((1u << SELECT_NPAIRS) - 1));
+  *pairs = (uint16_t)(result & ((1u << SELECT_NPAIRS) - 1)); /* an empty term returned above */
   return true;
 }
 
