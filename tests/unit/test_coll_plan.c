@@ -256,13 +256,18 @@ static bool is_direct(int algo) {
   return algo == ALGO_ONESHOT || algo == ALGO_TWOSHOT;
 }
 
+/* cc as on GPUs (comm_res_t): the direct algorithms may run, and the model may choose them. */
+static struct coll_comm* as_gpus(struct coll_comm* cc) {
+  cc->kernels = cc->direct_model = true;
+  cc->direct_ok = true;
+  return cc;
+}
+
 START_TEST(test_direct_choice) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   param_reload();
-  struct coll_comm* cc = plan_comm(4, true);
-  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-  cc->direct_ok = true;
+  struct coll_comm* cc = as_gpus(plan_comm(4, true));
   static const int ops[] = {DEV_OP_SUM, DEV_OP_MAX, DEV_OP_PREMULSUM, DEV_OP_SUMPOSTDIV};
   for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
     ck_assert(is_direct(choose(cc, allreduce_task(2, ops[i])))); /* 8 bytes: one hop */
@@ -296,17 +301,13 @@ START_TEST(test_direct_choice) {
   setenv("NCCL_ALGO", "^ring,tree", 1); /* OneShot and TwoShot remain; without LL, nothing */
   setenv("NCCL_PROTO", "Simple", 1);
   param_reload();
-  cc = plan_comm(4, true);
-  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-  cc->direct_ok = true;
+  cc = as_gpus(plan_comm(4, true));
   ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
   setenv("NCCL_ALGO", "ring", 1);
   unsetenv("NCCL_PROTO");
   param_reload();
-  cc = plan_comm(4, true);
-  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-  cc->direct_ok = true;
+  cc = as_gpus(plan_comm(4, true));
   ck_assert_int_eq(choose(cc, allreduce_task(2, DEV_OP_SUM)), ALGO_RING);
   free(cc);
   unsetenv("NCCL_ALGO");
@@ -443,9 +444,7 @@ START_TEST(test_staged_items) {
   param_reload();
   static float a[1 << 20], b[1 << 20];
   plan_world_t w = world_make(4, 2);
-  struct coll_comm* cc = w.cc;
-  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-  cc->direct_ok = true;
+  struct coll_comm* cc = as_gpus(w.cc);
   cc->stage_parts = 3;
   cc->tuning.stage_half = (size_t)1 << 20; /* as core sets it (resources.c, res_gpu.c) */
   cc->tuning.stage_read_gbs = 300.0;
@@ -572,9 +571,7 @@ START_TEST(test_model_holds_to_measurements) {
       first = !(pts[j].n == pts[i].n && pts[j].func == pts[i].func && pts[j].bytes == pts[i].bytes);
     if (!first) continue;
     const measured_t* p = &pts[i];
-    struct coll_comm* cc = plan_comm(p->n, true);
-    cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-    cc->direct_ok = true;
+    struct coll_comm* cc = as_gpus(plan_comm(p->n, true));
     cc->stage_parts = COLL_STAGE_PARTS;
     cc->nchannels = 62;
     cc->tuning.nchannels = 62;
@@ -1045,9 +1042,7 @@ START_TEST(test_direct_size_bound) {
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   param_reload();
-  struct coll_comm* cc = plan_comm(4, true);
-  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-  cc->direct_ok = true;
+  struct coll_comm* cc = as_gpus(plan_comm(4, true));
   for (int algo = ALGO_ONESHOT; algo <= ALGO_TWOSHOT; algo++) {
     ck_assert(
         coll_direct_allowed(cc, FUNC_ALLREDUCE, algo, PROTO_LL, COLL_DIRECT_MAX_BYTES, false));
@@ -1067,9 +1062,7 @@ START_TEST(test_direct_priced_on_its_channels) {
   setenv("NCCL_ALGO", "OneShot", 1);
   unsetenv("NCCL_PROTO");
   param_reload();
-  struct coll_comm* cc = plan_comm(4, true);
-  cc->kernels = cc->direct_model = true; /* GPUs (comm_res_t) */
-  cc->direct_ok = true;
+  struct coll_comm* cc = as_gpus(plan_comm(4, true));
   const size_t bytes = (size_t)256 << 10; /* 64 channels' worth of COLL_MIN_CHANNEL_BYTES */
   coll_task_t t = allreduce_task(bytes / 4, DEV_OP_SUM);
   ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
@@ -1085,9 +1078,7 @@ START_TEST(test_direct_priced_on_its_channels) {
   unsetenv("NCCL_ALGO");
   param_reload();
   free(cc);
-  cc = plan_comm(4, true);
-  cc->kernels = cc->direct_model = true;
-  cc->direct_ok = true;
+  cc = as_gpus(plan_comm(4, true));
   t = allreduce_task(bytes / 4, DEV_OP_SUM);
   t.select = (uint16_t)(1u << (ALGO_ONESHOT * PROTO_COUNT + PROTO_LL));
   ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
