@@ -74,10 +74,9 @@ static const char* enqueue_count_name(int func) {
   return func == FUNC_ALLGATHER ? "sendcount" : func == FUNC_REDUCESCATTER ? "recvcount" : "count";
 }
 
-/* Every buffer a call names must be a possible C object: at most PTRDIFF_MAX bytes, not wrapping
- * around the address space. Below that bound the planner and the executors add offsets and chunk
- * sizes to byte counts without overflow. A larger count is a caller's bug (a negative value cast
- * to size_t, a wrong unit): refused before anything is queued. */
+/* Every buffer a call names must be a possible C object (arg_span_ok), so that the planner and the
+ * executors add offsets and chunk sizes to byte counts without overflow: refused before anything
+ * is queued. */
 static ncclResult_t enqueue_check_size(const coll_args_t* a) {
   size_t esize = datatype_size(a->dtype);
   size_t per = 1; /* elements of the largest buffer per unit of count */
@@ -105,7 +104,7 @@ static ncclResult_t enqueue_check_size(const coll_args_t* a) {
   const void* bufs[2] = {a->sendbuff, a->recvbuff};
   static const char* const names[2] = {"sendbuff", "recvbuff"};
   for (int i = 0; i < 2; i++) {
-    if (bufs[i] == NULL || (uintptr_t)bufs[i] + bytes >= (uintptr_t)bufs[i]) continue;
+    if (arg_span_ok(bufs[i], bytes)) continue;
     WARN("%s: invalid %s %p with %s %zu: the buffer of %zu bytes wraps around the address space",
          a->api, names[i], bufs[i], enqueue_count_name(a->func), a->count, bytes);
     return ncclInvalidArgument;

@@ -258,7 +258,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
     return ncclSuccess;
   }
   /* Rounding it up to pages or the allocation granularity would wrap to a tiny size. */
-  if (size > (size_t)PTRDIFF_MAX) {
+  if (!arg_span_ok(NULL, size)) {
     WARN("%s: invalid size %zu: more than %td bytes, the largest object there can be", api, size,
          (ptrdiff_t)PTRDIFF_MAX);
     return ncclInvalidArgument;
@@ -311,10 +311,10 @@ static ncclResult_t reg_comm(ncclComm_t comm, const char* api, struct coll_comm*
   return ncclSuccess;
 }
 
-/* A range that wraps around the address space (or exceeds the largest object) names no buffer: a
- * window of it would let one-sided writes reach any address. */
+/* A range that is no possible object names no buffer: a window of it would let one-sided writes
+ * reach any address. */
 static ncclResult_t reg_check_range(const char* api, const void* buff, size_t size) {
-  if (size <= (size_t)PTRDIFF_MAX && (uintptr_t)buff + size >= (uintptr_t)buff) return ncclSuccess;
+  if (arg_span_ok(buff, size)) return ncclSuccess;
   WARN("%s: invalid size %zu for buff %p: the range wraps around the address space", api, size,
        buff);
   return ncclInvalidArgument;

@@ -140,6 +140,10 @@ ncclResult_t arg_check_ptr(const void* p, const char* api, const char* name) {
   return ncclSuccess;
 }
 
+bool arg_span_ok(const void* p, size_t bytes) {
+  return bytes <= (size_t)PTRDIFF_MAX && (uintptr_t)p + bytes >= (uintptr_t)p;
+}
+
 ncclResult_t comm_check(ncclComm_t comm, const char* api) {
   if (comm == NULL) {
     WARN("%s: argument comm is NULL", api);

@@ -97,6 +97,10 @@ ncclResult_t comm_check_ready(ncclComm_t comm, const char* api);
 /* The in-flight/async-error part of comm_check_ready only (queries such as ncclCommCount). */
 ncclResult_t comm_check_settled(ncclComm_t comm, const char* api);
 ncclResult_t arg_check_ptr(const void* p, const char* api, const char* name);
+/* Whether bytes at p can be a C object: at most PTRDIFF_MAX bytes, not wrapping around the address
+ * space (p may be NULL: then only the size). Below that bound offsets and sizes add without
+ * overflow; a larger one is a caller's bug (a negative value cast to size_t, a wrong unit). */
+bool arg_span_ok(const void* p, size_t bytes);
 
 /* ---- Holding a communicator across a call -------------------------------------------------------
  * Every call that works on comm's collective state (an operation, a group that runs it) holds the
