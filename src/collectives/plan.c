@@ -93,7 +93,7 @@ static vocab_caps_t plan_caps(const struct coll_comm* cc) {
  * memory) they run only when NCCL_ALGO names them (CI forces them to prove them). */
 bool coll_direct_allowed(const struct coll_comm* cc, int func, int algo, int proto, size_t bytes,
                          bool forced) {
-  if (algo != ALGO_ONESHOT && algo != ALGO_TWOSHOT) return true;
+  if (!vocab_algo_is_direct(algo)) return true;
   const vocab_caps_t caps = plan_caps(cc);
   if (!vocab_supports(func, algo, proto, &caps)) return false;
   if (proto == PROTO_SIMPLE) return true; /* staged (the table asked for staging): any size */

@@ -146,7 +146,7 @@ static ncclResult_t child_parent_check(ncclComm_t parent, const char* api) {
 static ncclResult_t child_start_grouped(ncclComm_t parent, comm_job_t* job, ncclComm_t child,
                                         ncclComm_t* newcomm, const char* api) {
   ncclResult_t res = ncclSuccess;
-  if (parent->job != NULL && !comm_job_wait_done(parent->job, 0)) {
+  if (!comm_job_idle(parent, 0)) {
     WARN(
         "%s: comm %p already has a split or shrink pending in this group; call ncclGroupEnd "
         "before the next one",
