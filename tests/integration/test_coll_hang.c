@@ -148,17 +148,17 @@ static void* watchdog_main(void* p) {
   return NULL;
 }
 
-/* A rank whose report did not say what was expected: what it did say, for the test's log. */
-static void print_reports(int rank, const hang_cfg_t* cfg) {
-  char path[160], line[4096];
-  snprintf(path, sizeof(path), cfg->log_tmpl, (int)getpid());
+/* What a rank wrote into path (the lines holding needle; NULL: all), for the test's log. */
+static void print_file(int rank, const char* what, const char* path, const char* needle) {
   FILE* f = fopen(path, "r");
   if (f == NULL) {
-    fprintf(stderr, "rank %d: no log at %s\n", rank, path);
+    fprintf(stderr, "--- rank %d: no %s at %s\n", rank, what, path);
     return;
   }
+  fprintf(stderr, "--- rank %d's %s:\n", rank, what);
+  char line[4096];
   while (fgets(line, sizeof(line), f) != NULL)
-    if (strstr(line, "Hang report") != NULL) fprintf(stderr, "rank %d's report: %s", rank, line);
+    if (needle == NULL || strstr(line, needle) != NULL) fputs(line, stderr);
   fclose(f);
 }
 
@@ -304,8 +304,11 @@ static int hang_body(itest_rank_t* r, void* arg) {
     kill(atomic_load(&sh->pids[VICTIM]), SIGKILL);
   fprintf(stderr, "rank %d: report after %.2f s, abort took %.3f s\n", r->rank, w.report_s,
           w.abort_s);
-  if (!w.saw_report && cfg->mode != HANG_QUIET)
-    print_reports(r->rank, cfg); /* quiet: printed whole */
+  if (!w.saw_report && cfg->mode != HANG_QUIET) { /* quiet: printed whole below */
+    char path[160];
+    snprintf(path, sizeof(path), cfg->log_tmpl, (int)getpid());
+    print_file(r->rank, "reports", path, "Hang report");
+  }
   IT_EXPECT(w.saw_report, "rank %d: no hang report with the expected verdict within %.0f s",
             r->rank, REPORT_WITHIN_S);
   IT_EXPECT(w.async_ok, "rank %d: ncclCommGetAsyncError reported an error during the wait",
@@ -314,16 +317,6 @@ static int hang_body(itest_rank_t* r, void* arg) {
   IT_EXPECT(w.abort_s < ABORT_WITHIN_S, "rank %d: abort took %.2f s", r->rank, w.abort_s);
   free(buf);
   return 0;
-}
-
-/* quiet: what a rank wrote on its stderr, for the test's log. */
-static void print_file(int rank, const char* what, const char* path) {
-  FILE* f = fopen(path, "r");
-  if (f == NULL) return;
-  fprintf(stderr, "--- rank %d's %s:\n", rank, what);
-  char line[4096];
-  while (fgets(line, sizeof(line), f) != NULL) fputs(line, stderr);
-  fclose(f);
 }
 
 static void hang_run(hang_mode_t mode, int nhosts, bool nonblocking, const char* check_union) {
@@ -368,7 +361,7 @@ static void hang_run(hang_mode_t mode, int nhosts, bool nonblocking, const char*
     snprintf(path, sizeof(path), cfg.log_tmpl, atomic_load(&sh->pids[r]));
     const char* needles[] = {"Hang report", check_union, NULL};
     if (!found && check_union != NULL) found = fork_ranks_file_has_line(path, needles);
-    if (mode == HANG_QUIET) print_file(r, "stderr", path);
+    if (mode == HANG_QUIET) print_file(r, "stderr", path, NULL);
     if (getenv("BATON_TEST_KEEP_LOGS") == NULL) unlink(path);
     if (mode != HANG_QUIET) continue;
     snprintf(path, sizeof(path), cfg.out_tmpl, atomic_load(&sh->pids[r]));
