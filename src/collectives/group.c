@@ -129,7 +129,14 @@ void coll_group_forget(struct coll_comm* cc) {
   comm_release(cc->comm);
 }
 
-static void group_inits_drop(ncclComm_t comm);
+/* Takes comm off this thread's list of communicators created in the open group (an abort or
+ * destroy before ncclGroupEnd: that would wait on a freed communicator). */
+static void group_inits_drop(ncclComm_t comm) {
+  int n = 0;
+  for (int i = 0; i < group_ninits; i++)
+    if (group_inits[i] != comm) group_inits[n++] = group_inits[i];
+  group_ninits = n;
+}
 
 void coll_comm_leave_group(ncclComm_t comm) {
   struct coll_comm* cc = coll_of(comm);
@@ -352,15 +359,6 @@ ncclResult_t coll_group_add_init(ncclComm_t comm) {
   }
   group_inits[group_ninits++] = comm;
   return ncclSuccess;
-}
-
-/* Takes comm off this thread's list of communicators created in the open group (an abort or
- * destroy before ncclGroupEnd: that would wait on a freed communicator). */
-static void group_inits_drop(ncclComm_t comm) {
-  int n = 0;
-  for (int i = 0; i < group_ninits; i++)
-    if (group_inits[i] != comm) group_inits[n++] = group_inits[i];
-  group_ninits = n;
 }
 
 bool coll_group_open(void) {
