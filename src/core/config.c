@@ -125,6 +125,15 @@ static void config_ctas_override(int* field, param_id_t id, const char* name) {
   *field = (int)v;
 }
 
+/* A config asking for more CTAs than a communicator can have channels gets the most there are (as
+ * stock: an INFO, not an error), so the config the communicator keeps says what it runs. */
+static void config_ctas_cap(int* field, const char* name) {
+  if (*field <= CONFIG_MAX_CTAS) return;
+  INFO(NCCL_ENV, "Comm config %s %d is more than the %d channels a communicator can have; using %d",
+       name, *field, CONFIG_MAX_CTAS, CONFIG_MAX_CTAS);
+  *field = CONFIG_MAX_CTAS;
+}
+
 void config_env_override(ncclConfig_t* cfg) {
   /* As stock: NCCL_COMM_BLOCKING=0/1, when set, wins over the config. */
   if (param_is_set(PARAM_COMM_BLOCKING)) {
@@ -136,6 +145,8 @@ void config_env_override(ncclConfig_t* cfg) {
   }
   config_ctas_override(&cfg->minCTAs, PARAM_MIN_CTAS, "minCTAs");
   config_ctas_override(&cfg->maxCTAs, PARAM_MAX_CTAS, "maxCTAs");
+  config_ctas_cap(&cfg->minCTAs, "minCTAs");
+  config_ctas_cap(&cfg->maxCTAs, "maxCTAs");
   if (cfg->minCTAs > cfg->maxCTAs) {
     WARN(
         "Comm config minCTAs %d exceeds maxCTAs %d (after NCCL_MIN_CTAS/NCCL_MAX_CTAS); using "

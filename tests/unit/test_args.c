@@ -179,6 +179,18 @@ START_TEST(test_config_defaults_and_versions) {
   ck_assert_int_eq(out.maxCTAs, 8);
   ck_assert_str_eq(out.commName, "trainer");
 
+  /* More CTAs than there can be channels: the most there are, as stock (not an error). */
+  cfg.minCTAs = 100;
+  cfg.maxCTAs = 1000;
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.minCTAs, 64);
+  ck_assert_int_eq(out.maxCTAs, 64);
+  cfg.minCTAs = 2;
+  cfg.maxCTAs = 65;
+  ck_assert_int_eq(config_parse(&cfg, "test", &out), ncclSuccess);
+  ck_assert_int_eq(out.minCTAs, 2);
+  ck_assert_int_eq(out.maxCTAs, 64);
+
   /* Built against 2.16: minCTAs did not exist yet, so its (invalid) value is ignored. */
   ncclConfig_t old = NCCL_CONFIG_INITIALIZER;
   old.version = NCCL_VERSION(2, 16, 0);
