@@ -393,8 +393,7 @@ static ncclResult_t group_wait_inits(bool abort) {
     ncclResult_t r = (ncclResult_t)atomic_load(&comms[i]->async_error);
     if (comms[i]->config.blocking && RESULT_IS_ERROR(r)) {
       WARN(
-          "ncclGroupEnd: rank %d of the communicators created in this group failed to "
-          "initialize: %s",
+          "ncclGroupEnd: rank %d's communicator creation, split or shrink in this group failed: %s",
           comms[i]->rank, comms[i]->last_error);
       res = r;
     }
