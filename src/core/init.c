@@ -219,6 +219,10 @@ static ncclResult_t comm_init_prepare(int nranks, const ncclUniqueId* ids, int n
   CHECK_GOTO(mem_calloc((void**)&job->handles, nids, sizeof(bootstrap_handle_t)), res, fail_job);
   for (int i = 0; i < nids; i++) memcpy(&job->handles[i], &ids[i], sizeof(bootstrap_handle_t));
   job->nhandles = nids;
+
+  ncclComm_t comm;
+  CHECK_GOTO(comm_alloc(&cfg, &comm), res, fail_job);
+  /* The root starts last, so a failed prepare leaves none waiting out NCCL_BOOTSTRAP_TIMEOUT_MS. */
   if (param_is_set(PARAM_COMM_ID)) {
     if (nids > 1) {
       INFO(NCCL_INIT | NCCL_ENV, "NCCL_COMM_ID cannot be used with more than one ncclUniqueId");
@@ -226,12 +230,9 @@ static ncclResult_t comm_init_prepare(int nranks, const ncclUniqueId* ids, int n
     }
     if (rank == 0) {
       INFO(NCCL_ENV, "NCCL_COMM_ID set by environment to %s", param_str(PARAM_COMM_ID));
-      CHECK_GOTO(bootstrap_root_start(&job->handles[0]), res, fail_job);
+      CHECK_GOTO(bootstrap_root_start(&job->handles[0]), res, fail_comm);
     }
   }
-
-  ncclComm_t comm;
-  CHECK_GOTO(comm_alloc(&cfg, &comm), res, fail_job);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->platform = platform_thread();
@@ -249,6 +250,8 @@ static ncclResult_t comm_init_prepare(int nranks, const ncclUniqueId* ids, int n
   *job_out = job;
   return ncclSuccess;
 
+fail_comm:
+  comm_free(comm);
 fail_job:
   comm_job_release(job);
   return res;
