@@ -216,6 +216,17 @@ bool coll_select_possible(const struct coll_comm* cc, int func, size_t bytes, ui
   return plan_pick_selected(cc, &t, bytes, &algo, &proto, &us);
 }
 
+/* Whether a Simple ring AllReduce runs on COLL_RING_AR_CHANNELS channels instead of the size's
+ * count (GPUs of one host, below COLL_RING_AR_WIDE_BYTES; never below NCCL_MIN_NCHANNELS or the
+ * call's minimum). */
+static bool plan_ring_ar_narrow(const struct coll_comm* cc, const coll_task_t* t, int algo,
+                                int proto, size_t bytes) {
+  const int floor = t->min_ch > 0 ? t->min_ch : cc->min_channels;
+  return algo == ALGO_RING && proto == PROTO_SIMPLE && t->func == FUNC_ALLREDUCE && cc->kernels &&
+         cc->tuning.nhosts <= 1 && bytes < COLL_RING_AR_WIDE_BYTES &&
+         t->nchannels > COLL_RING_AR_CHANNELS && floor <= COLL_RING_AR_CHANNELS;
+}
+
 ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
   size_t bytes = coll_task_bytes(t, cc->nranks);
   int max_ch = t->max_ch > 0 && t->max_ch < cc->nchannels ? t->max_ch : cc->nchannels;
@@ -243,6 +254,10 @@ ncclResult_t coll_plan_choose(struct coll_comm* cc, coll_task_t* t) {
     t->nchannels = cc->stage_parts; /* every staged item runs on the same parts */
   else if (vocab_algo_is_direct(algo) && t->nchannels > COLL_DIRECT_MAX_CHANNELS)
     t->nchannels = COLL_DIRECT_MAX_CHANNELS; /* every channel connects every pair */
+  else if (plan_ring_ar_narrow(cc, t, algo, proto, bytes)) {
+    t->nchannels = COLL_RING_AR_CHANNELS;
+    if (us >= 0) us = plan_price(&cc->tuning, t->nchannels, t->func, algo, proto, bytes);
+  }
   t->algo = (uint8_t)algo;
   t->proto = (uint8_t)proto;
   t->model_us = us;

@@ -34,7 +34,7 @@ const sim_calib_t sim_calib = {
     .step_us = {[SIM_EXEC_HOST] = {[PROTO_LL] = 4.0, [PROTO_LL128] = 4.0, [PROTO_SIMPLE] = 6.0},
                 [SIM_EXEC_CUDA] = {[PROTO_LL] = 0.35, [PROTO_LL128] = 0.6, [PROTO_SIMPLE] = 1.4}},
     .push_gbs = {[SIM_EXEC_HOST] = {[PROTO_LL] = 0.8, [PROTO_LL128] = 0.8, [PROTO_SIMPLE] = 3.0},
-                 [SIM_EXEC_CUDA] = {[PROTO_LL] = 5.2, [PROTO_LL128] = 7.0, [PROTO_SIMPLE] = 8.6}},
+                 [SIM_EXEC_CUDA] = {[PROTO_LL] = 5.2, [PROTO_LL128] = 7.0, [PROTO_SIMPLE] = 12.0}},
     .p2p_push_gbs = {[SIM_EXEC_HOST] = 3.0, [SIM_EXEC_CUDA] = 15.0},
     .p2p_peer_us = {[SIM_EXEC_HOST] = 0.0, [SIM_EXEC_CUDA] = 2.0},
     .copy_gbs = {[SIM_EXEC_HOST] = 4.0, [SIM_EXEC_CUDA] = 45.0},
