@@ -48,10 +48,11 @@ ncclResult_t coll_last_choice(ncclComm_t comm, coll_choice_t* out);
  * (docs/gpu-results.md, run 7), which only large messages amortise. */
 #define COLL_WIDE_MIN_BYTES (16 << 20)
 #define COLL_NARROW_CHANNELS 48
-/* A Simple ring AllReduce on GPUs of one host below COLL_RING_AR_WIDE_BYTES runs on at most
- * COLL_RING_AR_CHANNELS channels: fewer, fuller steps pay a step's fixed cost (the publisher's
- * fence, the next plan) fewer times per byte while 32 blocks still fill NVLink. 4 H100s, 16 MiB:
- * 108.7 us against 114.5 on 62 channels; from 32 MiB no gain (2 GPUs: 128.8 against 127.2). */
+/* A Simple ring AllReduce with direct writes (coll_comm.ring_writes) below COLL_RING_AR_WIDE_BYTES
+ * runs on at most COLL_RING_AR_CHANNELS channels: fewer, fuller steps pay a step's fixed cost (the
+ * publisher's fence, the next plan) fewer times per byte while 32 blocks still fill NVLink. 4
+ * H100s, 16 MiB: 108.7 us against 114.5 on 62 channels; from 32 MiB no gain (2 GPUs: 128.8
+ * against 127.2); without direct writes a loss (2 GPUs, 16 MiB: 84.7 against 81.5). */
 #define COLL_RING_AR_CHANNELS 32
 #define COLL_RING_AR_WIDE_BYTES (32 << 20)
 /* Point-to-point messages get one more channel per this many bytes (see coll_p2p_nchannels). */
@@ -168,6 +169,7 @@ struct coll_comm {
   bool kernels;   /* plans run as GPU kernels (comm_res_t.kernels) */
   bool ll128_ok;  /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok; /* OneShot/TwoShot may run (comm_res_t.direct_ok) */
+  bool ring_writes; /* ring steps may write into outputs on every pair (comm_res_t.ring_writes) */
   bool direct_model; /* the model may choose them with LL unforced (comm_res_t.direct_model) */
   /* The staged OneShot/TwoShot (PROTO_SIMPLE, device.h "Staged direct algorithms") may be used
    * when every rank shares a staging buffer: tuning.stage_half, its halves' bytes, is not 0. */

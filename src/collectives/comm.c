@@ -19,6 +19,7 @@ ncclResult_t coll_comm_init(struct ncclComm* comm) {
   cc->kernels = r->kernels;
   cc->ll128_ok = r->ll128_ok;
   cc->direct_ok = r->direct_ok;
+  cc->ring_writes = r->ring_writes;
   cc->direct_model = r->direct_model;
   /* a staged item's parts are its blocks; all of them fit one launch of the direct kernel */
   cc->stage_parts = r->nchannels < COLL_STAGE_PARTS ? r->nchannels : COLL_STAGE_PARTS;

@@ -217,13 +217,13 @@ bool coll_select_possible(const struct coll_comm* cc, int func, size_t bytes, ui
 }
 
 /* Whether a Simple ring AllReduce runs on COLL_RING_AR_CHANNELS channels instead of the size's
- * count (GPUs of one host, below COLL_RING_AR_WIDE_BYTES; never below NCCL_MIN_NCHANNELS or the
- * call's minimum). */
+ * count (direct writes on every pair, below COLL_RING_AR_WIDE_BYTES; never below NCCL_MIN_NCHANNELS
+ * or the call's minimum). */
 static bool plan_ring_ar_narrow(const struct coll_comm* cc, const coll_task_t* t, int algo,
                                 int proto, size_t bytes) {
   const int floor = t->min_ch > 0 ? t->min_ch : cc->min_channels;
   return algo == ALGO_RING && proto == PROTO_SIMPLE && t->func == FUNC_ALLREDUCE && cc->kernels &&
-         cc->tuning.nhosts <= 1 && bytes < COLL_RING_AR_WIDE_BYTES &&
+         cc->ring_writes && bytes < COLL_RING_AR_WIDE_BYTES &&
          t->nchannels > COLL_RING_AR_CHANNELS && floor <= COLL_RING_AR_CHANNELS;
 }
 

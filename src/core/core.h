@@ -180,6 +180,7 @@ typedef struct comm_res {
   bool stage_virtual;
   bool ll128_ok;   /* LL128 may be used: GPUs of one host, every pair P2P over NVLink */
   bool direct_ok;  /* OneShot/TwoShot may run: host threads, or GPUs of one host, every pair P2P */
+  bool ring_writes; /* GPUs of one host whose every pair takes direct writes (res_gpu_params_t) */
   bool direct_model;    /* the model may choose them with LL unforced (GPUs; the host executor runs
                            them only when NCCL_ALGO names them: every pair's FIFO costs memory) */
   bool rings_both_ways; /* odd channels run the ring the other way (topo_ring_order) */
@@ -368,6 +369,8 @@ typedef struct res_gpu_params {
   int32_t direct_links; /* 1: two GPUs of this host are joined by NVLinks of their own (no
                          * switch): rings go both ways round (topo_ring_order) */
   int32_t direct;       /* 1: one host, every pair this rank can see P2P (OneShot, TwoShot) */
+  int32_t ring_writes;  /* 1: one host, every pair this rank can see P2P with direct writes
+                         * (transport_p2p_direct_writes): ring steps may write into outputs */
   double pair_bw_gbs;   /* slowest GPU pair of this host (GB/s, one direction); 0: unknown */
   double intra_lat_us;  /* per-hop latency inside the host */
 } res_gpu_params_t;

@@ -94,7 +94,7 @@ void res_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, i
                          .gpu_fifos = true,
                          .virtual_conns = peers[rank].simulated,
                          .topo = topo};
-  bool all_nvl = true, all_p2p = true, any_pair = false;
+  bool all_nvl = true, all_p2p = true, any_pair = false, all_writes = true;
   double slowest = INFINITY;
   for (int a = 0; a < nranks; a++) {
     if (peers[a].host_hash != peers[rank].host_hash) continue;
@@ -105,6 +105,7 @@ void res_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, i
       topo_path_t path = topo_system_path(topo, peers[a].bus_id, peers[b].bus_id);
       if (transport_p2p_policy(&pol, &peers[a], &peers[b]) != P2P_OK) all_p2p = false;
       if (path != TOPO_PATH_NVL || !all_p2p) all_nvl = false;
+      if (!transport_p2p_direct_writes(&peers[a], &peers[b])) all_writes = false;
       /* This rank's own pairs also as the transport will choose them (CUDA peer access); the
        * merge covers every other rank's pairs. */
       if (all_p2p && (a == rank || b == rank) &&
@@ -122,6 +123,7 @@ void res_gpu_params_local(const topo_system_t* topo, const peer_info_t* peers, i
   p.ll128 = nhosts == 1 && nranks > 1 && any_pair && all_nvl;
   /* The direct algorithms write every peer's FIFO straight away: P2P between every pair. */
   p.direct = nhosts == 1 && nranks > 1 && nranks <= DIRECT_MAX_RANKS && any_pair && all_p2p;
+  p.ring_writes = nhosts == 1 && nranks > 1 && any_pair && all_p2p && all_writes;
   *out = p;
 }
 
@@ -132,6 +134,7 @@ void res_gpu_params_merge(const res_gpu_params_t* all, int n, res_gpu_params_t* 
     if (p->nchannels < m.nchannels) m.nchannels = p->nchannels;
     m.ll128 = m.ll128 && p->ll128;
     m.direct = m.direct && p->direct;
+    m.ring_writes = m.ring_writes && p->ring_writes;
     m.direct_links = m.direct_links || p->direct_links;
     /* 0 (no pair on that host) does not count as slow */
     if (p->pair_bw_gbs > 0 && (m.pair_bw_gbs <= 0 || p->pair_bw_gbs < m.pair_bw_gbs))
@@ -275,6 +278,7 @@ ncclResult_t res_gpu_setup(comm_res_t* cc, ncclComm_t comm) {
   cc->nchannels = agreed.nchannels;
   cc->ll128_ok = agreed.ll128 != 0;
   cc->direct_ok = agreed.direct != 0;
+  cc->ring_writes = agreed.ring_writes != 0;
   cc->rings_both_ways = agreed.direct_links != 0;
   if (cc->rank_nics != NULL && !cc->rings_both_ways) { /* rings over every NIC (rails.c) */
     int* scratch = NULL;

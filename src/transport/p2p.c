@@ -234,6 +234,10 @@ static bool p2p_direct_writes(void) {
 static int p2p_conn_flags(p2p_kind_t kind) {
   return kind == P2P_MEM_DIRECT && p2p_direct_writes() ? CONN_FLAG_DIRECT : 0;
 }
+/* A direct pointer is what p2p_recv_alloc gives ranks of one process. */
+bool transport_p2p_direct_writes(const peer_info_t* a, const peer_info_t* b) {
+  return a->pid_hash == b->pid_hash && p2p_direct_writes();
+}
 
 /* ---- Receiver
  * ------------------------------------------------------------------------------------ */

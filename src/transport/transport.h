@@ -150,6 +150,9 @@ typedef enum {
 } p2p_verdict_t;
 p2p_verdict_t transport_p2p_policy(const transport_ctx_t* ctx, const peer_info_t* me,
                                    const peer_info_t* peer);
+/* Whether a P2P connection between a and b takes direct writes (CONN_FLAG_DIRECT): the two ranks
+ * in one process (a direct pointer) and NCCL_P2P_DIRECT_DISABLE unset. */
+bool transport_p2p_direct_writes(const peer_info_t* a, const peer_info_t* b);
 
 /* ---- NIC choice for NET connections (net.c) ----------------------------------------------------
  * The NIC of a connection, from the rank's NICs closest to its GPU (near[0..nnear), of ndev): the

@@ -115,10 +115,24 @@ START_TEST(test_params_nvswitch) {
   ck_assert_int_eq(p.direct_links, 0); /* NVSwitch: rings one way */
   ck_assert(fabs(p.pair_bw_gbs - 18 * 20.6) < 1e-6);
   ck_assert(p.intra_lat_us > 0 && p.intra_lat_us < 1.0);
+  ck_assert_int_eq(p.ring_writes, 0); /* a process a rank: no direct pointers */
+  /* Ranks of one process write into each other's outputs, unless NCCL_P2P_DIRECT_DISABLE=1 */
+  for (int r = 0; r < 4; r++) peers[r].pid_hash = 0x2000u;
+  res_gpu_params_local(sys, peers, 4, 2, 1, &p);
+  ck_assert_int_eq(p.ring_writes, 1);
+  unit_set_param("NCCL_P2P_DIRECT_DISABLE", "1");
+  res_gpu_params_local(sys, peers, 4, 2, 1, &p);
+  ck_assert_int_eq(p.ring_writes, 0);
+  unit_set_param("NCCL_P2P_DIRECT_DISABLE", NULL);
+  peers[0].pid_hash = 0x2001u; /* a pair this rank is not in counts too */
+  res_gpu_params_local(sys, peers, 4, 2, 1, &p);
+  ck_assert_int_eq(p.ring_writes, 0);
+  peers[0].pid_hash = 0x2000u;
   /* P2P off or two hosts: LL128 would cross host memory */
   unit_set_param("NCCL_P2P_DISABLE", "1");
   res_gpu_params_local(sys, peers, 4, 2, 1, &p);
   ck_assert_int_eq(p.ll128, 0);
+  ck_assert_int_eq(p.ring_writes, 0);
   unit_set_param("NCCL_P2P_DISABLE", NULL);
   unit_set_param("NCCL_P2P_LEVEL", "LOC");
   res_gpu_params_local(sys, peers, 4, 2, 1, &p);
@@ -126,8 +140,10 @@ START_TEST(test_params_nvswitch) {
   unit_set_param("NCCL_P2P_LEVEL", NULL);
   const int two_hosts[4] = {0, 0, 1, 1};
   make_peers(peers, 4, two_hosts, nvs4_bus);
+  for (int r = 0; r < 4; r++) peers[r].pid_hash = 0x2000u;
   res_gpu_params_local(sys, peers, 4, 0, 2, &p);
   ck_assert_int_eq(p.ll128, 0);
+  ck_assert_int_eq(p.ring_writes, 0);
   ck_assert_int_eq(p.nchannels, 62);
   topo_system_free(sys);
 }
@@ -204,20 +220,23 @@ END_TEST
 
 START_TEST(test_params_merge) {
   res_gpu_params_t all[3] = {
-      {.nchannels = 24, .ll128 = 1, .pair_bw_gbs = 370.8, .intra_lat_us = 0.8},
-      {.nchannels = 16, .ll128 = 1, .pair_bw_gbs = 0, .intra_lat_us = 2.0},
-      {.nchannels = 20, .ll128 = 1, .pair_bw_gbs = 82.4, .intra_lat_us = 0.8}};
+      {.nchannels = 24, .ll128 = 1, .ring_writes = 1, .pair_bw_gbs = 370.8, .intra_lat_us = 0.8},
+      {.nchannels = 16, .ll128 = 1, .ring_writes = 1, .pair_bw_gbs = 0, .intra_lat_us = 2.0},
+      {.nchannels = 20, .ll128 = 1, .ring_writes = 1, .pair_bw_gbs = 82.4, .intra_lat_us = 0.8}};
   res_gpu_params_t m;
   res_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.nchannels, 16);
   ck_assert_int_eq(m.ll128, 1);
+  ck_assert_int_eq(m.ring_writes, 1);
   ck_assert_int_eq(m.direct_links, 0);
   ck_assert(fabs(m.pair_bw_gbs - 82.4) < 1e-9); /* 0 (no pair) is not "slowest" */
   ck_assert(fabs(m.intra_lat_us - 2.0) < 1e-9);
   all[2].ll128 = 0;
   all[1].direct_links = 1; /* one host with direct links: both ways for all */
+  all[0].ring_writes = 0;
   res_gpu_params_merge(all, 3, &m);
   ck_assert_int_eq(m.ll128, 0);
+  ck_assert_int_eq(m.ring_writes, 0);
   ck_assert_int_eq(m.direct_links, 1);
   unit_set_param("NCCL_MAX_NCHANNELS", "4");
   res_gpu_params_merge(all, 3, &m);

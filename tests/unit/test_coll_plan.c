@@ -319,11 +319,11 @@ START_TEST(test_direct_choice) {
 END_TEST
 
 /* A forced Simple ring AllReduce: how many channels it runs on. */
-static int ring_ar_channels(bool kernels, int nhosts, int min_channels, size_t bytes) {
+static int ring_ar_channels(bool kernels, bool writes, int min_channels, size_t bytes) {
   struct coll_comm* cc = plan_comm(4, true);
   cc->kernels = cc->direct_model = kernels;
   cc->nchannels = cc->tuning.nchannels = 62;
-  cc->tuning.nhosts = nhosts;
+  cc->ring_writes = writes;
   cc->min_channels = min_channels;
   coll_task_t t = allreduce_task(bytes / 4, DEV_OP_SUM);
   ck_assert_int_eq(coll_plan_choose(cc, &t), ncclSuccess);
@@ -334,21 +334,21 @@ static int ring_ar_channels(bool kernels, int nhosts, int min_channels, size_t b
   return t.nchannels;
 }
 
-/* Simple ring AllReduces on GPUs of one host run on 32 channels below 32 MiB (the size's count,
+/* Simple ring AllReduces with direct writes run on 32 channels below 32 MiB (the size's count,
  * 48 below 16 MiB and 62 from it, elsewhere), never fewer than NCCL_MIN_NCHANNELS asks. */
 START_TEST(test_ring_allreduce_channels) {
   setenv("NCCL_ALGO", "Ring", 1);
   setenv("NCCL_PROTO", "Simple", 1);
   param_reload();
-  ck_assert_int_eq(ring_ar_channels(true, 1, 0, (size_t)8 << 20), 32);
-  ck_assert_int_eq(ring_ar_channels(true, 1, 0, (size_t)16 << 20), 32);
-  ck_assert_int_eq(ring_ar_channels(true, 1, 0, ((size_t)32 << 20) - 16), 32);
-  ck_assert_int_eq(ring_ar_channels(true, 1, 0, (size_t)32 << 20), 62);
-  ck_assert_int_eq(ring_ar_channels(true, 1, 0, (size_t)64 << 10), 16);  /* 4 KiB a channel */
-  ck_assert_int_eq(ring_ar_channels(false, 1, 0, (size_t)16 << 20), 62); /* host threads */
-  ck_assert_int_eq(ring_ar_channels(true, 2, 0, (size_t)16 << 20), 62);  /* two hosts */
-  ck_assert_int_eq(ring_ar_channels(true, 1, 40, (size_t)16 << 20), 62); /* the floor holds */
-  ck_assert_int_eq(ring_ar_channels(true, 1, 40, (size_t)8 << 20), 48);
+  ck_assert_int_eq(ring_ar_channels(true, true, 0, (size_t)8 << 20), 32);
+  ck_assert_int_eq(ring_ar_channels(true, true, 0, (size_t)16 << 20), 32);
+  ck_assert_int_eq(ring_ar_channels(true, true, 0, ((size_t)32 << 20) - 16), 32);
+  ck_assert_int_eq(ring_ar_channels(true, true, 0, (size_t)32 << 20), 62);
+  ck_assert_int_eq(ring_ar_channels(true, true, 0, (size_t)64 << 10), 16);  /* 4 KiB a channel */
+  ck_assert_int_eq(ring_ar_channels(false, true, 0, (size_t)16 << 20), 62); /* host threads */
+  ck_assert_int_eq(ring_ar_channels(true, false, 0, (size_t)16 << 20), 62); /* FIFO steps */
+  ck_assert_int_eq(ring_ar_channels(true, true, 40, (size_t)16 << 20), 62); /* the floor holds */
+  ck_assert_int_eq(ring_ar_channels(true, true, 40, (size_t)8 << 20), 48);
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
   param_reload();

@@ -57,7 +57,9 @@ static void pf_identity(void* ctx, int rank, platform_identity_t* out) {
   uint64_t key[2] = {w->id, (uint64_t)node};
   memset(out, 0, sizeof(*out));
   out->host_hash = hash_bytes(key, sizeof(key));
-  key[1] = ((uint64_t)1 << 40) | (uint64_t)rank;
+  /* A node's ranks are one process, as in nccl-tests -g N (the runs baton-sim is checked
+   * against): their P2P connections take direct writes. */
+  key[1] = ((uint64_t)1 << 40) | (uint64_t)node;
   out->pid_hash = hash_bytes(key, sizeof(key));
   out->shm_dev = w->id;
   out->pid = 0;
