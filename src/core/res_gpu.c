@@ -310,9 +310,9 @@ ncclResult_t res_gpu_setup(comm_res_t* cc, ncclComm_t comm) {
                                .stage_read_gbs = pair};
   INFO(NCCL_INIT | NCCL_TUNING,
        "comm %p rank %d: %d channels (this rank proposed %d), LL128 %s, OneShot/TwoShot %s, rings "
-       "%s, %.1f GB/s per channel, %.1f us per hop",
+       "%s, direct writes %s, %.1f GB/s per channel, %.1f us per hop",
        (void*)comm, cc->rank, cc->nchannels, mine.nchannels, cc->ll128_ok ? "on" : "off",
-       cc->direct_ok ? "on" : "off", cc->rings_both_ways ? "both ways" : "one way", per_channel,
-       agreed.intra_lat_us);
+       cc->direct_ok ? "on" : "off", cc->rings_both_ways ? "both ways" : "one way",
+       cc->ring_writes ? "on every pair" : "not on every pair", per_channel, agreed.intra_lat_us);
   return ncclSuccess;
 }
