@@ -185,7 +185,12 @@ if [ "$SHARE_GPU" = 1 ]; then
 else
   NGPUS=${NGPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')}
 fi
-COMMIT=${BATON_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+# The library's commit: a prebuilt folder's BUILD_INFO names it (the work tree's HEAD may differ).
+prebuilt_commit=""
+if [ -n "$BATON_PREBUILT" ] && [ -f "$BATON_PREBUILT/BUILD_INFO" ]; then
+  prebuilt_commit=$(sed -n '1s/^commit \([^, ]*\).*/\1/p' "$BATON_PREBUILT/BUILD_INFO")
+fi
+COMMIT=${BATON_COMMIT:-${prebuilt_commit:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}}
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 if [ -z "${STOCK_NCCL_LIB:-}" ]; then
   STOCK_NCCL_LIB=$(python3 -c 'import os, nvidia.nccl
