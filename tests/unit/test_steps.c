@@ -277,6 +277,28 @@ START_TEST(test_direct_lanes) {
 }
 END_TEST
 
+/* TwoShot cuts each chunk of c units into n parts of the least whole number of 16-byte vectors
+ * that covers c / n: the parts stay balanced. */
+START_TEST(test_twoshot_parts) {
+  static const size_t units[] = {1, 2, 4, 8};
+  static const size_t chunks[] = {1, 3, 16, 100, 257, 1000, 4099};
+  for (size_t ui = 0; ui < sizeof(units) / sizeof(units[0]); ui++)
+    for (int n = 2; n <= MAXN; n++)
+      for (size_t ci = 0; ci < sizeof(chunks) / sizeof(chunks[0]); ci++) {
+        const size_t u = units[ui], c = chunks[ci];
+        step_lane_t ln = direct_lane(FUNC_ALLREDUCE, ALGO_TWOSHOT, n, 0, 0, c, 0, c, c);
+        ln.unit = u;
+        step_t st;
+        steps_plan(&ln, 0, &st);
+        const size_t share = (c + (size_t)n - 1) / (size_t)n * u; /* bytes of c / n, rounded up */
+        size_t want = (share + 15) / 16 * 16 / u;
+        if (want > c) want = c;
+        ck_assert_msg(st.part == want, "unit %zu n %d chunk %zu: part %zu, want %zu", u, n, c,
+                      st.part, want);
+      }
+}
+END_TEST
+
 START_TEST(test_p2p) {
   static const size_t shapes[][2] = {{1, 1}, {100, 7}, {4096, 4096}};
   for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
@@ -301,6 +323,7 @@ static Suite* steps_suite(void) {
   tcase_add_test(tc, test_ring_lockstep_and_coverage);
   tcase_add_test(tc, test_tree_lockstep_and_coverage);
   tcase_add_test(tc, test_direct_lanes);
+  tcase_add_test(tc, test_twoshot_parts);
   tcase_add_test(tc, test_p2p);
   suite_add_tcase(s, tc);
   return s;
