@@ -12,6 +12,12 @@
 #include "collectives/collectives.h"
 #include "unit.h"
 
+/* NCCL_ALGO and NCCL_PROTO as a test forces them (NULL: unset), reloaded. */
+static void plan_force(const char* algo, const char* proto) {
+  unit_set_param("NCCL_ALGO", algo);
+  unit_set_param("NCCL_PROTO", proto);
+}
+
 START_TEST(test_split_covers_exactly) {
   const size_t totals[] = {0, 1, 2, 15, 16, 17, 1000, 1001, 123457};
   const size_t aligns[] = {1, 4, 16, 64};
@@ -179,9 +185,7 @@ START_TEST(test_task_bytes) {
 END_TEST
 
 START_TEST(test_filter_rows) {
-  setenv("NCCL_ALGO", "ring;allreduce:tree", 1);
-  setenv("NCCL_PROTO", "^LL", 1);
-  param_reload();
+  plan_force("ring;allreduce:tree", "^LL");
   coll_filter_t f;
   ck_assert_int_eq(coll_filter_init(&f), ncclSuccess);
   ck_assert(f.algo_ok[FUNC_ALLREDUCE][ALGO_TREE] && !f.algo_ok[FUNC_ALLREDUCE][ALGO_RING]);
@@ -192,12 +196,9 @@ START_TEST(test_filter_rows) {
     ck_assert(f.proto_ok[fn][PROTO_SIMPLE]);
     ck_assert(f.proto_set[fn]);
   }
-  setenv("NCCL_ALGO", "Bogus", 1);
-  param_reload();
+  unit_set_param("NCCL_ALGO", "Bogus");
   ck_assert_int_eq(coll_filter_init(&f), ncclInvalidUsage);
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   ck_assert_int_eq(coll_filter_init(&f), ncclSuccess);
   for (int fn = 0; fn < FUNC_COUNT; fn++) ck_assert(!f.algo_set[fn] && !f.proto_set[fn]);
 }
@@ -264,9 +265,7 @@ static struct coll_comm* as_gpus(struct coll_comm* cc) {
 }
 
 START_TEST(test_direct_choice) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   struct coll_comm* cc = as_gpus(plan_comm(4, true));
   static const int ops[] = {DEV_OP_SUM, DEV_OP_MAX, DEV_OP_PREMULSUM, DEV_OP_SUMPOSTDIV};
   for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
@@ -282,14 +281,12 @@ START_TEST(test_direct_choice) {
   ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
 
-  setenv("NCCL_ALGO", "TwoShot", 1);
-  param_reload();
+  unit_set_param("NCCL_ALGO", "TwoShot");
   cc = plan_comm(4, true);
   ck_assert_int_eq(choose(cc, allreduce_task(1 << 20, DEV_OP_SUM)), ALGO_TWOSHOT); /* any size */
   ck_assert(!is_direct(choose(cc, func_task(FUNC_ALLGATHER, 2, DEV_OP_SUM))));     /* none for it */
   free(cc);
-  setenv("NCCL_ALGO", "allreduce:OneShot;broadcast:oneshot;reducescatter:OneShot", 1);
-  param_reload();
+  unit_set_param("NCCL_ALGO", "allreduce:OneShot;broadcast:oneshot;reducescatter:OneShot");
   cc = plan_comm(8, true);
   ck_assert_int_eq(choose(cc, allreduce_task(100000, DEV_OP_PREMULSUM)), ALGO_ONESHOT);
   ck_assert_int_eq(choose(cc, func_task(FUNC_BROADCAST, 7, DEV_OP_SUM)), ALGO_ONESHOT);
@@ -298,20 +295,15 @@ START_TEST(test_direct_choice) {
   cc = plan_comm(DIRECT_MAX_RANKS + 1, true); /* too many ranks: the model's choice */
   ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
-  setenv("NCCL_ALGO", "^ring,tree", 1); /* OneShot and TwoShot remain; without LL, nothing */
-  setenv("NCCL_PROTO", "Simple", 1);
-  param_reload();
+  plan_force("^ring,tree", "Simple"); /* OneShot and TwoShot remain; without LL, nothing */
   cc = as_gpus(plan_comm(4, true));
   ck_assert(!is_direct(choose(cc, allreduce_task(2, DEV_OP_SUM))));
   free(cc);
-  setenv("NCCL_ALGO", "ring", 1);
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force("ring", NULL);
   cc = as_gpus(plan_comm(4, true));
   ck_assert_int_eq(choose(cc, allreduce_task(2, DEV_OP_SUM)), ALGO_RING);
   free(cc);
-  unsetenv("NCCL_ALGO");
-  param_reload();
+  unit_set_param("NCCL_ALGO", NULL);
   ck_assert_int_eq(coll_algo_name_index(ALGO_ONESHOT), TOPO_ALGO_ONESHOT);
   ck_assert_str_eq(topo_algo_names[coll_algo_name_index(ALGO_TWOSHOT)], "TwoShot");
   ck_assert_str_eq(topo_algo_names[coll_algo_name_index(ALGO_RING)], "Ring");
@@ -337,9 +329,7 @@ static int ring_ar_channels(bool kernels, bool writes, int min_channels, size_t 
 /* Simple ring AllReduces with direct writes run on 32 channels below 32 MiB (the size's count,
  * 48 below 16 MiB and 62 from it, elsewhere), never fewer than NCCL_MIN_NCHANNELS asks. */
 START_TEST(test_ring_allreduce_channels) {
-  setenv("NCCL_ALGO", "Ring", 1);
-  setenv("NCCL_PROTO", "Simple", 1);
-  param_reload();
+  plan_force("Ring", "Simple");
   ck_assert_int_eq(ring_ar_channels(true, true, 0, (size_t)8 << 20), 32);
   ck_assert_int_eq(ring_ar_channels(true, true, 0, (size_t)16 << 20), 32);
   ck_assert_int_eq(ring_ar_channels(true, true, 0, ((size_t)32 << 20) - 16), 32);
@@ -349,9 +339,7 @@ START_TEST(test_ring_allreduce_channels) {
   ck_assert_int_eq(ring_ar_channels(true, false, 0, (size_t)16 << 20), 62); /* FIFO steps */
   ck_assert_int_eq(ring_ar_channels(true, true, 40, (size_t)16 << 20), 62); /* the floor holds */
   ck_assert_int_eq(ring_ar_channels(true, true, 40, (size_t)8 << 20), 48);
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
 }
 END_TEST
 
@@ -476,9 +464,7 @@ static ncclResult_t build(plan_world_t* w, coll_task_t* tasks, int n) {
  * connection; a round's window fills a staging half (ReduceScatter: n blocks of it), on 16-byte
  * multiples. */
 START_TEST(test_staged_items) {
-  setenv("NCCL_ALGO", "TwoShot", 1);
-  setenv("NCCL_PROTO", "Simple", 1);
-  param_reload();
+  plan_force("TwoShot", "Simple");
   static float a[1 << 20], b[1 << 20];
   plan_world_t w = world_make(4, 2);
   struct coll_comm* cc = as_gpus(w.cc);
@@ -503,8 +489,7 @@ START_TEST(test_staged_items) {
     /* 3 regions of 349520 bytes, 4 sub-regions of 87376: 3 * 4 * 21844 elements a round */
     ck_assert_uint_eq(x->chunk, 3 * 4 * 21844);
   }
-  setenv("NCCL_ALGO", "OneShot", 1);
-  param_reload();
+  unit_set_param("NCCL_ALGO", "OneShot");
   coll_filter_init(&cc->filter);
   t = task(FUNC_REDUCESCATTER, ncclFloat32, 1000, a, b, -1, DEV_OP_SUM);
   ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
@@ -521,9 +506,7 @@ START_TEST(test_staged_items) {
   cc->tuning.stage_half = 0; /* no staging: the forced request falls back to what exists */
   ck_assert_int_eq(coll_plan_build(cc, &list, &nreqs), ncclSuccess);
   ck_assert_int_ne(p->works[0][0].algo, ALGO_ONESHOT);
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   world_free(&w);
 }
 END_TEST
@@ -559,9 +542,7 @@ static int measured_name(const char* const* names, int count, const char* name) 
 }
 
 START_TEST(test_model_holds_to_measurements) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   char path[1024];
   snprintf(path, sizeof(path), "%s/tests/data/tuning/h100-graph-forced.txt",
            getenv("BATON_SOURCE_DIR"));
@@ -681,9 +662,7 @@ END_TEST
 /* Collective items: every slice non-empty and covered once, steps within the slot, the root's
  * position in each channel's own ring. */
 START_TEST(test_plan_items_decided) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   static float a[300000], b[300000];
   for (int root = 0; root < 4; root++) {
     plan_world_t w = world_make(4, 1);
@@ -718,9 +697,7 @@ END_TEST
  * field the planner reads, with no registration since and no tuner plugin; a hit hands back the
  * planner's choices. */
 START_TEST(test_plan_reuse_key) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   static float a[4096], b[4096], other[4096];
   static const double scalar = 2.0;
   plan_world_t w = world_make(4, 1);
@@ -846,9 +823,7 @@ static const plan_t* build_ring_items(plan_world_t* w, coll_task_t* t) {
 /* A chain's steps (Broadcast, Reduce on more than 2 ranks): on GPUs of one host a slot each;
  * on the host executor, and between hosts, the pipeline's chunk (coll_pipe_chunk_bytes). */
 START_TEST(test_plan_chain_steps) {
-  setenv("NCCL_ALGO", "Ring", 1);
-  setenv("NCCL_PROTO", "Simple", 1);
-  param_reload();
+  plan_force("Ring", "Simple");
   static float a[1 << 20], b[1 << 20];
   const size_t slot = (4 << 20) / NCCL_STEPS;
   for (int func = FUNC_BROADCAST; func <= FUNC_REDUCE; func++) {
@@ -870,9 +845,7 @@ START_TEST(test_plan_chain_steps) {
       world_free(&w);
     }
   }
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
 }
 END_TEST
 
@@ -895,10 +868,9 @@ START_TEST(test_plan_direct_writes) {
                {FUNC_REDUCESCATTER, PROTO_SIMPLE, 1 << 18, true, false},
                {FUNC_BROADCAST, PROTO_SIMPLE, 1 << 20, true, false},
                {FUNC_REDUCE, PROTO_SIMPLE, 1 << 20, true, false}};
-  setenv("NCCL_ALGO", "Ring", 1);
+  unit_set_param("NCCL_ALGO", "Ring");
   for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
-    setenv("NCCL_PROTO", cases[ci].proto == PROTO_LL ? "LL" : "Simple", 1);
-    param_reload();
+    unit_set_param("NCCL_PROTO", cases[ci].proto == PROTO_LL ? "LL" : "Simple");
     plan_world_t w = world_make(4, 1);
     w.cc->kernels = cases[ci].kernels;
     coll_task_t t = task(cases[ci].func, ncclFloat32, cases[ci].count, a, b, 0, DEV_OP_SUM);
@@ -911,9 +883,7 @@ START_TEST(test_plan_direct_writes) {
     }
     world_free(&w);
   }
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
 }
 END_TEST
 
@@ -922,9 +892,7 @@ END_TEST
  * (align elements), the smallest share with which nch channels cover the count; the last takes
  * what is left; a channel with nothing left gets no item. */
 START_TEST(test_plan_channel_slices) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   static char a[1 << 23], b[1 << 23];
   const struct {
     int func, dtype;
@@ -1050,9 +1018,7 @@ END_TEST
 /* A group whose collectives the model would run partly direct runs none of them direct: the
  * direct kernel runs a plan's collectives apart from the others (plan.c); alone, each is direct. */
 START_TEST(test_direct_all_or_none) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   static float a[1 << 20], b[1 << 20];
   plan_world_t w = world_make(4, 1);
   w.cc->kernels = w.cc->direct_model = true; /* GPUs (comm_res_t) */
@@ -1076,9 +1042,7 @@ END_TEST
 /* The model may choose a direct algorithm up to COLL_DIRECT_MAX_BYTES, that size included
  * (collectives.h: "up to this size"); NCCL_ALGO forces them beyond it. */
 START_TEST(test_direct_size_bound) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   struct coll_comm* cc = as_gpus(plan_comm(4, true));
   for (int algo = ALGO_ONESHOT; algo <= ALGO_TWOSHOT; algo++) {
     ck_assert(
@@ -1096,9 +1060,7 @@ END_TEST
  * reports for it is the model's for those channels (a GPU whose NVLink rate is unknown: the model
  * prices a direct pass by its channels' bandwidth), not for the operation's 32. */
 START_TEST(test_direct_priced_on_its_channels) {
-  setenv("NCCL_ALGO", "OneShot", 1);
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force("OneShot", NULL);
   struct coll_comm* cc = as_gpus(plan_comm(4, true));
   const size_t bytes = (size_t)256 << 10; /* 64 channels' worth of COLL_MIN_CHANNEL_BYTES */
   coll_task_t t = allreduce_task(bytes / 4, DEV_OP_SUM);
@@ -1112,8 +1074,7 @@ START_TEST(test_direct_priced_on_its_channels) {
   ck_assert_msg(fabs(t.model_us - want) < 1e-9, "priced %g us, %g on %d channels", t.model_us, want,
                 COLL_DIRECT_MAX_CHANNELS);
   /* The same pair chosen by a *Config call's algSelection (no NCCL_ALGO): the same price. */
-  unsetenv("NCCL_ALGO");
-  param_reload();
+  unit_set_param("NCCL_ALGO", NULL);
   free(cc);
   cc = as_gpus(plan_comm(4, true));
   t = allreduce_task(bytes / 4, DEV_OP_SUM);
@@ -1132,9 +1093,7 @@ END_TEST
  * communicator's channels, at least min_ch; a bound beyond the communicator's count is its count.
  */
 START_TEST(test_call_channel_bounds) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   struct coll_comm* cc = plan_comm(4, false);                     /* 32 channels */
   coll_task_t big = allreduce_task((size_t)16 << 20, DEV_OP_SUM); /* 64 MiB: every channel */
   coll_task_t t = big;
@@ -1166,9 +1125,7 @@ END_TEST
  * whose fixed cost the network hides: f + C / push <= C / net, f the cost bytes at
  * COLL_PIPE_COST_GBS. The expected chunks are computed here from those formulas. */
 START_TEST(test_plan_tree_steps) {
-  setenv("NCCL_ALGO", "Tree", 1);
-  setenv("NCCL_PROTO", "Simple", 1);
-  param_reload();
+  plan_force("Tree", "Simple");
   static float a[1 << 20], b[1 << 20];
   const size_t slot = (4 << 20) / NCCL_STEPS;
   const struct {
@@ -1208,18 +1165,14 @@ START_TEST(test_plan_tree_steps) {
     }
     world_free(&w);
   }
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
 }
 END_TEST
 
 /* Point-to-point messages up to COLL_P2P_LL_MAX_BYTES (16 KiB), that size included, use LL;
  * larger ones Simple. */
 START_TEST(test_plan_p2p_proto) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   static char s[(16 << 10) + 16];
   const struct {
     size_t bytes;
@@ -1244,9 +1197,7 @@ END_TEST
 /* A send to rank + d and the receive of it on rank + d (from rank - d there) have the same
  * distance d, so both land on the same channels, starting at d * nchannels / nranks. */
 START_TEST(test_plan_p2p_channels_pair) {
-  unsetenv("NCCL_ALGO");
-  unsetenv("NCCL_PROTO");
-  param_reload();
+  plan_force(NULL, NULL);
   static char buf[1024];
   for (int d = 1; d < 4; d++) {
     const int sender = 1, receiver = (sender + d) % 4;
